@@ -1,0 +1,40 @@
+# Spindle's developer entry points. `make demo` and `make test` work on a fresh machine:
+# they create .venv, install pinned dependencies and build/cache whatever the tests need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
+export SPINDLE_CACHE ?= $(HOME)/.cache/spindle
+
+.PHONY: venv test lint unit demo crds bench dev-cluster clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@echo "==> creating $(VENV) and installing pinned dependencies"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0"
+	@$(BIN)/pip install -q -c constraints.txt -e ".[runtime,operator,dev]"
+	@rm -f $(VENV)/.installed-*; touch $@
+
+lint: venv
+	@echo "==> ruff"; $(BIN)/ruff check operator tests bench
+	@echo "==> mypy"; $(BIN)/mypy
+	@echo "==> import-linter"; $(BIN)/lint-imports
+
+test: venv lint
+	@echo "==> pytest"
+	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	@$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: venv
+	@$(BIN)/python examples/grades/demo.py
+
+bench: venv
+	@$(BIN)/python bench/plan.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

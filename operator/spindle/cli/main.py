@@ -1,0 +1,82 @@
+"""The `spindle` command: a thin argparse front over the library; no traceback ever escapes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from spindle.cli import render
+from spindle.errors import SpindleError
+from spindle.plan import make_plan
+from spindle.program import parse_program
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise SpindleError(
+            reason="FileUnreadable",
+            message=f"Cannot read {path}: {error.strerror}. Check the path.",
+            details={"path": path},
+        ) from None
+
+
+def _parse_file(path: str) -> object:
+    try:
+        return parse_program(read_text(path))
+    except SpindleError as error:
+        error.details.setdefault("file", path)
+        error.message = f"{path}: {error.message}"
+        raise
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    old = _parse_file(args.old)
+    new = _parse_file(args.new)
+    plan = make_plan(old=old, new=new)  # type: ignore[arg-type]
+    if args.json:
+        render.print_json(plan.to_json())
+    else:
+        render.print_plan(plan)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spindle", description="Evolve Spark SQL pipelines without re-ingesting history."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    diff = sub.add_parser("diff", help="compare two program files (no storage needed)")
+    diff.add_argument("old", help="the old program (.sql)")
+    diff.add_argument("new", help="the new program (.sql)")
+    diff.add_argument("--json", action="store_true", help="print one JSON object")
+    diff.set_defaults(run=cmd_diff)
+    for register in EXTENSIONS:
+        register(sub)
+    return parser
+
+
+EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
+    try:
+        code: int = args.run(args)
+        return code
+    except SpindleError as error:
+        render.print_error(error, as_json=as_json)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

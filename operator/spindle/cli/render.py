@@ -1,0 +1,86 @@
+"""Readable renderings of plans and errors for terminals (rich), shared by every command."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from spindle.errors import SpindleError
+from spindle.plan import ChangePlan
+
+STATUS_STYLE = {"added": "green", "removed": "red", "modified": "yellow"}
+
+
+def console(*, stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def plan_table(plan: ChangePlan) -> Table:
+    table = Table(title=f"Change {plan.change_id}", title_justify="left")
+    for column in ("object", "kind", "status", "reasons", "category"):
+        table.add_column(column)
+    for name in sorted(plan.changes):
+        change = plan.changes[name]
+        style = STATUS_STYLE[change.status.value]
+        table.add_row(
+            name,
+            change.kind,
+            f"[{style}]{change.status.value}[/]",
+            ", ".join(change.reasons),
+            change.category.value if change.category else "",
+        )
+    for list_name, keys in plan.diff.connector_lists.items():
+        status, direction, _ = list_name.split("_", 2)
+        for key in keys:
+            style = STATUS_STYLE[status]
+            table.add_row(key, f"{direction} connector", f"[{style}]{status}[/]", "", "")
+    return table
+
+
+def query_diffs(plan: ChangePlan) -> list[str]:
+    """Unified diffs of each directly modified view's statement."""
+    blocks = []
+    for name in sorted(plan.changes):
+        change = plan.changes[name]
+        if change.kind == "view" and "query" in change.reasons:
+            old, new = plan.old.views[name].text, plan.new.views[name].text
+            lines = difflib.unified_diff(
+                old.splitlines(), new.splitlines(), f"old/{name}", f"new/{name}", lineterm=""
+            )
+            blocks.append("\n".join(lines))
+    return blocks
+
+
+def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
+    out = out or console()
+    if plan.diff.is_empty:
+        out.print("No changes: the programs are equivalent.")
+        return
+    out.print(plan_table(plan))
+    for block in query_diffs(plan):
+        out.print(block, markup=False)
+    for warning in plan.new.warnings:
+        out.print(f"[yellow]warning:[/] {warning}")
+    if plan.bootstrap.allowed:
+        out.print(f"Bootstrap: allowed. Approve with change id [bold]{plan.change_id}[/].")
+    else:
+        out.print(f"[red]Bootstrap refused: {plan.bootstrap.error_code}[/]")
+        out.print(plan.bootstrap.message or "", markup=False)
+
+
+def print_error(error: SpindleError, *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(error.body(), indent=2))
+        return
+    err = console(stderr=True)
+    err.print(f"[red]error[/] [bold]{error.reason}[/]: {error.message}", markup=True)
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,36 @@
+"""User-facing errors: one exception type carrying a CamelCase reason, a message and details.
+
+Every error a user can cause is a `SpindleError`. Its `body()` is the Feldera error body
+(`message`, `error_code`, `details`), so the CLI, the operator's status conditions and the
+driver's reports all speak the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class SpindleError(Exception):
+    """An error a user can act on: `reason` is CamelCase, `message` says what to do."""
+
+    def __init__(self, *, reason: str, message: str, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def body(self) -> dict[str, Any]:
+        return {"message": self.message, "error_code": self.reason, "details": self.details}
+
+    def __repr__(self) -> str:
+        return f"SpindleError(reason={self.reason!r}, message={self.message!r})"
+
+
+def located(*, reason: str, message: str, line: int, column: int, **details: Any) -> SpindleError:
+    """An error about SQL text: the message and details carry the line and column."""
+    return SpindleError(
+        reason=reason,
+        message=f"{message} (line {line}, column {column})",
+        details={"line": line, "column": column, **details},
+    )

@@ -1,0 +1,172 @@
+"""The change plan: a frozen object computed once from two programs, then executed.
+
+`make_plan` composes the passes (fingerprints → object changes → connector changes → refusals)
+into a `ChangePlan`. The runtime evaluates it; the lifecycle decides on it; the CLI prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spindle.plan.changes import ObjectChange, Status, object_changes
+from spindle.plan.connectors import connector_changes
+from spindle.plan.diff import Diff, ProgramDiff
+from spindle.plan.refusals import Change, Refusal, refusal
+from spindle.program import Fingerprints, Program, fingerprint, parse_program
+from spindle.program.fingerprint import digest
+from spindle.versions import RUNTIME_VERSION
+
+EMPTY_PROGRAM = parse_program("")
+
+
+def change_id(*, old_program_fp: str, new_program_fp: str, runtime: str) -> str:
+    """Short, stable id of a change: what an approval names."""
+    return digest("change", old_program_fp, new_program_fp, runtime)[:12]
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    allowed: bool
+    error_code: str | None = None
+    message: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"allowed": self.allowed, "error_code": self.error_code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    old: Program
+    new: Program
+    old_fingerprints: Fingerprints
+    new_fingerprints: Fingerprints
+    diff: Diff
+    changes: Mapping[str, ObjectChange]
+    change_id: str
+    bootstrap: Bootstrap
+    runtime: str
+    first_start: bool
+    """No checkpoint yet: nothing to diff against, so no approval is needed."""
+
+    @property
+    def needs_approval(self) -> bool:
+        return not self.first_start and not self.diff.is_empty
+
+    def _with_status(self, kind: str, *statuses: Status) -> tuple[str, ...]:
+        return tuple(n for n, c in self.changes.items() if c.kind == kind and c.status in statuses)
+
+    @property
+    def views_to_evaluate(self) -> tuple[str, ...]:
+        """New and modified views, in dependency order."""
+        wanted = set(self._with_status("view", Status.ADDED, Status.MODIFIED))
+        return tuple(v for v in self.new.views if v in wanted)
+
+    @property
+    def tables_to_truncate(self) -> tuple[str, ...]:
+        """Modified tables whose rows cannot be kept (all but appended nullable columns)."""
+        return tuple(
+            sorted(
+                n
+                for n, c in self.changes.items()
+                if c.kind == "table"
+                and c.status is Status.MODIFIED
+                and c.category is not None
+                and c.category.value == "breaking"
+            )
+        )
+
+    @property
+    def tables_to_evolve(self) -> tuple[str, ...]:
+        """Modified tables that keep their rows, with NULL in appended columns."""
+        return tuple(
+            sorted(
+                n
+                for n, c in self.changes.items()
+                if c.kind == "table"
+                and c.status is Status.MODIFIED
+                and n not in self.tables_to_truncate
+            )
+        )
+
+    @property
+    def state_to_discard(self) -> tuple[str, ...]:
+        return tuple(
+            sorted(
+                n
+                for n, c in self.changes.items()
+                if c.status is Status.REMOVED
+                or (c.kind == "view" and c.status is Status.MODIFIED)
+                or n in self.tables_to_truncate
+            )
+        )
+
+    @property
+    def connectors_to_reset(self) -> tuple[str, ...]:
+        """Input connectors that start from their configured start, not their offsets."""
+        reset = set(self.diff.added_input_connectors) | set(self.diff.modified_input_connectors)
+        for table in self.tables_to_truncate:
+            reset.update(c.key for c in self.new.tables[table].connectors)
+        return tuple(sorted(reset))
+
+    def to_json(self) -> dict[str, Any]:
+        body = self.diff.to_json()
+        body["change_id"] = self.change_id
+        body["changes"] = {n: self.changes[n].to_json() for n in sorted(self.changes)}
+        body["bootstrap"] = self.bootstrap.to_json()
+        return body
+
+
+def _bootstrap(found: Refusal | None) -> Bootstrap:
+    if found is None:
+        return Bootstrap(allowed=True)
+    return Bootstrap(False, found.error_code, found.message, found.details)
+
+
+def make_plan(
+    *,
+    old: Program | None,
+    new: Program,
+    old_runtime: str | None = None,
+    runtime: str = RUNTIME_VERSION,
+) -> ChangePlan:
+    """Diff `new` against `old` (the checkpointed program, or None before the first one)."""
+    first_start = old is None
+    before = EMPTY_PROGRAM if old is None else old
+    old_fp, new_fp = fingerprint(before), fingerprint(new)
+    runtime_changed = old_runtime is not None and old_runtime != runtime
+    changes = object_changes(
+        old=before, new=new, old_fp=old_fp, new_fp=new_fp, runtime_changed=runtime_changed
+    )
+
+    def names(kind: str, status: Status) -> tuple[str, ...]:
+        return tuple(sorted(n for n, c in changes.items() if c.kind == kind and c.status is status))
+
+    program_diff = ProgramDiff(
+        added_tables=names("table", Status.ADDED),
+        removed_tables=names("table", Status.REMOVED),
+        modified_tables=names("table", Status.MODIFIED),
+        added_views=names("view", Status.ADDED),
+        removed_views=names("view", Status.REMOVED),
+        modified_views=names("view", Status.MODIFIED),
+    )
+    diff = Diff(program_diff, None, **connector_changes(old=before, new=new))
+    found = refusal(Change(old=before, new=new, diff=diff, changes=changes))
+    return ChangePlan(
+        old=before,
+        new=new,
+        old_fingerprints=old_fp,
+        new_fingerprints=new_fp,
+        diff=diff,
+        changes=changes,
+        change_id=change_id(
+            old_program_fp="" if first_start else old_fp.program,
+            new_program_fp=new_fp.program,
+            runtime=runtime,
+        ),
+        bootstrap=_bootstrap(None if first_start else found),
+        runtime=runtime,
+        first_start=first_start,
+    )

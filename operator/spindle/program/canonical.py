@@ -1,0 +1,131 @@
+"""Canonical SQL: the form two statements are compared in.
+
+Passes (sqlglot style) look at a tree and return *edits*; the edits are applied in place, the
+tree is rendered without comments, and the edits are undone. No deep copy is made, which is what
+keeps canonicalization cheap for programs of thousands of views.
+
+The passes: every source gets a positional alias (`#t0`, `#t1`, ... by first appearance: table
+aliases, CTE names and an unaliased table's implicit alias), column qualifiers follow, and the
+optional `INNER` is dropped. sqlglot's generator already fixes keyword case, whitespace and the
+optional `AS`; the parser normalized identifier case. Formatting, comments, keyword case,
+unquoted identifier case and alias spelling therefore never count as a change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from spindle.program.dialect import DIALECT
+
+_ALIAS_PREFIX = "#t"  # cannot collide with an unquoted identifier
+
+Edit = tuple[exp.Expr, str, Any]
+
+
+def _alias_owner(alias: exp.TableAlias) -> bool:
+    return isinstance(alias.parent, exp.Table | exp.Subquery | exp.CTE | exp.Lateral | exp.Unnest)
+
+
+def positional_aliases(tree: exp.Expr) -> list[Edit]:
+    """Edits that give every source a positional alias; the renaming is injective, so
+    different queries never share a canonical form."""
+    mapping: dict[str, str] = {}
+    nodes = list(tree.walk())
+    for node in nodes:
+        if (isinstance(node, exp.TableAlias) and _alias_owner(node) and node.this) or (
+            isinstance(node, exp.Table) and not node.alias and not node.db
+        ):
+            mapping.setdefault(node.name, f"{_ALIAS_PREFIX}{len(mapping)}")
+    if not mapping:
+        return []
+    cte_names = {cte.alias for cte in tree.find_all(exp.CTE)}
+
+    def fresh(name: str) -> exp.Identifier:
+        return exp.Identifier(this=mapping[name], quoted=True)
+
+    edits: list[Edit] = []
+    for node in nodes:
+        if isinstance(node, exp.TableAlias) and _alias_owner(node) and node.this:
+            edits.append((node, "this", fresh(node.name)))
+        elif isinstance(node, exp.Column) and node.table in mapping:
+            edits.append((node, "table", fresh(node.table)))
+        elif isinstance(node, exp.Table) and not node.db:
+            if node.name in cte_names:
+                edits.append((node, "this", fresh(node.name)))
+            elif not node.alias:
+                edits.append((node, "alias", exp.TableAlias(this=fresh(node.name))))
+    return edits
+
+
+def optional_inner(tree: exp.Expr) -> list[Edit]:
+    return [
+        (join, "kind", None)
+        for join in tree.find_all(exp.Join)
+        if (join.args.get("kind") or "").upper() == "INNER"
+    ]
+
+
+PASSES: tuple[Callable[[exp.Expr], list[Edit]], ...] = (positional_aliases, optional_inner)
+
+# Trees are shared through the statement cache; edits are serialized so that concurrent
+# readers (the operator runs sync handlers in threads) never see a half-edited tree.
+_EDITING = threading.RLock()
+
+
+@contextmanager
+def canonical_form(tree: exp.Expr) -> Iterator[exp.Expr]:
+    """Temporarily put `tree` in canonical form; it is restored on exit."""
+    undo: list[Edit] = []
+    with _EDITING:
+        yield from _edited(tree, undo)
+
+
+def _edited(tree: exp.Expr, undo: list[Edit]) -> Iterator[exp.Expr]:
+    try:
+        for make_edits in PASSES:
+            for node, key, value in make_edits(tree):
+                undo.append((node, key, node.args.get(key)))
+                node.set(key, value)
+        yield tree
+    finally:
+        for node, key, value in reversed(undo):
+            node.set(key, value)
+
+
+def render(tree: exp.Expr) -> str:
+    return tree.sql(dialect=DIALECT, comments=False, copy=False)
+
+
+def canonical_sql(tree: exp.Expr) -> str:
+    with canonical_form(tree) as canonical:
+        return render(canonical)
+
+
+@dataclass(frozen=True)
+class QueryShape:
+    """A query split into its output column expressions and the rest (canonical SQL)."""
+
+    projections: tuple[str, ...]
+    body: str
+    distinct: bool
+
+
+def query_shape(query: exp.Query) -> QueryShape | None:
+    """The shape of a plain SELECT; None for set operations and other query forms."""
+    if not isinstance(query, exp.Select):
+        return None
+    with canonical_form(query) as tree:
+        projections = tuple(render(p) for p in tree.expressions)
+        original = tree.expressions
+        tree.set("expressions", [exp.Star()])
+        try:
+            body = render(tree)
+        finally:
+            tree.set("expressions", original)
+    return QueryShape(projections, body, bool(query.args.get("distinct")))

@@ -1,0 +1,103 @@
+"""Connector declarations: Feldera's JSON shape (`name`, `transport` {`name`, `config`}, `format`).
+
+Connectors live in the `'connectors'` property of a table (inputs) or a view (outputs). An
+anonymous connector is named `unnamed-<i>` by its position within its relation, with a warning:
+such names shift when connectors are reordered. Input configs are compared without their
+flow-control knobs, which change throughput, never data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from spindle.errors import SpindleError
+from spindle.program.model import Connector, Direction
+
+FLOW_CONTROL_KNOBS = frozenset(
+    {"max_batch_size", "max_queued_records", "paused", "max_worker_batch_size"}
+)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(_thaw(value), sort_keys=True, separators=(",", ":"))
+
+
+def _invalid(relation: str, problem: str, **details: Any) -> SpindleError:
+    return SpindleError(
+        reason="InvalidConnectors",
+        message=f"Connectors of '{relation}': {problem}. Fix the 'connectors' property: it "
+        "must be a JSON list of objects with a 'transport' object that has a 'name'.",
+        details={"relation": relation, **details},
+    )
+
+
+def parse_connectors(
+    *, relation: str, direction: Direction, raw: str | None
+) -> tuple[tuple[Connector, ...], tuple[str, ...]]:
+    """Parse a relation's `'connectors'` JSON into connectors and warnings."""
+    if raw is None:
+        return (), ()
+    try:
+        declared = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise _invalid(relation, f"invalid JSON: {error.msg} at character {error.pos}") from None
+    if not isinstance(declared, list):
+        raise _invalid(relation, "expected a JSON list")
+    connectors: list[Connector] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(declared):
+        if not isinstance(entry, dict):
+            raise _invalid(relation, f"entry {index} is not an object", index=index)
+        transport = entry.get("transport")
+        if not isinstance(transport, dict) or not isinstance(transport.get("name"), str):
+            raise _invalid(relation, f"entry {index} has no transport name", index=index)
+        name = entry.get("name")
+        unnamed = name is None
+        if unnamed:
+            name = f"unnamed-{index}"
+            warnings.append(
+                f"connector {index} of '{relation}' has no name and is called '{name}'; "
+                "name it explicitly so that reordering connectors does not look like a change"
+            )
+        if not isinstance(name, str) or not name:
+            raise _invalid(relation, f"entry {index} has an invalid name", index=index)
+        if name in seen:
+            raise _invalid(relation, f"duplicate connector name '{name}'", connector=name)
+        seen.add(name)
+        compared = {
+            k: v
+            for k, v in entry.items()
+            if k != "name" and not (direction is Direction.INPUT and k in FLOW_CONTROL_KNOBS)
+        }
+        connectors.append(
+            Connector(
+                relation=relation,
+                name=name,
+                direction=direction,
+                transport=transport["name"],
+                config=_freeze(entry),
+                comparable=canonical_json(compared),
+                unnamed=unnamed,
+            )
+        )
+    return tuple(connectors), tuple(warnings)

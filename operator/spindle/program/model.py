@@ -1,0 +1,155 @@
+"""The typed, immutable model of a Spindle SQL program: tables, views, functions, connectors.
+
+Names are normalized identifiers: unquoted identifiers are lower-cased, quoted ones are exact.
+Everything here is a frozen value; building one from SQL text is `spindle.program.parse`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True)
+class Position:
+    """1-based line and column in the program text."""
+
+    line: int
+    column: int
+
+
+class Direction(StrEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class Connector:
+    """A connector attached to a table (input) or a view (output), in Feldera's JSON shape."""
+
+    relation: str
+    name: str
+    direction: Direction
+    transport: str
+    config: Mapping[str, Any]
+    comparable: str
+    """Canonical JSON of `config`, without flow-control knobs for inputs: what a diff compares."""
+    unnamed: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.relation}.{self.name}"
+
+    @property
+    def transport_config(self) -> Mapping[str, Any]:
+        transport = self.config.get("transport") or {}
+        config = transport.get("config") if isinstance(transport, Mapping) else None
+        return config if isinstance(config, Mapping) else MappingProxyType({})
+
+    @property
+    def format(self) -> Mapping[str, Any] | None:
+        fmt = self.config.get("format")
+        return fmt if isinstance(fmt, Mapping) else None
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    """Canonical SQL type, for example `DECIMAL(5, 2)`."""
+    nullable: bool = True
+    lateness: str | None = None
+    """Canonical SQL of the `LATENESS` interval, when declared."""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    materialized: bool
+    append_only: bool
+    connectors: tuple[Connector, ...]
+    position: Position
+    text: str
+    """The raw statement text, as written."""
+
+    @property
+    def lateness(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.lateness is not None)
+
+    def schema_signature(self) -> tuple[Any, ...]:
+        """What makes a table modified (connectors excluded)."""
+        return (
+            tuple((c.name, c.type, c.nullable, c.lateness) for c in self.columns),
+            self.primary_key,
+            self.materialized,
+            self.append_only,
+        )
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A relation or function a statement reads, with where it is read (relative offset)."""
+
+    name: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    query: exp.Query
+    """The query AST. Shared and cached: never mutate it, copy it first."""
+    materialized: bool
+    dependencies: tuple[str, ...]
+    """Tables and views the query really reads (CTEs resolved), sorted."""
+    functions: tuple[str, ...]
+    """User-defined functions the query calls, sorted."""
+    connectors: tuple[Connector, ...]
+    position: Position
+    text: str
+    canonical: str
+    """The canonical form of the query: what decides whether the query changed."""
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    parameters: tuple[tuple[str, str], ...]
+    returns: str
+    body: exp.Expr
+    calls: tuple[str, ...]
+    """Other user-defined functions this function calls, sorted."""
+    position: Position
+    text: str
+    canonical: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """A parsed, validated program. `views` is in dependency (topological) order."""
+
+    text: str
+    tables: Mapping[str, Table]
+    views: Mapping[str, View]
+    functions: Mapping[str, Function]
+    warnings: tuple[str, ...] = ()
+    has_lateness: bool = field(default=False)
+
+    def relation(self, name: str) -> Table | View | None:
+        return self.tables.get(name) or self.views.get(name)
+
+    @property
+    def connectors(self) -> tuple[Connector, ...]:
+        found: list[Connector] = []
+        for table in self.tables.values():
+            found.extend(table.connectors)
+        for view in self.views.values():
+            found.extend(view.connectors)
+        return tuple(found)

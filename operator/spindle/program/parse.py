@@ -1,0 +1,163 @@
+"""Build a validated `Program` from SQL text: statements → objects → references → order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from spindle.errors import SpindleError, located
+from spindle.program.connectors import parse_connectors
+from spindle.program.model import Direction, Function, Position, Program, Table, View
+from spindle.program.statements import (
+    FunctionFacts,
+    Statement,
+    TableFacts,
+    ViewFacts,
+    analyze,
+    split,
+)
+
+_TRUE = {"true", "1", "yes", "on"}
+
+
+def _flag(properties: Mapping[str, str], key: str) -> bool:
+    return properties.get(key, "false").strip().lower() in _TRUE
+
+
+def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: Position) -> None:
+    where = statement.locate(offset)
+    raise located(
+        reason="DuplicateRelation" if kind != "function" else "DuplicateFunction",
+        message=f"'{name}' is declared twice (first at line {first.line}); rename or remove "
+        "one of the declarations",
+        line=where.line,
+        column=where.column,
+        name=name,
+    )
+
+
+def _topological(views: dict[str, View], statements: dict[str, Statement]) -> dict[str, View]:
+    """Views ordered so that every view follows the views it reads; cycles are errors."""
+    ordered: dict[str, View] = {}
+    visiting: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered:
+            return
+        if name in visiting:
+            cycle = " -> ".join((*path[path.index(name) :], name))
+            view = views[name]
+            raise located(
+                reason="CyclicView",
+                message=f"Views read each other in a cycle ({cycle}); break the cycle",
+                line=view.position.line,
+                column=view.position.column,
+                cycle=list((*path[path.index(name) :], name)),
+            )
+        visiting.add(name)
+        for dep in views[name].dependencies:
+            if dep in views:
+                visit(dep, (*path, name))
+        visiting.discard(name)
+        ordered[name] = views[name]
+
+    for name in views:
+        visit(name, ())
+    return ordered
+
+
+def parse_program(text: str) -> Program:
+    """Parse and validate a Spindle program. Raises `SpindleError` with line and column."""
+    tables: dict[str, Table] = {}
+    views: dict[str, View] = {}
+    functions: dict[str, Function] = {}
+    view_reads: dict[str, tuple[Statement, ViewFacts]] = {}
+    statements: dict[str, Statement] = {}
+    warnings: list[str] = []
+    positions: dict[str, Position] = {}
+
+    for statement in split(text):
+        facts = analyze(statement)
+        position = statement.locate(facts.name_offset)
+        namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
+        key = f"{namespace}:{facts.name}"
+        if key in positions:
+            _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
+        positions[key] = position
+        statements[facts.name] = statement
+        props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
+        if isinstance(facts, TableFacts):
+            connectors, notes = parse_connectors(
+                relation=facts.name, direction=Direction.INPUT, raw=props.get("connectors")
+            )
+            warnings.extend(notes)
+            tables[facts.name] = Table(
+                name=facts.name,
+                columns=facts.columns,
+                primary_key=facts.primary_key,
+                materialized=_flag(props, "materialized"),
+                append_only=_flag(props, "append_only"),
+                connectors=connectors,
+                position=position,
+                text=statement.text,
+            )
+        elif isinstance(facts, ViewFacts):
+            connectors, notes = parse_connectors(
+                relation=facts.name, direction=Direction.OUTPUT, raw=props.get("connectors")
+            )
+            warnings.extend(notes)
+            view_reads[facts.name] = (statement, facts)
+            views[facts.name] = View(
+                name=facts.name,
+                query=facts.query,
+                materialized=facts.materialized,
+                dependencies=tuple(sorted({r.name for r in facts.reads})),
+                functions=(),
+                connectors=connectors,
+                position=position,
+                text=statement.text,
+                canonical=facts.canonical,
+            )
+        else:
+            functions[facts.name] = Function(
+                name=facts.name,
+                parameters=facts.parameters,
+                returns=facts.returns,
+                body=facts.body,
+                calls=tuple(sorted({c.name for c in facts.calls} - {facts.name})),
+                position=position,
+                text=statement.text,
+                canonical=facts.canonical,
+            )
+
+    for function in list(functions.values()):
+        calls = tuple(c for c in function.calls if c in functions)
+        functions[function.name] = replace(function, calls=calls)
+
+    for name, (statement, facts) in view_reads.items():
+        for reference in facts.reads:
+            if reference.name not in tables and reference.name not in views:
+                where = statement.locate(reference.offset)
+                raise located(
+                    reason="UnknownRelation",
+                    message=f"View '{name}' reads '{reference.name}', which is not declared; "
+                    "declare it as a table or view, or fix the name",
+                    line=where.line,
+                    column=where.column,
+                    view=name,
+                    relation=reference.name,
+                )
+        udfs = tuple(sorted({c.name for c in facts.calls if c.name in functions}))
+        views[name] = replace(views[name], functions=udfs)
+
+    return Program(
+        text=text,
+        tables=tables,
+        views=_topological(views, statements),
+        functions=functions,
+        warnings=tuple(warnings),
+        has_lateness=any(t.lateness for t in tables.values()),
+    )
+
+
+__all__ = ["SpindleError", "parse_program"]

@@ -1,0 +1,2 @@
+create table t (id bigint) with ('materialized' = 'true', 'connectors' = '[{"name": "src", "transport": {"name": "file_input", "config": {"path": "/data/b"}}, "format": {"name": "json"}}]');
+create view v as select id from t;

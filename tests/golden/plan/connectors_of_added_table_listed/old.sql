@@ -1,0 +1,1 @@
+create table keep (k int) with ('materialized' = 'true');

@@ -1,0 +1,3 @@
+create table t (id bigint) with ('materialized' = 'true', 'connectors' = '[{"name": "src", "transport": {"name": "file_input", "config": {"path": "/data/a"}}, "format": {"name": "json"}}]');
+create view v as select id from t;
+create table keep (k int) with ('materialized' = 'true');

@@ -1,0 +1,2 @@
+create table ev (id bigint, ts timestamp lateness interval 1 hour) with ('materialized' = 'true', 'connectors' = '[{"name": "src", "transport": {"name": "file_input", "config": {"path": "/data/b"}}, "format": {"name": "json"}}]');
+create view ev_count as select count(*) as n from ev;

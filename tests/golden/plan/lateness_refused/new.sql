@@ -1,0 +1,2 @@
+create table ev (id bigint, ts timestamp lateness interval 1 hour) with ('materialized' = 'true');
+create view ev_count as select count(*) as n, max(ts) as last_ts from ev;

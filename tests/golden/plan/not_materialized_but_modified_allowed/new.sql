@@ -1,0 +1,4 @@
+create table t (id bigint, x bigint);
+create table u (id bigint) with ('materialized' = 'true');
+create view v as select id from t;
+create view w as select id from u;

@@ -1,0 +1,5 @@
+create table t (id bigint, x int);
+create table u (id bigint) with ('materialized' = 'true');
+create view v as select id from t;
+create view w as select id from u;
+create view v_top as select id from v;

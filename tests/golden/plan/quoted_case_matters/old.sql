@@ -1,0 +1,1 @@
+create table "Foo" (id int) with ('materialized' = 'true');

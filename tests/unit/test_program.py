@@ -1,0 +1,138 @@
+"""The program model: what is parsed, and every user error with its reason and position."""
+
+from __future__ import annotations
+
+import pytest
+
+from spindle.errors import SpindleError
+from spindle.program import Direction, parse_program
+
+
+def error_of(sql: str) -> SpindleError:
+    with pytest.raises(SpindleError) as caught:
+        parse_program(sql)
+    return caught.value
+
+
+def test_tables_columns_keys_properties_and_lateness() -> None:
+    program = parse_program(
+        """CREATE TABLE Events (
+             id BIGINT NOT NULL,
+             ts TIMESTAMP LATENESS INTERVAL 1 HOUR,
+             amount DECIMAL(10, 2),
+             PRIMARY KEY (id)
+           ) WITH ('materialized' = 'true', 'append_only' = 'TRUE');"""
+    )
+    table = program.tables["events"]
+    assert [c.name for c in table.columns] == ["id", "ts", "amount"]
+    assert [c.type for c in table.columns] == ["BIGINT", "TIMESTAMP", "DECIMAL(10, 2)"]
+    assert table.primary_key == ("id",)
+    assert table.materialized and table.append_only
+    assert [c.name for c in table.lateness] == ["ts"]
+    assert table.columns[1].lateness == "INTERVAL '1' HOUR"
+    assert program.has_lateness
+
+
+def test_views_functions_and_dependencies() -> None:
+    program = parse_program(
+        """create table a (k int); create table b (k int);
+           create function inc(x int) returns int as x + 1;
+           create materialized view v as
+             with a as (select k from b) select inc(k) as k1 from a;
+           create view w as select k1 from v union select k from a;"""
+    )
+    assert program.views["v"].materialized
+    assert program.views["v"].dependencies == ("b",)  # the CTE shadows table a
+    assert program.views["v"].functions == ("inc",)
+    assert program.views["w"].dependencies == ("a", "v")
+    assert list(program.views) == ["v", "w"]
+    assert program.functions["inc"].parameters == (("x", "INT"),)
+
+
+def test_views_may_be_declared_before_what_they_read() -> None:
+    program = parse_program("create view w as select k from v; create view v as select 1 as k;")
+    assert list(program.views) == ["v", "w"]
+
+
+def test_connectors_are_parsed_and_unnamed_ones_named_with_a_warning() -> None:
+    program = parse_program(
+        """create table t (a int) with ('connectors' = '[
+             {"transport": {"name": "file_input", "config": {"path": "/x"}}},
+             {"name": "two", "transport": {"name": "file_input", "config": {"path": "/y"}}}]');
+           create view v with ('connectors' = '[{"name": "out",
+             "transport": {"name": "file_output", "config": {"path": "/o"}}}]')
+           as select a from t;"""
+    )
+    keys = {(c.key, c.direction) for c in program.connectors}
+    assert keys == {
+        ("t.unnamed-0", Direction.INPUT),
+        ("t.two", Direction.INPUT),
+        ("v.out", Direction.OUTPUT),
+    }
+    assert len(program.warnings) == 1 and "unnamed-0" in program.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason", "line", "column"),
+    [
+        ("create table t (a int);\ncreate view v as\n  select a frm t;", "InvalidProgram", 3, 16),
+        ("create table t (a int;", "InvalidProgram", 1, 19),
+        ("create table t (a int);\ngrant select on t to bob;", "InvalidProgram", 2, 1),
+        ("create table t (a int);\ninsert into t values (1);", "InvalidProgram", 2, 1),
+        (
+            "create table t (a int);\n\ncreate view v as select a from missing;",
+            "UnknownRelation",
+            3,
+            32,
+        ),
+        ("create table t (a int);\ncreate table T (b int);", "DuplicateRelation", 2, 14),
+        ("create table t (a int);\ncreate view t as select 1 as x;", "DuplicateRelation", 2, 13),
+        (
+            "create view a as select x from b;\ncreate view b as select x from a;",
+            "CyclicView",
+            1,
+            13,
+        ),
+        ("create table t (ts timestamp lateness);", "InvalidProgram", 1, 38),
+    ],
+)
+def test_user_errors_have_a_reason_and_a_position(
+    sql: str, reason: str, line: int, column: int
+) -> None:
+    error = error_of(sql)
+    assert error.reason == reason
+    assert (error.details["line"], error.details["column"]) == (line, column)
+    assert f"line {line}, column {column}" in error.message
+
+
+@pytest.mark.parametrize(
+    "connectors",
+    [
+        "not json",
+        '{"name": "x"}',
+        '[{"name": "x"}]',
+        '[{"name": "x", "transport": {"config": {}}}]',
+        '[{"name": "x", "transport": {"name": "f"}}, {"name": "x", "transport": {"name": "f"}}]',
+        "[42]",
+    ],
+)
+def test_invalid_connectors(connectors: str) -> None:
+    error = error_of(f"create table t (a int) with ('connectors' = '{connectors}');")
+    assert error.reason == "InvalidConnectors"
+    assert error.details["relation"] == "t"
+    assert "Fix the" in error.message
+
+
+def test_error_body_is_feldera_shaped() -> None:
+    body = error_of("create view v as select a from nope;").body()
+    assert set(body) == {"message", "error_code", "details"}
+    assert body["error_code"] == "UnknownRelation"
+    assert body["details"]["relation"] == "nope"
+
+
+def test_comments_and_case_do_not_matter_for_names() -> None:
+    program = parse_program(
+        '/* c */ CREATE TABLE "Quoted" (A INT); -- x\ncreate view V as select a from "Quoted";'
+    )
+    assert set(program.tables) == {"Quoted"}
+    assert set(program.views) == {"v"}

@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 export SPINDLE_CACHE ?= $(HOME)/.cache/spindle
 
-.PHONY: venv test lint unit demo crds bench dev-cluster clean
+.PHONY: venv test lint unit harness demo crds bench dev-cluster clean
 
 venv: $(STAMP)
 
@@ -23,7 +23,14 @@ lint: venv
 	@echo "==> mypy"; $(BIN)/mypy
 	@echo "==> import-linter"; $(BIN)/lint-imports
 
-test: venv lint
+harness: venv
+	@echo "==> harness: building or reusing etcd, kube-apiserver, versitygw, helm, Spark jars"
+	@$(BIN)/python -m tests.harness build
+
+dev-cluster: venv
+	@$(BIN)/python -m tests.harness up
+
+test: venv lint harness
 	@echo "==> pytest"
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)
 

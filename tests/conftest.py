@@ -1,9 +1,163 @@
-"""Shared pytest wiring: run from the repository root so example paths resolve."""
+"""Shared pytest wiring: session fixtures for the real parts, and CI strictness.
+
+Fixtures: `kube` (a real API server: started locally, or the cluster `KUBECONFIG` names),
+`node_agent` (plays the kubelet locally; None on a real cluster), `s3` (versitygw, or the server
+`SPINDLE_TEST_S3_ENDPOINT` names), `spark` (a local SparkSession with Delta and S3A on `s3`) and
+`helm`. With CI=true a skipped test fails: a test that cannot run is not a passing test.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.chdir(ROOT)
+
+
+@dataclass
+class Kube:
+    kubeconfig: Path
+    api: Any
+    external: bool
+    kubectl_bin: Path | None
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        binary = str(self.kubectl_bin) if self.kubectl_bin else "kubectl"
+        result = subprocess.run(
+            [binary, "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result.stdout if check else result.stdout + result.stderr
+
+    def namespace(self, prefix: str = "t") -> str:
+        """A fresh namespace whose default service account exists (pods can be created)."""
+        from kubernetes import client
+
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        core = client.CoreV1Api(self.api)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if core.list_namespaced_service_account(name).items:
+                return name
+            time.sleep(0.1)
+        raise TimeoutError(f"no default service account in {name}")
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    from kubernetes import config
+
+    external = os.environ.get("KUBECONFIG")
+    if external and Path(external).exists():
+        yield Kube(Path(external), config.new_client_from_config(external), True, None)
+        return
+    from tests.harness import binaries, control_plane
+
+    plane = control_plane.start(tmp_path_factory.mktemp("kube"))
+    try:
+        yield Kube(
+            plane.kubeconfig,
+            config.new_client_from_config(str(plane.kubeconfig)),
+            False,
+            binaries.ensure("kubectl"),
+        )
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def node_agent(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if kube.external:
+        yield None  # a real cluster has real kubelets
+        return
+    from tests.harness.node_agent import NodeAgent
+
+    agent = NodeAgent(kube.kubeconfig, tmp_path_factory.mktemp("node")).start()
+    pytest.node_agent = agent  # type: ignore[attr-defined]
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.harness.s3 import S3Server
+
+    endpoint = os.environ.get("SPINDLE_TEST_S3_ENDPOINT")
+    if endpoint:
+        yield S3Server(
+            Path("."),
+            endpoint=endpoint,
+            access_key=os.environ["SPINDLE_TEST_S3_ACCESS_KEY"],
+            secret_key=os.environ["SPINDLE_TEST_S3_SECRET_KEY"],
+        )
+        return
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(s3: Any) -> Iterator[Any]:
+    from spindle.runtime.session import S3Settings, spark_session
+
+    session = spark_session(
+        app="spindle-tests",
+        s3=S3Settings(
+            endpoint=s3.endpoint,
+            region=s3.region,
+            access_key=s3.access_key,
+            secret_key=s3.secret_key,
+        ),
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    from tests.harness import binaries
+
+    return binaries.ensure("helm")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI", "").lower() == "true" and report.skipped and call.when != "teardown":
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which counts as a failure: {report.longrepr}"
+    agent = getattr(pytest, "node_agent", None)
+    if report.failed and agent is not None:
+        for pod, text in agent.all_logs().items():
+            report.sections.append((f"pod {pod} logs", text[-4000:]))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests.harness import cache
+
+    if cache.TIMINGS:
+        terminalreporter.section("harness: built versus reused")
+        for what, how, seconds in cache.TIMINGS:
+            terminalreporter.write_line(f"{how:>8} {what:<40} {seconds:7.1f}s")

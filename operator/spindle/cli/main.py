@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from spindle.cli import render
 from spindle.errors import SpindleError
@@ -56,12 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("new", help="the new program (.sql)")
     diff.add_argument("--json", action="store_true", help="print one JSON object")
     diff.set_defaults(run=cmd_diff)
-    for register in EXTENSIONS:
+    for register in _extensions():
         register(sub)
     return parser
 
 
-EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+def _extensions() -> list[Callable[[Any], None]]:
+    from spindle.cli import checkpoints
+
+    return [checkpoints.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

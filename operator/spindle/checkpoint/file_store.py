@@ -1,0 +1,125 @@
+"""The local-directory backend (the embedded default).
+
+Create-only writes link a fully written, fsynced temporary file into place (`link` fails if the
+target exists). Compare-and-swap holds an exclusive lock on the object's lock file, compares the
+current content hash with the expected ETag and renames a new file over it. Either way a reader
+sees the old object or the new one, never a partial one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from spindle.checkpoint.objects import Blob, Listed, ObjectNotFound, PreconditionFailed
+
+
+def _etag(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class FileStore:
+    root: Path
+
+    @property
+    def uri(self) -> str:
+        return self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if self.root.resolve() not in (path, *path.parents):
+            raise ValueError(f"key escapes the store: {key}")
+        return path
+
+    def read(self, key: str) -> Blob:
+        try:
+            data = self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(key) from None
+        return Blob(data, _etag(data))
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        lock = path.with_name(f".{path.name}.lock")
+        with lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _temporary(self, path: Path, data: bytes) -> Path:
+        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        with temp.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        return temp
+
+    def write(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self._temporary(path, data)
+        try:
+            with self._locked(path):
+                if if_none_match:
+                    try:
+                        os.link(temp, path)
+                    except FileExistsError:
+                        raise PreconditionFailed(key) from None
+                else:
+                    if if_match is not None:
+                        try:
+                            current = _etag(path.read_bytes())
+                        except FileNotFoundError:
+                            raise PreconditionFailed(key) from None
+                        if current != if_match:
+                            raise PreconditionFailed(key)
+                    os.replace(temp, path)
+                _fsync_dir(path.parent)
+        finally:
+            temp.unlink(missing_ok=True)
+        return _etag(data)
+
+    def scan(self, prefix: str) -> list[Listed]:
+        base = self._path(prefix) if prefix else self.root
+        if not base.exists():
+            return []
+        found = []
+        for path in base.rglob("*"):
+            if path.is_file() and not path.name.startswith("."):
+                stat = path.stat()
+                found.append(
+                    Listed(
+                        str(path.relative_to(self.root)),
+                        datetime.datetime.fromtimestamp(stat.st_mtime, datetime.UTC),
+                    )
+                )
+        return sorted(found, key=lambda item: item.key)
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            path = self._path(key)
+            path.unlink(missing_ok=True)
+            path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
+
+    def child(self, key: str) -> FileStore:
+        return FileStore(self._path(key))

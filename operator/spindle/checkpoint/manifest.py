@@ -1,0 +1,131 @@
+"""The checkpoint manifest: what a checkpoint is, as a frozen, versioned pydantic model.
+
+Compatibility rule (FLIP-190 style): a manifest format never changes in place. A change adds a
+new `format_version`, a migration from the previous version in `MIGRATIONS`, and a golden
+manifest under `tests/golden/manifests/`. Every released format stays readable; a manifest of a
+*newer* format than this Spindle knows is refused with `CheckpointFormatUnsupported`.
+
+Diffs recompute from `program.text` with the current parser; `program.fingerprints` is only a
+cache, so a parser upgrade never produces spurious changes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spindle.errors import SpindleError
+
+FORMAT_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PipelineRef(_Frozen):
+    namespace: str
+    name: str
+
+
+class ProgramRecord(_Frozen):
+    text: str = Field(description="The program as applied, verbatim.")
+    fingerprint: str = Field(description="Program fingerprint (a cache; text is the truth).")
+    fingerprints: dict[str, str] = Field(
+        default_factory=dict, description="Per-object fingerprints, `table:t` / `view:v` keys."
+    )
+    dependencies: dict[str, list[str]] = Field(
+        default_factory=dict, description="For each view, the relations it reads."
+    )
+
+
+class StateRecord(_Frozen):
+    kind: Literal["table", "view"]
+    path: str = Field(description="Delta table location: relative to the pipeline root, or a URI.")
+    version: int = Field(ge=-1, description="Delta version the checkpoint saw (-1: empty).")
+    rows: int | None = None
+
+
+class ConnectorRecord(_Frozen):
+    direction: Literal["input", "output"]
+    offset: Any = Field(default=None, description="Opaque to everything but the connector.")
+
+
+class BootstrapRecord(_Frozen):
+    change_id: str
+    approved_by: str | None = None
+    started_at: datetime.datetime
+    finished_at: datetime.datetime
+    views_evaluated: list[str] = Field(default_factory=list)
+    input_records_read: int = 0
+
+
+class Manifest(_Frozen):
+    format_version: Literal[1] = 1
+    id: str
+    parent: str | None
+    sequence: int = Field(ge=0, description="0 for the first checkpoint, parent's + 1 after.")
+    created_at: datetime.datetime
+    pipeline: PipelineRef
+    program: ProgramRecord
+    parser_version: str
+    plan_format_version: int
+    runtime_version: str
+    spark_version: str | None = None
+    connectors: dict[str, ConnectorRecord] = Field(default_factory=dict)
+    state: dict[str, StateRecord] = Field(default_factory=dict)
+    bootstrap: BootstrapRecord | None = None
+    origin: str | None = Field(
+        default=None, description="URI#id of a checkpoint this pipeline was started from."
+    )
+
+    def to_json(self) -> bytes:
+        return (self.model_dump_json(indent=2) + "\n").encode()
+
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+MIGRATIONS: dict[int, Migration] = {
+    # from_version: function turning a from_version document into from_version + 1
+}
+
+
+def load_manifest(data: bytes, *, uri: str) -> Manifest:
+    """Parse a manifest of any released format, migrating it to the current one."""
+    try:
+        document = json.loads(data)
+        version = int(document.get("format_version", 0))
+    except (ValueError, AttributeError, TypeError) as error:
+        raise unreadable(uri, f"not a JSON manifest ({error})") from None
+    if version > FORMAT_VERSION:
+        raise SpindleError(
+            reason="CheckpointFormatUnsupported",
+            message=f"Checkpoint {uri} has manifest format {version}, newer than this Spindle "
+            f"reads ({FORMAT_VERSION}). Upgrade Spindle (the operator and the runtime image).",
+            details={"uri": uri, "format_version": version, "supported": FORMAT_VERSION},
+        )
+    while version < FORMAT_VERSION:
+        migrate = MIGRATIONS.get(version)
+        if migrate is None:
+            raise unreadable(uri, f"format {version} has no migration")
+        document = migrate(document)
+        version += 1
+    try:
+        return Manifest.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise unreadable(uri, f"{where}: {first['msg']}") from None
+
+
+def unreadable(uri: str, problem: str) -> SpindleError:
+    return SpindleError(
+        reason="CheckpointUnreadable",
+        message=f"Checkpoint {uri} cannot be read: {problem}. Restore it from a backup, or "
+        "start the pipeline from an older checkpoint (spindle checkpoints list).",
+        details={"uri": uri, "problem": problem},
+    )

@@ -1,0 +1,105 @@
+"""Object storage as the checkpoint store sees it: a few operations, two backends, by URI.
+
+`file:///path` (the embedded default) and `s3://bucket/prefix` (any S3-compatible server).
+Both offer create-only writes (`If-None-Match: *`) and compare-and-swap (`If-Match: <etag>`);
+that is all the commit protocol needs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlparse
+
+from spindle.checkpoint.retry import RetryPolicy
+from spindle.errors import SpindleError
+
+
+class PreconditionFailed(Exception):
+    """A conditional write lost: the object exists, or its ETag moved."""
+
+
+class ObjectNotFound(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Blob:
+    data: bytes
+    etag: str
+
+
+@dataclass(frozen=True)
+class Listed:
+    key: str
+    modified: datetime.datetime
+
+
+class ObjectStore(Protocol):
+    @property
+    def uri(self) -> str: ...
+
+    def read(self, key: str) -> Blob: ...
+
+    def write(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str: ...
+
+    def scan(self, prefix: str) -> list[Listed]: ...
+
+    def delete(self, keys: list[str]) -> None: ...
+
+    def child(self, key: str) -> ObjectStore: ...
+
+
+@dataclass(frozen=True)
+class S3Options:
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> S3Options:
+        return cls(
+            endpoint=env.get("SPINDLE_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL_S3"),
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            access_key=env.get("AWS_ACCESS_KEY_ID"),
+            secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+        )
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def open_objects(
+    uri: str, *, s3: S3Options | None = None, retry: RetryPolicy | None = None
+) -> ObjectStore:
+    """The backend for a URI; a plain path means a local directory."""
+    parsed = urlparse(uri)
+    policy = retry or RetryPolicy()
+    if parsed.scheme in ("", "file"):
+        from spindle.checkpoint.file_store import FileStore
+
+        path = Path(parsed.path if parsed.scheme else uri).expanduser().resolve()
+        return FileStore(path)
+    if parsed.scheme in ("s3", "s3a"):
+        from spindle.checkpoint.s3_store import S3Store
+
+        if not parsed.netloc:
+            raise invalid_uri(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
+        return S3Store(parsed.netloc, parsed.path.strip("/"), s3 or S3Options.from_env(), policy)
+    raise invalid_uri(uri, "use file:///path or s3://bucket/prefix")
+
+
+def invalid_uri(uri: str, hint: str) -> SpindleError:
+    return SpindleError(
+        reason="InvalidStorageUri",
+        message=f"Storage URI {uri!r} is not supported: {hint}.",
+        details={"uri": uri},
+    )

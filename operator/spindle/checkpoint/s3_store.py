@@ -1,0 +1,155 @@
+"""The S3 backend: boto3 with conditional writes, and Spindle's own retry policy.
+
+boto3's retries are off so that `RetryPolicy` alone decides: 5xx, throttling, timeouts and
+dropped connections are retried with jittered backoff until the deadline; a 412 is an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spindle.checkpoint import retry
+from spindle.checkpoint.objects import (
+    Blob,
+    Listed,
+    ObjectNotFound,
+    PreconditionFailed,
+    S3Options,
+)
+from spindle.errors import SpindleError
+
+_THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+
+
+def _client(options: S3Options) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=options.endpoint,
+        region_name=options.region or "us-east-1",
+        aws_access_key_id=options.access_key,
+        aws_secret_access_key=options.secret_key,
+        config=Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=10,
+        ),
+    )
+
+
+@dataclass
+class S3Store:
+    bucket: str
+    prefix: str
+    options: S3Options
+    policy: retry.RetryPolicy
+    _s3: Any = field(default=None, repr=False)
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    @property
+    def s3(self) -> Any:
+        if self._s3 is None:
+            self._s3 = _client(self.options)
+        return self._s3
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}".lstrip("/") if self.prefix else key
+
+    def _call(self, fn: Any, key: str) -> Any:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+        )
+        from botocore.exceptions import (
+            ConnectionError as BotoConnectionError,
+        )
+
+        def attempt() -> Any:
+            try:
+                return fn()
+            except ClientError as error:
+                status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+                code = str(error.response.get("Error", {}).get("Code", ""))
+                if status == 412 or code == "PreconditionFailed":
+                    raise PreconditionFailed(key) from None
+                if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
+                    raise ObjectNotFound(key) from None
+                if (
+                    status >= 500
+                    or status == 429
+                    or code in _THROTTLING
+                    or (status == 409 and code == "ConditionalRequestConflict")
+                ):
+                    raise retry.Transient(f"{status} {code}") from None
+                raise SpindleError(
+                    reason="StorageRequestRejected",
+                    message=f"Object storage rejected a request for {self.uri}/{key}: {status} "
+                    f"{code}. Check the bucket, the credentials Secret and their permissions.",
+                    details={"uri": f"{self.uri}/{key}", "status": status, "code": code},
+                ) from None
+            except (BotoConnectionError, BotoCoreError) as error:
+                raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
+
+        return retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
+
+    def read(self, key: str) -> Blob:
+        def get() -> Blob:
+            response = self.s3.get_object(Bucket=self.bucket, Key=self._key(key))
+            return Blob(response["Body"].read(), str(response["ETag"]))
+
+        result: Blob = self._call(get, key)
+        return result
+
+    def write(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        extra: dict[str, str] = {}
+        if if_none_match:
+            extra["IfNoneMatch"] = "*"
+        if if_match is not None:
+            extra["IfMatch"] = if_match
+
+        def put() -> str:
+            response = self.s3.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, **extra
+            )
+            return str(response["ETag"])
+
+        written: str = self._call(put, key)
+        return written
+
+    def scan(self, prefix: str) -> list[Listed]:
+        def page_through() -> list[Listed]:
+            found: list[Listed] = []
+            paginator = self.s3.get_paginator("list_objects_v2")
+            start = self._key(prefix)
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=start):
+                for item in page.get("Contents", []):
+                    relative = (
+                        item["Key"][len(self.prefix) :].lstrip("/") if self.prefix else item["Key"]
+                    )
+                    found.append(Listed(relative, item["LastModified"]))
+            return found
+
+        listed: list[Listed] = self._call(page_through, prefix)
+        return listed
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(k)} for k in keys[start : start + 1000]]
+            self._call(
+                lambda batch=batch: self.s3.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                ),
+                "(delete)",
+            )
+
+    def child(self, key: str) -> S3Store:
+        return S3Store(self.bucket, self._key(key).rstrip("/"), self.options, self.policy, self._s3)

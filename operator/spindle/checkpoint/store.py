@@ -1,0 +1,242 @@
+"""The checkpoint store of one pipeline: the only code that reads or writes checkpoint metadata.
+
+Layout under the pipeline root (`<uri>/<namespace>/<name>/`):
+
+    checkpoints/<id>/manifest.json   one per checkpoint, written create-only
+    latest                           {"checkpoint": <id>}: swapped by compare-and-swap
+    state/...                        Delta tables, written by the runtime before a commit
+
+Commit: (1) everything the manifest references is already written; (2) the manifest is written
+create-only; (3) `latest` is swapped with `If-Match` on the ETag it had when the parent was read
+(or `If-None-Match: *` for the first checkpoint). A lost race is `CheckpointConflict`, naming the
+winner; nothing is overwritten. A manifest no pointer reaches is an orphan: readers never see it
+and `gc` removes it once it is older than the grace period.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from spindle.checkpoint.manifest import Manifest, load_manifest, unreadable
+from spindle.checkpoint.objects import (
+    ObjectNotFound,
+    ObjectStore,
+    PreconditionFailed,
+    S3Options,
+    join,
+    open_objects,
+)
+from spindle.checkpoint.retry import RetryPolicy
+from spindle.errors import SpindleError
+
+LATEST = "latest"
+ORPHAN_GRACE = datetime.timedelta(hours=1)
+_PROVEN: set[str] = set()
+"""Store URIs whose conditional writes were proven in this process."""
+
+
+def new_checkpoint_id(sequence: int) -> str:
+    return f"{sequence:08d}-{secrets.token_hex(3)}"
+
+
+def manifest_key(checkpoint_id: str) -> str:
+    return f"checkpoints/{checkpoint_id}/manifest.json"
+
+
+@dataclass(frozen=True)
+class Pointer:
+    checkpoint: str
+    etag: str
+
+
+@dataclass
+class CheckpointStore:
+    objects: ObjectStore
+    _pointer: Pointer | None = field(default=None, repr=False)
+
+    @property
+    def uri(self) -> str:
+        return self.objects.uri
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _read_pointer(self) -> Pointer | None:
+        try:
+            blob = self.objects.read(LATEST)
+        except ObjectNotFound:
+            return None
+        try:
+            checkpoint = str(json.loads(blob.data)["checkpoint"])
+        except (ValueError, KeyError, TypeError):
+            raise unreadable(join(self.uri, LATEST), "the latest pointer is corrupt") from None
+        return Pointer(checkpoint, blob.etag)
+
+    def latest(self) -> Manifest | None:
+        """The latest checkpoint, or None when the pipeline has none yet."""
+        pointer = self._read_pointer()
+        self._pointer = pointer
+        if pointer is None:
+            return None
+        return self.get(pointer.checkpoint)
+
+    def get(self, checkpoint_id: str) -> Manifest:
+        key = manifest_key(checkpoint_id)
+        try:
+            blob = self.objects.read(key)
+        except ObjectNotFound:
+            raise SpindleError(
+                reason="CheckpointNotFound",
+                message=f"Checkpoint {checkpoint_id} does not exist at {self.uri}. List the "
+                "checkpoints with `spindle checkpoints list` and pick one that exists.",
+                details={"uri": self.uri, "checkpoint": checkpoint_id},
+            ) from None
+        return load_manifest(blob.data, uri=join(self.uri, key))
+
+    def history(self) -> list[Manifest]:
+        """The latest checkpoint and its ancestors, newest first (as far as they still exist)."""
+        return list(self._walk())
+
+    def _walk(self) -> Iterator[Manifest]:
+        current = self.latest()
+        while current is not None:
+            yield current
+            if current.parent is None:
+                return
+            try:
+                current = self.get(current.parent)
+            except SpindleError as error:
+                if error.reason == "CheckpointNotFound":
+                    return  # collected by gc
+                raise
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def self_test(self) -> None:
+        """Prove the store honours create-only and compare-and-swap writes, or refuse it."""
+        if self.uri in _PROVEN:
+            return
+        probe = f".spindle/selftest/{uuid.uuid4().hex}"
+        problems = []
+        try:
+            etag = self.objects.write(probe, b"1", if_none_match=True)
+            try:
+                self.objects.write(probe, b"2", if_none_match=True)
+                problems.append("a create-only write (If-None-Match: *) overwrote an object")
+            except PreconditionFailed:
+                pass
+            try:
+                self.objects.write(probe, b"3", if_match='"not-the-etag"')
+                problems.append("a compare-and-swap write (If-Match) ignored a wrong ETag")
+            except PreconditionFailed:
+                pass
+            try:
+                self.objects.write(probe, b"4", if_match=etag)
+            except PreconditionFailed:
+                problems.append("a compare-and-swap write (If-Match) refused the right ETag")
+        finally:
+            self.objects.delete([probe])
+        if problems:
+            raise SpindleError(
+                reason="ConditionalWritesUnsupported",
+                message=f"The store at {self.uri} does not honour conditional writes "
+                f"({'; '.join(problems)}), so checkpoints could be silently overwritten. Use "
+                "an S3 service with conditional writes (AWS S3, MinIO, versitygw, ...).",
+                details={"uri": self.uri, "problems": problems},
+            )
+        _PROVEN.add(self.uri)
+
+    def commit(self, manifest: Manifest) -> Manifest:
+        """Publish `manifest` as the new latest checkpoint, if its parent is still the latest."""
+        self.self_test()
+        key = manifest_key(manifest.id)
+        try:
+            self.objects.write(key, manifest.to_json(), if_none_match=True)
+        except PreconditionFailed:
+            raise self._conflict(manifest, f"checkpoint id {manifest.id} already exists") from None
+        pointer = self._pointer if self._pointer is not None else self._read_pointer()
+        current = pointer.checkpoint if pointer else None
+        if current != manifest.parent:
+            raise self._conflict(manifest, f"the latest checkpoint is {current}")
+        body = json.dumps({"checkpoint": manifest.id}).encode()
+        try:
+            if pointer is None:
+                etag = self.objects.write(LATEST, body, if_none_match=True)
+            else:
+                etag = self.objects.write(LATEST, body, if_match=pointer.etag)
+        except PreconditionFailed:
+            winner = self._read_pointer()
+            raise self._conflict(
+                manifest, f"the latest checkpoint is {winner.checkpoint if winner else None}"
+            ) from None
+        self._pointer = Pointer(manifest.id, etag)
+        return manifest
+
+    def _conflict(self, manifest: Manifest, what: str) -> SpindleError:
+        winner = self._read_pointer()
+        return SpindleError(
+            reason="CheckpointConflict",
+            message=f"Another writer committed to {self.uri} first ({what}); checkpoint "
+            f"{manifest.id} was not published. Make sure only one driver runs for this "
+            "pipeline, then restart it from the latest checkpoint.",
+            details={
+                "uri": self.uri,
+                "checkpoint": manifest.id,
+                "expected_parent": manifest.parent,
+                "winner": winner.checkpoint if winner else None,
+            },
+        )
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def gc(self, *, keep: int = 3, now: datetime.datetime | None = None) -> list[str]:
+        """Delete checkpoints beyond the newest `keep`, orphan manifests older than the grace
+        period, and state directories no kept checkpoint references. Returns deleted keys."""
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        now = now or datetime.datetime.now(datetime.UTC)
+        kept = self.history()[:keep]
+        kept_ids = {m.id for m in kept}
+        referenced = {
+            record.path.split("/")[1]
+            for m in kept
+            for record in m.state.values()
+            if record.path.startswith("state/") and record.path.count("/") >= 1
+        }
+        doomed: list[str] = []
+        for item in self.objects.scan("checkpoints/"):
+            checkpoint = item.key.split("/")[1]
+            if checkpoint in kept_ids:
+                continue
+            is_orphan_young = now - item.modified < ORPHAN_GRACE and not self._in_history(
+                checkpoint
+            )
+            if not is_orphan_young:
+                doomed.append(item.key)
+        for item in self.objects.scan("state/"):
+            parts = item.key.split("/")
+            if len(parts) > 2 and parts[1] not in referenced and now - item.modified > ORPHAN_GRACE:
+                doomed.append(item.key)
+        self.objects.delete(doomed)
+        return doomed
+
+    def _in_history(self, checkpoint: str) -> bool:
+        return any(m.id == checkpoint for m in self.history())
+
+
+def open_store(
+    uri: str,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    s3: S3Options | None = None,
+    retry: RetryPolicy | None = None,
+) -> CheckpointStore:
+    """The store of one pipeline: `<uri>/<namespace>/<name>/`, or `uri` itself when both are
+    omitted (a URI that already names a pipeline root)."""
+    root = join(uri, namespace or "", name or "") if namespace and name else uri
+    return CheckpointStore(open_objects(root, s3=s3, retry=retry))

@@ -1,0 +1,88 @@
+"""Child processes of the harness: started in their own session, logged to files, and torn
+down by PID (SIGTERM, a grace period, then SIGKILL) when the session ends."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_RUNNING: list[subprocess.Popen[bytes]] = []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(
+    args: Sequence[str], *, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            list(args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    _RUNNING.append(process)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if process in _RUNNING:
+        _RUNNING.remove(process)
+
+
+@atexit.register
+def stop_all() -> None:
+    for process in reversed(list(_RUNNING)):
+        stop(process, grace=5.0)
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    process: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log else ""
+            raise RuntimeError(f"{what} exited with {process.returncode}:\n{tail}")
+        try:
+            if ready():
+                return
+        except Exception:  # not ready yet, whatever the reason
+            pass
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace")[-3000:] if log else ""
+    raise TimeoutError(f"{what} not ready after {timeout:.0f}s:\n{tail}")
+
+
+def http_ok(url: str, **kwargs: object) -> bool:
+    with urllib.request.urlopen(url, timeout=2, **kwargs) as response:  # type: ignore[arg-type]
+        return bool(response.status == 200)

@@ -191,6 +191,19 @@ class CheckpointStore:
             },
         )
 
+    # -- step intents ------------------------------------------------------------------------
+
+    def record_intent(self, sequence: int, intent: dict[str, object]) -> dict[str, object]:
+        """Record, create-only, what step `sequence` ingests; a replay after a crash reads the
+        same intent back, so the replayed step produces exactly the same state and outputs."""
+        key = f"intents/{sequence:08d}.json"
+        try:
+            self.objects.write(key, json.dumps(intent, sort_keys=True).encode(), if_none_match=True)
+            return intent
+        except PreconditionFailed:
+            recorded: dict[str, object] = json.loads(self.objects.read(key).data)
+            return recorded
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def gc(self, *, keep: int = 3, now: datetime.datetime | None = None) -> list[str]:

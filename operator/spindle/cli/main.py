@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -63,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    from spindle.cli import checkpoints
+    from spindle.cli import checkpoints, local
 
-    return [checkpoints.register]
+    return [checkpoints.register, local.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,6 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # the last line of defence: a clear body, never a traceback
+        if os.environ.get("SPINDLE_DEBUG"):
+            raise
+        internal = SpindleError(
+            reason="InternalError",
+            message=f"Unexpected {type(error).__name__}: {error}. This is a Spindle bug; "
+            "rerun with SPINDLE_DEBUG=1 for a traceback and report it.",
+        )
+        render.print_error(internal, as_json=as_json)
+        return 2
 
 
 if __name__ == "__main__":

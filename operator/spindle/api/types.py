@@ -1,0 +1,163 @@
+"""Pipeline spec and status models. Every field has a description (it becomes the CRD's)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spindle.errors import SpindleError
+
+GROUP = "spindle.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Pipeline"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class BootstrapPolicy(StrEnum):
+    AWAIT_APPROVAL = "await_approval"
+    ALLOW = "allow"
+    REJECT = "reject"
+
+
+class DesiredState(StrEnum):
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    STOPPED = "Stopped"
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    BOOTSTRAPPING = "Bootstrapping"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    FAILED = "Failed"
+
+
+class SecretKeyRef(_Model):
+    name: str = Field(description="Name of a Secret in the pipeline's namespace.")
+    key: str = Field(description="Key within the Secret.")
+
+
+class StorageCredentials(_Model):
+    access_key_id: SecretKeyRef = Field(
+        alias="accessKeyId", description="Secret key holding the S3 access key id."
+    )
+    secret_access_key: SecretKeyRef = Field(
+        alias="secretAccessKey", description="Secret key holding the S3 secret access key."
+    )
+
+
+class StorageSpec(_Model):
+    uri: str = Field(
+        description="Checkpoint and state location, e.g. s3://bucket/prefix or file:///path. "
+        "The pipeline's data lives under <uri>/<namespace>/<name>/."
+    )
+    endpoint: str | None = Field(default=None, description="S3 endpoint URL (non-AWS S3).")
+    region: str | None = Field(default=None, description="S3 region.")
+    credentials: StorageCredentials | None = Field(
+        default=None, description="S3 credentials, only as references to a Secret."
+    )
+    delete_on_pipeline_deletion: bool = Field(
+        default=False,
+        alias="deleteOnPipelineDeletion",
+        description="Delete checkpoints and state when the Pipeline is deleted.",
+    )
+
+
+class Resources(_Model):
+    cpu: str | None = Field(default=None, description="CPU request and limit, e.g. '1'.")
+    memory: str | None = Field(default=None, description="Memory request and limit, e.g. '2Gi'.")
+
+
+class SparkSpec(_Model):
+    image: str | None = Field(default=None, description="Image for the driver and executors.")
+    mode: str = Field(
+        default="local",
+        pattern="^(local|kubernetes)$",
+        description="'local': Spark runs inside the driver pod; 'kubernetes': executors pods.",
+    )
+    driver: Resources = Field(default_factory=Resources, description="Driver resources.")
+    executor: Resources = Field(default_factory=Resources, description="Executor resources.")
+    executor_instances: int = Field(
+        default=2, ge=1, alias="executorInstances", description="Executors in kubernetes mode."
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
+
+
+class OutputsSpec(_Model):
+    on_bootstrap: str = Field(
+        default="replace",
+        alias="onBootstrap",
+        pattern="^(replace|append)$",
+        description="What bootstrapping does to outputs Spindle owns (Delta tables, file "
+        "directories) of new and modified views: 'replace' their contents atomically, or "
+        "'append' the full contents as Feldera does.",
+    )
+
+
+class PipelineSpec(_Model):
+    sql: str = Field(description="The program: CREATE TABLE / VIEW / FUNCTION statements.")
+    bootstrap_policy: BootstrapPolicy = Field(
+        default=BootstrapPolicy.AWAIT_APPROVAL,
+        alias="bootstrapPolicy",
+        description="What a program change does: wait for approval, bootstrap, or reject.",
+    )
+    desired_state: DesiredState = Field(
+        default=DesiredState.RUNNING,
+        alias="desiredState",
+        description="Running, Paused or Stopped.",
+    )
+    storage: StorageSpec | None = Field(
+        default=None, description="Where checkpoints and state live (default: operator default)."
+    )
+    spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark settings.")
+    outputs: OutputsSpec = Field(default_factory=OutputsSpec, description="Output behaviour.")
+    runtime_version: str | None = Field(
+        default=None,
+        alias="runtimeVersion",
+        description="Pins the runtime (plan format); a different runtime modifies every view.",
+    )
+    service_account_name: str | None = Field(
+        default=None, alias="serviceAccountName", description="Service account of driver pods."
+    )
+
+
+class Metadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    namespace: str = "default"
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class PipelineManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    api_version: str = Field(alias="apiVersion", pattern=f"^{GROUP}/{VERSION}$")
+    kind: str = Field(pattern=f"^{KIND}$")
+    metadata: Metadata
+    spec: PipelineSpec
+    status: dict[str, Any] | None = None
+
+
+def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
+    """Validate a Pipeline manifest (YAML/JSON already decoded); errors name the field."""
+    try:
+        return PipelineManifest.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SpindleError(
+            reason="InvalidManifest",
+            message=f"{source}: {where}: {first['msg']}. Fix the Pipeline manifest "
+            f"(apiVersion {API_VERSION}, kind {KIND}).",
+            details={"source": source, "field": where},
+        ) from None

@@ -1,0 +1,219 @@
+"""`spindle local ...` and `spindle query`: the embedded default, with no cluster."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.table import Table
+
+from spindle.api import load_manifest_document
+from spindle.cli import render
+from spindle.errors import SpindleError
+from spindle.local import runner
+from spindle.local.home import LocalPipeline, default_home
+from spindle.plan import ChangePlan
+
+
+def _pipeline(args: argparse.Namespace, name: str | None = None) -> LocalPipeline:
+    return LocalPipeline(Path(args.home).expanduser(), name or args.name)
+
+
+def _say(message: str) -> None:
+    render.console(stderr=True).print(message, markup=False)
+
+
+def _show_decision(body: dict[str, Any], plan: ChangePlan | None) -> None:
+    out = render.console()
+    out.print(f"Pipeline [bold]{body['name']}[/]: phase [bold]{body['phase']}[/]")
+    for condition in body["conditions"]:
+        out.print(f"  {condition['reason']}: {condition['message']}", markup=False)
+    if body["pendingChange"] and plan is not None:
+        render.print_plan(plan, out)
+    if body["lastCheckpoint"]:
+        out.print(f"  last checkpoint: {body['lastCheckpoint']['id']}")
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        document = yaml.safe_load(text)
+    except OSError as error:
+        raise SpindleError(
+            reason="FileUnreadable",
+            message=f"Cannot read {args.file}: {error.strerror}.",
+            details={"path": args.file},
+        ) from None
+    except yaml.YAMLError as error:
+        raise SpindleError(
+            reason="InvalidManifest",
+            message=f"{args.file} is not valid YAML or JSON: {error}",
+            details={"source": args.file},
+        ) from None
+    manifest = load_manifest_document(document, source=args.file)
+    pipeline = _pipeline(args, manifest.metadata.name)
+    generation = pipeline.save(manifest)
+    body, decision = runner.status(pipeline)
+    if args.json:
+        render.print_json(body)
+    else:
+        render.console().print(f"pipeline/{pipeline.name} applied (generation {generation})")
+        _show_decision(body, decision.plan)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    body, decision = runner.status(_pipeline(args))
+    if args.json:
+        render.print_json(body)
+    else:
+        _show_decision(body, decision.plan)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    pipeline = _pipeline(args)
+    body, _ = runner.status(pipeline)
+    pending = body["pendingChange"]
+    if pending is None:
+        raise SpindleError(
+            reason="NoPendingChange",
+            message=f"Pipeline '{pipeline.name}' has no change awaiting approval "
+            f"(phase {body['phase']}); nothing was approved.",
+            details={"phase": body["phase"]},
+        )
+    if args.change_id != pending["id"]:
+        raise SpindleError(
+            reason="ApprovalMismatch",
+            message=f"Change {args.change_id} is not the pending change; the pending change is "
+            f"{pending['id']}. Review it with `spindle local status {pipeline.name}`, then "
+            f"approve {pending['id']}. Nothing was approved.",
+            details={"pending": pending["id"], "given": args.change_id},
+        )
+    pipeline.approve(args.change_id)
+    render.console().print(
+        f"Approved change {args.change_id}. `spindle local run {pipeline.name}` bootstraps it."
+    )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return runner.run(_pipeline(args), until_idle=args.until_idle, say=_say)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    pipeline = _pipeline(args)
+    pipeline.record()
+    if runner.stop(pipeline, force=args.force):
+        render.console().print(f"Stopped pipeline '{pipeline.name}'.")
+    else:
+        render.console().print(f"Pipeline '{pipeline.name}' is not running.")
+    return 0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from spindle.local.spark import open_runtime
+    from spindle.program import parse_program
+
+    pipeline = _pipeline(args)
+    manifest = pipeline.store().latest()
+    if manifest is None:
+        raise SpindleError(
+            reason="CheckpointNotFound",
+            message=f"Pipeline '{pipeline.name}' has no checkpoint yet; run it first.",
+        )
+    runtime = open_runtime(pipeline, say=_say)
+    rows = [
+        _plain(r) for r in runtime.query(parse_program(manifest.program.text), manifest, args.sql)
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(show_header=True)
+    for column in rows[0].keys() if rows else []:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    render.console().print(table)
+    render.console().print(f"({len(rows)} rows)")
+    return 0
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    from spindle.checkpoint.objects import open_objects
+    from spindle.local.adhoc import parse_insert, write_batch
+    from spindle.program import parse_program
+
+    pipeline = _pipeline(args)
+    table, rows = parse_insert(args.sql, parse_program(pipeline.manifest().spec.sql))
+    root, options = pipeline.storage_root()
+    key = write_batch(open_objects(root, s3=options), table, rows)
+    render.console().print(
+        f"Queued {len(rows)} rows for table {table} ({key}); the next step ingests them."
+    )
+    return 0
+
+
+def register(sub: Any) -> None:
+    home = argparse.ArgumentParser(add_help=False)
+    home.add_argument("--home", default=str(default_home()), help="local state (~/.spindle)")
+    local = sub.add_parser("local", help="run pipelines locally, with no cluster")
+    actions = local.add_subparsers(dest="action", required=True)
+
+    apply = actions.add_parser("apply", parents=[home], help="record a Pipeline manifest, plan it")
+    apply.add_argument("-f", "--file", required=True, help="manifest (YAML or JSON; - for stdin)")
+    apply.add_argument("--json", action="store_true")
+    apply.set_defaults(run=cmd_apply)
+
+    for name, handler, helptext in (
+        ("status", cmd_status, "phase, pending change and last checkpoint"),
+        ("run", cmd_run, "run in the foreground (bootstrapping first when approved)"),
+        ("stop", cmd_stop, "stop a running pipeline gracefully (--force: at once)"),
+    ):
+        command = actions.add_parser(name, parents=[home], help=helptext)
+        command.add_argument("name")
+        command.set_defaults(run=handler)
+        if name == "status":
+            command.add_argument("--json", action="store_true")
+        if name == "run":
+            command.add_argument(
+                "--until-idle",
+                action="store_true",
+                help="exit once all available input is processed",
+            )
+        if name == "stop":
+            command.add_argument("--force", action="store_true")
+
+    approve = actions.add_parser("approve", parents=[home], help="approve the pending change")
+    approve.add_argument("name")
+    approve.add_argument("change_id")
+    approve.set_defaults(run=cmd_approve)
+
+    execute = actions.add_parser("execute", parents=[home], help="insert rows ad hoc")
+    execute.add_argument("name")
+    execute.add_argument("sql", help="INSERT INTO t VALUES (...), ...")
+    execute.set_defaults(run=cmd_execute)
+
+    query = sub.add_parser("query", parents=[home], help="Spark SQL over materialized state")
+    query.add_argument("name")
+    query.add_argument("sql")
+    query.add_argument("--json", action="store_true")
+    query.set_defaults(run=cmd_query)

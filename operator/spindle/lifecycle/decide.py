@@ -1,0 +1,303 @@
+"""`decide`: observe → validate → plan → choose the phase and one next action (no I/O).
+
+Rules, in order (the first that applies wins):
+1. An invalid program: `Failed` (`InvalidProgram`, with line and column); a running driver is
+   stopped.
+2. `desiredState: Stopped`: stop the driver (`Stopping`), then `Stopped`.
+3. A driver is running: a run of an older program is stopped gracefully (it checkpoints, then
+   the new program is planned against that checkpoint); a bootstrap is `Bootstrapping` until the
+   checkpoint records it; otherwise `Running` (or `Paused`).
+4. The driver of this generation failed: `Failed` with its reason, until the spec changes.
+5. No checkpoint yet, or nothing changed: start a run (no approval needed).
+6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
+7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
+8. `allow`, or an approval naming the pending change id: start the bootstrap.
+9. Otherwise `AwaitingApproval`; an approval naming another id is ignored with an Event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from spindle.api import BootstrapPolicy, DesiredState, Phase, PipelineSpec
+from spindle.checkpoint.manifest import Manifest
+from spindle.errors import SpindleError
+from spindle.plan import ChangePlan, make_plan
+from spindle.program import Program, parse_program
+from spindle.versions import RUNTIME_VERSION
+
+
+class Action(StrEnum):
+    NONE = "none"
+    START_RUN = "start_run"
+    START_BOOTSTRAP = "start_bootstrap"
+    STOP_DRIVER = "stop_driver"
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The driver process/pod as observed."""
+
+    mode: str  # "run" | "bootstrap"
+    generation: int
+    phase: str  # "Pending" | "Running" | "Succeeded" | "Failed"
+    change_id: str | None = None
+    program_fingerprint: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running")
+
+
+@dataclass(frozen=True)
+class Observation:
+    spec: PipelineSpec
+    generation: int
+    checkpoint: Manifest | None
+    approval: str | None = None
+    driver: Driver | None = None
+    last_bootstrap: str | None = None
+    runtime_version: str = RUNTIME_VERSION
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "type": self.type,
+            "status": "True" if self.status else "False",
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    id: str
+    diff: dict[str, Any]
+    changes: dict[str, Any]
+    bootstrap: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "diff": self.diff,
+            "changes": self.changes,
+            "bootstrap": self.bootstrap,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase
+    action: Action
+    conditions: tuple[Condition, ...] = ()
+    pending_change: PendingChange | None = None
+    change_id: str | None = None
+    events: tuple[Event, ...] = ()
+    plan: ChangePlan | None = field(default=None, compare=False)
+    program: Program | None = field(default=None, compare=False)
+
+    @property
+    def reason(self) -> str | None:
+        return self.conditions[0].reason if self.conditions else None
+
+
+def _ready(status: bool, reason: str, message: str) -> Condition:
+    return Condition("Ready", status, reason, message)
+
+
+def _failed(reason: str, message: str, *, stop: bool, **extra: Any) -> Decision:
+    return Decision(
+        phase=Phase.FAILED,
+        action=Action.STOP_DRIVER if stop else Action.NONE,
+        conditions=(_ready(False, reason, message),),
+        **extra,
+    )
+
+
+def _pending(plan: ChangePlan) -> PendingChange:
+    body = plan.to_json()
+    return PendingChange(
+        id=plan.change_id,
+        diff=plan.diff.to_json(),
+        changes=body["changes"],
+        bootstrap=body["bootstrap"],
+    )
+
+
+def decide(observed: Observation) -> Decision:
+    spec, driver = observed.spec, observed.driver
+    active = driver is not None and driver.active
+    try:
+        program = parse_program(spec.sql)
+    except SpindleError as error:
+        return _failed(error.reason, error.message, stop=active)
+    old: Program | None = None
+    if observed.checkpoint is not None:
+        try:
+            old = parse_program(observed.checkpoint.program.text)
+        except SpindleError as error:
+            return _failed(
+                "CheckpointProgramUnreadable",
+                f"The checkpointed program no longer parses ({error.message}); start the "
+                "pipeline from an older checkpoint or clear its state.",
+                stop=active,
+            )
+    plan = make_plan(
+        old=old,
+        new=program,
+        old_runtime=observed.checkpoint.runtime_version if observed.checkpoint else None,
+        runtime=spec.runtime_version or observed.runtime_version,
+    )
+    common: dict[str, Any] = {"plan": plan, "program": program, "change_id": plan.change_id}
+
+    if spec.desired_state is DesiredState.STOPPED:
+        if active:
+            return Decision(
+                Phase.STOPPING,
+                Action.STOP_DRIVER,
+                (_ready(False, "Stopping", "Stopping the driver gracefully."),),
+                **common,
+            )
+        return Decision(
+            Phase.STOPPED,
+            Action.NONE,
+            (_ready(False, "Stopped", "desiredState is Stopped."),),
+            **common,
+        )
+
+    if active and driver is not None:
+        bootstrapped = (
+            observed.checkpoint is not None
+            and observed.checkpoint.bootstrap is not None
+            and observed.checkpoint.bootstrap.change_id == driver.change_id
+        )
+        if driver.mode == "bootstrap" and not bootstrapped:
+            return Decision(
+                Phase.BOOTSTRAPPING,
+                Action.NONE,
+                (_ready(False, "Bootstrapping", f"Bootstrapping change {driver.change_id}."),),
+                **common,
+            )
+        if plan.needs_approval and not (driver.mode == "bootstrap" and bootstrapped):
+            return Decision(
+                Phase.STOPPING,
+                Action.STOP_DRIVER,
+                (
+                    _ready(
+                        False,
+                        "ProgramChanged",
+                        "The program changed: stopping the driver at a checkpoint "
+                        "before planning the change.",
+                    ),
+                ),
+                **common,
+            )
+        if spec.desired_state is DesiredState.PAUSED:
+            return Decision(
+                Phase.PAUSED,
+                Action.NONE,
+                (_ready(True, "Paused", "Ingestion is paused."),),
+                **common,
+            )
+        return Decision(
+            Phase.RUNNING,
+            Action.NONE,
+            (_ready(True, "Running", "The driver is running."),),
+            **common,
+        )
+
+    if driver is not None and driver.phase == "Failed" and driver.generation == observed.generation:
+        return _failed(
+            driver.reason or "DriverFailed",
+            driver.message or "The driver failed; see its logs.",
+            stop=False,
+            **common,
+        )
+
+    if not plan.needs_approval:
+        return Decision(
+            Phase.PENDING,
+            Action.START_RUN,
+            (_ready(False, "Starting", "Starting the driver."),),
+            **common,
+        )
+
+    pending = _pending(plan)
+    if not plan.bootstrap.allowed:
+        return _failed(
+            plan.bootstrap.error_code or "BootstrapRefused",
+            plan.bootstrap.message or "The change cannot be bootstrapped.",
+            stop=False,
+            pending_change=pending,
+            **common,
+        )
+    if spec.bootstrap_policy is BootstrapPolicy.REJECT:
+        return Decision(
+            Phase.STOPPED,
+            Action.NONE,
+            (
+                _ready(
+                    False,
+                    "BootstrapRejected",
+                    f"The program changed (change {plan.change_id}) and "
+                    "bootstrapPolicy is reject; the checkpoint is untouched. Revert "
+                    "the change or set bootstrapPolicy to await_approval or allow.",
+                ),
+            ),
+            pending_change=pending,
+            **common,
+        )
+    approved = observed.approval == plan.change_id
+    if spec.bootstrap_policy is BootstrapPolicy.ALLOW or approved:
+        return Decision(
+            Phase.BOOTSTRAPPING,
+            Action.START_BOOTSTRAP,
+            (_ready(False, "Bootstrapping", f"Bootstrapping change {plan.change_id}."),),
+            pending_change=pending,
+            **common,
+        )
+    events: tuple[Event, ...] = ()
+    if observed.approval and observed.approval != observed.last_bootstrap:
+        events = (
+            Event(
+                "Warning",
+                "ApprovalIgnored",
+                f"Approval {observed.approval} does not name the pending change "
+                f"{plan.change_id}; it was ignored. Approve {plan.change_id} to "
+                "bootstrap.",
+            ),
+        )
+    return Decision(
+        Phase.AWAITING_APPROVAL,
+        Action.NONE,
+        (
+            _ready(
+                False,
+                "AwaitingApproval",
+                f"Change {plan.change_id} needs approval: annotate the pipeline "
+                f"with spindle.dev/approve={plan.change_id} (locally: spindle local "
+                f"approve NAME {plan.change_id}).",
+            ),
+        ),
+        pending_change=pending,
+        events=events,
+        **common,
+    )

@@ -1,0 +1,158 @@
+"""The local home directory (`--home`, default `~/.spindle`): applied pipelines and their runs.
+
+pipelines/<name>/pipeline.json   the applied manifest, its generation, the last bootstrap
+pipelines/<name>/approval        the approved change id
+pipelines/<name>/driver.json     the last run's mode, generation, phase and failure reason
+pipelines/<name>/run.pid         the PID of a running `spindle local run`
+storage/                         default checkpoint and state storage (file://)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spindle.api import PipelineManifest
+from spindle.checkpoint import CheckpointStore, S3Options, open_store
+from spindle.errors import SpindleError
+from spindle.lifecycle import Driver
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("SPINDLE_HOME", Path.home() / ".spindle"))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    temp.replace(path)
+
+
+@dataclass(frozen=True)
+class LocalPipeline:
+    home: Path
+    name: str
+
+    @property
+    def directory(self) -> Path:
+        return self.home / "pipelines" / self.name
+
+    def exists(self) -> bool:
+        return (self.directory / "pipeline.json").exists()
+
+    def record(self) -> dict[str, Any]:
+        path = self.directory / "pipeline.json"
+        if not path.exists():
+            raise SpindleError(
+                reason="PipelineNotFound",
+                message=f"No pipeline '{self.name}' under {self.home}; apply one with "
+                "`spindle local apply -f pipeline.yaml`.",
+                details={"name": self.name, "home": str(self.home)},
+            )
+        record: dict[str, Any] = json.loads(path.read_text())
+        return record
+
+    def manifest(self) -> PipelineManifest:
+        return PipelineManifest.model_validate(self.record()["manifest"])
+
+    @property
+    def generation(self) -> int:
+        return int(self.record()["generation"])
+
+    def save(self, manifest: PipelineManifest) -> int:
+        """Record the manifest; the generation grows when the spec changes."""
+        document = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
+        previous = self.record() if self.exists() else None
+        generation = 1
+        if previous is not None:
+            generation = int(previous["generation"])
+            if previous["manifest"].get("spec") != document.get("spec"):
+                generation += 1
+        record = {**(previous or {}), "manifest": document, "generation": generation}
+        _write_atomic(self.directory / "pipeline.json", json.dumps(record, indent=2))
+        return generation
+
+    def update(self, **fields: Any) -> None:
+        record = self.record()
+        record.update(fields)
+        _write_atomic(self.directory / "pipeline.json", json.dumps(record, indent=2))
+
+    # approval --------------------------------------------------------------------------------
+
+    @property
+    def approval(self) -> str | None:
+        path = self.directory / "approval"
+        return path.read_text().strip() if path.exists() else None
+
+    def approve(self, change_id: str) -> None:
+        _write_atomic(self.directory / "approval", change_id + "\n")
+
+    # the driver (a `spindle local run` process) ------------------------------------------------
+
+    def running_pid(self) -> int | None:
+        path = self.directory / "run.pid"
+        if not path.exists():
+            return None
+        try:
+            pid = int(path.read_text().strip())
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError, PermissionError):
+            return None
+        return pid
+
+    def mark_running(self) -> None:
+        _write_atomic(self.directory / "run.pid", str(os.getpid()))
+
+    def clear_running(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / "run.pid").unlink()
+
+    def driver(self) -> Driver | None:
+        path = self.directory / "driver.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        phase = data.get("phase", "Succeeded")
+        if phase in ("Pending", "Running") and self.running_pid() is None:
+            phase = "Succeeded"  # the process is gone: it stopped (or was killed)
+        return Driver(
+            mode=data.get("mode", "run"),
+            generation=int(data.get("generation", 0)),
+            phase=phase,
+            change_id=data.get("change_id"),
+            reason=data.get("reason"),
+            message=data.get("message"),
+        )
+
+    def set_driver(self, **fields: Any) -> None:
+        _write_atomic(self.directory / "driver.json", json.dumps(fields, indent=2))
+
+    # storage ---------------------------------------------------------------------------------
+
+    def storage_root(self) -> tuple[str, S3Options | None]:
+        manifest = self.manifest()
+        storage = manifest.spec.storage
+        namespace = manifest.metadata.namespace
+        if storage is None:
+            base = (self.home / "storage").resolve().as_uri()
+            return f"{base}/{namespace}/{self.name}", None
+        root = f"{storage.uri.rstrip('/')}/{namespace}/{self.name}"
+        if storage.uri.startswith("s3://"):
+            options = S3Options.from_env()
+            options = S3Options(
+                endpoint=storage.endpoint or options.endpoint,
+                region=storage.region or options.region,
+                access_key=options.access_key,
+                secret_key=options.secret_key,
+            )
+            return root, options
+        return root, None
+
+    def store(self) -> CheckpointStore:
+        root, options = self.storage_root()
+        return open_store(root, s3=options)

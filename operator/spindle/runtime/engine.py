@@ -1,0 +1,431 @@
+"""The runtime: runs a pipeline's program on Spark, step by step, and bootstraps changes.
+
+A step: (0) roll back Delta writes of a crashed step, (1) ingest new input recorded in a step
+intent, (2) recompute the views whose inputs changed, in dependency order, (3) emit each view's
+changes to its outputs, (4) commit one checkpoint (offsets plus Delta versions). A bootstrap
+evaluates a `ChangePlan` from stored state without reading any input, then commits.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+from spindle.checkpoint import (
+    BootstrapRecord,
+    CheckpointStore,
+    ConnectorRecord,
+    Manifest,
+    PipelineRef,
+    StateRecord,
+    new_checkpoint_id,
+)
+from spindle.checkpoint.records import program_record
+from spindle.errors import SpindleError
+from spindle.plan import ChangePlan
+from spindle.program import Program, Table, View
+from spindle.runtime import storage
+from spindle.runtime.connectors import Input, make_input, make_output
+from spindle.runtime.translate import table_ddl_schema, view_sql
+from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
+
+ADHOC = "__adhoc__"
+"""Connector name of a table's ad-hoc inserts (`spindle local execute`), under inputs/<table>/."""
+
+Report = Callable[..., None]
+
+
+def _quiet(event: str, **fields: Any) -> None:
+    pass
+
+
+@dataclass
+class StepStats:
+    sequence: int
+    rows_ingested: int = 0
+    views_recomputed: list[str] = field(default_factory=list)
+    changes_emitted: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.rows_ingested == 0
+
+
+@dataclass
+class Runtime:
+    spark: SparkSession
+    store: CheckpointStore
+    root: str
+    """The pipeline root URI (`file:///...` or `s3://...`)."""
+    pipeline: PipelineRef
+    report: Report = _quiet
+    outputs_on_bootstrap: str = "replace"
+    input_records_read: int = 0
+    _schemas: dict[str, StructType] = field(default_factory=dict)
+
+    # -- paths and schemas -------------------------------------------------------------------
+
+    def uri(self, path: str) -> str:
+        if "://" in path:
+            return storage.spark_uri(path)
+        return storage.join(storage.spark_uri(self.root), path)
+
+    def table_schema(self, table: Table) -> StructType:
+        parsed = _parse_datatype_string(table_ddl_schema(table))
+        assert isinstance(parsed, StructType)
+        return parsed
+
+    def _spark_types(self, frame: DataFrame) -> dict[str, str]:
+        return {f.name: f.dataType.simpleString().upper() for f in frame.schema.fields}
+
+    # -- reading state -----------------------------------------------------------------------
+
+    def _register(
+        self, program: Program, state: Mapping[str, StateRecord]
+    ) -> dict[str, dict[str, str]]:
+        """Register every stored relation as a temporary view; returns their Spark schemas."""
+        schemas: dict[str, dict[str, str]] = {}
+        for name, record in state.items():
+            relation = program.relation(name)
+            if relation is None:
+                continue
+            schema = self.table_schema(relation) if isinstance(relation, Table) else None
+            if schema is None and record.version < 0:
+                continue
+            frame = storage.read_delta(
+                self.spark, self.uri(record.path), record.version, schema or StructType([])
+            )
+            frame.createOrReplaceTempView(f"`{name}`")
+            schemas[name] = self._spark_types(frame)
+        return schemas
+
+    def _evaluate(
+        self, program: Program, view: View, state: Mapping[str, StateRecord]
+    ) -> DataFrame:
+        schemas = self._register(program, state)
+        translated = view_sql(view, program, schemas)
+        try:
+            return self.spark.sql(translated.sql)
+        except Exception as error:  # Spark's AnalysisException and friends
+            raise SpindleError(
+                reason="UnsupportedSql",
+                message=f"Spark cannot evaluate view '{view.name}' (line {view.position.line}, "
+                f"column {view.position.column}): {str(error).splitlines()[0]}",
+                details={
+                    "view": view.name,
+                    "line": view.position.line,
+                    "column": view.position.column,
+                },
+            ) from None
+
+    def _write_view(self, frame: DataFrame, path: str) -> tuple[int, int]:
+        uri = self.uri(path)
+        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
+        version = storage.delta_version(self.spark, uri)
+        rows = self.spark.read.format("delta").option("versionAsOf", version).load(uri).count()
+        return version, rows
+
+    # -- first start -------------------------------------------------------------------------
+
+    def initialize(self, program: Program) -> Manifest:
+        """Create empty state for every relation and commit the first checkpoint."""
+        state: dict[str, StateRecord] = {}
+        for name, table in program.tables.items():
+            path = f"state/tables/{name}@0"
+            empty = self.spark.createDataFrame([], self.table_schema(table))
+            empty.write.format("delta").mode("overwrite").save(self.uri(path))
+            state[name] = StateRecord(kind="table", path=path, version=0, rows=0)
+        for name, view in program.views.items():
+            path = f"state/views/{name}@0"
+            version, rows = self._write_view(self._evaluate(program, view, state), path)
+            state[name] = StateRecord(kind="view", path=path, version=version, rows=rows)
+        manifest = self._manifest(
+            program=program, parent=None, state=state, connectors=self._fresh_connectors(program)
+        )
+        return self.store.commit(manifest)
+
+    def _fresh_connectors(
+        self, program: Program, keep: Mapping[str, ConnectorRecord] | None = None
+    ) -> dict[str, ConnectorRecord]:
+        records: dict[str, ConnectorRecord] = {}
+        for connector in program.connectors:
+            previous = (keep or {}).get(connector.key)
+            records[connector.key] = previous or ConnectorRecord(
+                direction=connector.direction.value, offset=None
+            )
+        for name in program.tables:
+            key = f"{name}.{ADHOC}"
+            records[key] = (keep or {}).get(key) or ConnectorRecord(direction="input", offset=None)
+        return records
+
+    def _manifest(
+        self,
+        *,
+        program: Program,
+        parent: Manifest | None,
+        state: dict[str, StateRecord],
+        connectors: dict[str, ConnectorRecord],
+        bootstrap: BootstrapRecord | None = None,
+    ) -> Manifest:
+        sequence = 0 if parent is None else parent.sequence + 1
+        return Manifest(
+            id=new_checkpoint_id(sequence),
+            parent=None if parent is None else parent.id,
+            sequence=sequence,
+            created_at=datetime.datetime.now(datetime.UTC),
+            pipeline=self.pipeline,
+            program=program_record(program),
+            parser_version=PARSER_VERSION,
+            plan_format_version=PLAN_FORMAT_VERSION,
+            runtime_version=RUNTIME_VERSION,
+            spark_version=self.spark.version,
+            connectors=connectors,
+            state=state,
+            bootstrap=bootstrap,
+        )
+
+    # -- run mode ----------------------------------------------------------------------------
+
+    def _rollback(self, manifest: Manifest) -> None:
+        for name, record in manifest.state.items():
+            if storage.restore(self.spark, self.uri(record.path), record.version):
+                self.report("rollback", relation=name, version=record.version)
+
+    def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
+        inputs: dict[str, tuple[str, Input]] = {}
+        for name, table in program.tables.items():
+            schema = self.table_schema(table)
+            for connector in table.connectors:
+                inputs[connector.key] = (name, make_input(connector, schema))
+            adhoc = make_input(_adhoc_connector(name, self.root), schema)
+            inputs[f"{name}.{ADHOC}"] = (name, adhoc)
+        return inputs
+
+    def step(
+        self, program: Program, manifest: Manifest, *, ingest: bool = True
+    ) -> tuple[Manifest, StepStats]:
+        """One step from `manifest`; returns the new checkpoint (or `manifest` when idle)."""
+        sequence = manifest.sequence + 1
+        stats = StepStats(sequence)
+        self._rollback(manifest)
+        inputs = self._inputs(program) if ingest else {}
+        polled: dict[str, tuple[DataFrame, Any]] = {}
+        planned: dict[str, object] = {}
+        for key, (_, source) in inputs.items():
+            previous = manifest.connectors.get(key)
+            frame, offset = source.poll(self.spark, previous.offset if previous else None)
+            if frame is not None:
+                polled[key] = (frame, offset)
+                planned[key] = offset
+        if not polled:
+            return manifest, stats
+        intent = self.store.record_intent(sequence, {"offsets": planned})
+        state = dict(manifest.state)
+        connectors = dict(manifest.connectors)
+        changed: set[str] = set()
+        for key, (frame, offset) in polled.items():
+            wanted = intent["offsets"].get(key)  # type: ignore[attr-defined]
+            if wanted is None:
+                continue  # arrived after the crashed attempt planned this step: next step
+            table_name, source = inputs[key]
+            if wanted != offset:  # replaying a crashed step: ingest exactly what it planned
+                previous = manifest.connectors.get(key)
+                frame = _replay(self.spark, source, previous.offset if previous else None, wanted)
+            record = state[table_name]
+            frame = frame.select(
+                *[f.name for f in self.table_schema(program.tables[table_name]).fields]
+            )
+            rows = frame.count()
+            uri = self.uri(record.path)
+            frame.write.format("delta").mode("append").save(uri)
+            state[table_name] = record.model_copy(
+                update={
+                    "version": storage.delta_version(self.spark, uri),
+                    "rows": (record.rows or 0) + rows,
+                }
+            )
+            connectors[key] = ConnectorRecord(direction="input", offset=wanted)
+            stats.rows_ingested += rows
+            self.input_records_read += rows
+            changed.add(table_name)
+        self.report("ingested", rows=stats.rows_ingested, tables=sorted(changed))
+        for name, view in program.views.items():
+            if not (set(view.dependencies) & changed):
+                continue
+            changed.add(name)
+            record = state[name]
+            old = storage.read_delta(
+                self.spark, self.uri(record.path), record.version, StructType([])
+            )
+            version, rows = self._write_view(self._evaluate(program, view, state), record.path)
+            new = (
+                self.spark.read.format("delta")
+                .option("versionAsOf", version)
+                .load(self.uri(record.path))
+            )
+            state[name] = record.model_copy(update={"version": version, "rows": rows})
+            stats.views_recomputed.append(name)
+            outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
+            if outputs:
+                changes = (
+                    new.exceptAll(old)
+                    .withColumn("weight", F.lit(1))
+                    .unionByName(old.exceptAll(new).withColumn("weight", F.lit(-1)))
+                )
+                if not changes.isEmpty():
+                    for output in outputs:
+                        output.emit(self.spark, changes, sequence=sequence)
+                    stats.changes_emitted += changes.count()
+            self.report("view", view=name, rows=rows)
+        committed = self.store.commit(
+            self._manifest(program=program, parent=manifest, state=state, connectors=connectors)
+        )
+        return committed, stats
+
+    def _key(self) -> str:
+        return f"{self.pipeline.namespace}/{self.pipeline.name}"
+
+    # -- bootstrap ---------------------------------------------------------------------------
+
+    def bootstrap(
+        self, plan: ChangePlan, manifest: Manifest, *, approved_by: str | None = None
+    ) -> Manifest:
+        """Apply an approved plan from stored state; refuses, before touching anything, what
+        the plan refuses. Reads no input."""
+        if not plan.bootstrap.allowed:
+            raise SpindleError(
+                reason=plan.bootstrap.error_code or "BootstrapRefused",
+                message=plan.bootstrap.message or "The change cannot be bootstrapped.",
+                details=dict(plan.bootstrap.details),
+            )
+        started = datetime.datetime.now(datetime.UTC)
+        read_before = self.input_records_read
+        self._rollback(manifest)
+        program, sequence = plan.new, manifest.sequence + 1
+        state = {n: r for n, r in manifest.state.items() if n not in plan.state_to_discard}
+        state = {n: r for n, r in state.items() if program.relation(n) is not None}
+        for name in program.tables:
+            if name in state and name not in plan.tables_to_evolve:
+                continue
+            path = f"state/tables/{name}@{sequence}"
+            schema = self.table_schema(program.tables[name])
+            if name in plan.tables_to_evolve:  # appended nullable columns: keep the rows
+                old = manifest.state[name]
+                frame = storage.read_delta(self.spark, self.uri(old.path), old.version, schema)
+                for column in schema.fields:
+                    if column.name not in frame.columns:
+                        frame = frame.withColumn(column.name, F.lit(None).cast(column.dataType))
+                frame = frame.select(*[f.name for f in schema.fields])
+            else:
+                frame = self.spark.createDataFrame([], schema)
+            frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+                self.uri(path)
+            )
+            state[name] = StateRecord(
+                kind="table", path=path, version=storage.delta_version(self.spark, self.uri(path))
+            )
+        reset = set(plan.connectors_to_reset)
+        keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
+        connectors = self._fresh_connectors(program, keep)
+        todo = plan.views_to_evaluate
+        rows_written = 0
+        self.report("bootstrap-start", views=len(todo), change_id=plan.change_id)
+        for index, name in enumerate(todo, start=1):
+            view = program.views[name]
+            path = f"state/views/{name}@{sequence}"
+            version, rows = self._write_view(self._evaluate(program, view, state), path)
+            state[name] = StateRecord(kind="view", path=path, version=version, rows=rows)
+            contents = (
+                self.spark.read.format("delta")
+                .option("versionAsOf", version)
+                .load(self.uri(path))
+                .withColumn("weight", F.lit(1))
+            )
+            for connector in view.connectors:
+                output = make_output(connector, pipeline=self._key())
+                if self.outputs_on_bootstrap == "replace":
+                    output.replace(self.spark, contents, sequence=sequence)
+                else:
+                    output.emit(self.spark, contents, sequence=sequence)
+            rows_written += rows
+            self.report("bootstrap-view", view=name, done=index, total=len(todo), rows=rows)
+        record = BootstrapRecord(
+            change_id=plan.change_id,
+            approved_by=approved_by,
+            started_at=started,
+            finished_at=datetime.datetime.now(datetime.UTC),
+            views_evaluated=list(todo),
+            input_records_read=self.input_records_read - read_before,
+        )
+        committed = self.store.commit(
+            self._manifest(
+                program=program,
+                parent=manifest,
+                state=state,
+                connectors=connectors,
+                bootstrap=record,
+            )
+        )
+        self.report("bootstrap-done", rows=rows_written, checkpoint=committed.id)
+        return committed
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def query(self, program: Program, manifest: Manifest, sql: str) -> list[dict[str, Any]]:
+        materialized = {n for n, t in program.tables.items() if t.materialized} | {
+            n for n, v in program.views.items() if v.materialized
+        }
+        self._register(program, {n: r for n, r in manifest.state.items() if n in materialized})
+        try:
+            rows = self.spark.sql(sql).collect()
+        except Exception as error:
+            raise SpindleError(
+                reason="InvalidQuery",
+                message=f"The query cannot run: {str(error).splitlines()[0]}. Only materialized "
+                f"tables and views can be queried ({', '.join(sorted(materialized)) or 'none'}).",
+                details={"query": sql},
+            ) from None
+        return [row.asDict(recursive=True) for row in rows]
+
+
+def _adhoc_connector(table: str, root: str) -> Any:
+    from spindle.program import Connector, Direction
+
+    path = storage.join(root, "inputs", table)
+    return Connector(
+        relation=table,
+        name=ADHOC,
+        direction=Direction.INPUT,
+        transport="file_input",
+        config={
+            "transport": {"name": "file_input", "config": {"path": path}},
+            "format": {"name": "json"},
+        },
+        comparable="",
+    )
+
+
+def _replay(spark: SparkSession, source: Input, before: Any, wanted: Any) -> DataFrame:
+    """The rows a crashed step planned to ingest (between offsets `before` and `wanted`)."""
+    from spindle.runtime.connectors import DeltaInput, FileInput
+
+    if isinstance(source, FileInput):
+        files = sorted(set(wanted) - set(before or []))
+        reader = spark.read.schema(source.schema)
+        frame: DataFrame = getattr(reader, source.format)(files)
+        return frame
+    if isinstance(source, DeltaInput):
+        names = [f.name for f in source.schema.fields]
+        now = storage.read_delta(spark, source.uri, int(wanted), source.schema).select(*names)
+        if before is not None and int(before) >= 0:
+            now = now.exceptAll(
+                storage.read_delta(spark, source.uri, int(before), source.schema).select(*names)
+            )
+        return now
+    raise TypeError(type(source).__name__)

@@ -1,0 +1,97 @@
+"""Files and Delta tables as Spark sees them: URIs, listing, moving, and versions.
+
+Object storage URIs are `s3://` for boto3 and `s3a://` for Spark; `spark_uri` converts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+
+def spark_uri(uri: str) -> str:
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm  # the Hadoop FileSystem API has no Python face
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def list_files(spark: SparkSession, uri: str) -> list[str]:
+    """Data files under a directory or prefix, recursively, sorted; hidden files skipped."""
+    fs, path = _fs(spark, uri)
+    if not fs.exists(path):
+        return []
+    found = []
+    iterator = fs.listFiles(path, True)
+    while iterator.hasNext():
+        item = iterator.next().getPath()
+        name = item.getName()
+        relative = item.toString()
+        if name.startswith((".", "_")) or "/_" in relative[len(uri) :]:
+            continue
+        found.append(relative)
+    return sorted(found)
+
+
+def delete(spark: SparkSession, uri: str) -> None:
+    fs, path = _fs(spark, uri)
+    if fs.exists(path):
+        fs.delete(path, True)
+
+
+def move(spark: SparkSession, source: str, target: str) -> None:
+    fs, src = _fs(spark, source)
+    _, dst = _fs(spark, target)
+    if fs.exists(dst):
+        fs.delete(dst, False)
+    if not fs.rename(src, dst):
+        raise OSError(f"cannot move {source} to {target}")
+
+
+def write_text(spark: SparkSession, uri: str, text: str) -> None:
+    fs, path = _fs(spark, uri)
+    stream = fs.create(path, True)
+    stream.write(bytearray(text.encode()))
+    stream.close()
+
+
+def is_delta(spark: SparkSession, uri: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, uri))
+
+
+def delta_version(spark: SparkSession, uri: str) -> int:
+    """The latest version of a Delta table; -1 when there is none."""
+    from delta.tables import DeltaTable
+
+    if not is_delta(spark, uri):
+        return -1
+    row = DeltaTable.forPath(spark, uri).history(1).select("version").first()
+    return int(row[0]) if row else -1
+
+
+def read_delta(spark: SparkSession, uri: str, version: int, schema: StructType) -> DataFrame:
+    if version < 0:
+        return spark.createDataFrame([], schema)
+    return spark.read.format("delta").option("versionAsOf", version).load(uri)
+
+
+def restore(spark: SparkSession, uri: str, version: int) -> bool:
+    """Roll a Delta table back to `version` if a crashed step wrote past it."""
+    from delta.tables import DeltaTable
+
+    if version < 0 or delta_version(spark, uri) <= version:
+        return False
+    DeltaTable.forPath(spark, uri).restoreToVersion(version)
+    return True

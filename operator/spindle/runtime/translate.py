@@ -1,0 +1,152 @@
+"""Spindle SQL to Spark SQL: table schemas, view queries (UDFs inlined), and AVG semantics.
+
+Rules, as tables rather than branches:
+- `SPARK_TYPES` maps declared column types to Spark types.
+- `UNSUPPORTED` lists constructs Spark cannot evaluate the way Spindle means them; they fail at
+  plan time with `UnsupportedSql` and a line and column, never deep inside Spark.
+- AVG over DECIMAL(p, s) keeps the argument's type, rounding half up to scale s (SQL standard /
+  Feldera: AVG of DECIMAL(5,2) grades is 97.00, 91.50, ...). Spark would return DECIMAL(p+4,s+4).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.schema import MappingSchema
+
+from spindle.errors import SpindleError, located
+from spindle.program import Function, Program, Table, View
+
+SPARK_TYPES: dict[str, str] = {
+    "TINYINT": "TINYINT",
+    "SMALLINT": "SMALLINT",
+    "INT": "INT",
+    "INTEGER": "INT",
+    "BIGINT": "BIGINT",
+    "BOOLEAN": "BOOLEAN",
+    "REAL": "FLOAT",
+    "FLOAT": "DOUBLE",
+    "DOUBLE": "DOUBLE",
+    "VARCHAR": "STRING",
+    "CHAR": "STRING",
+    "TEXT": "STRING",
+    "STRING": "STRING",
+    "DATE": "DATE",
+    "TIMESTAMP": "TIMESTAMP",
+    "VARBINARY": "BINARY",
+    "BINARY": "BINARY",
+}
+
+UNSUPPORTED: dict[type[exp.Expr], str] = {
+    exp.Lateral: "LATERAL",
+    exp.Pivot: "PIVOT",
+}
+
+_DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")  # a declared type string, not SQL text
+
+
+def spark_type(declared: str) -> str:
+    """The Spark type for a declared column type; `UnsupportedSql` for unknown ones."""
+    upper = declared.upper()
+    if _DECIMAL.match(upper) or upper.startswith("NUMERIC("):
+        return upper.replace("NUMERIC", "DECIMAL")
+    base = upper.split("(", 1)[0].strip()
+    if base in SPARK_TYPES:
+        return SPARK_TYPES[base]
+    raise SpindleError(
+        reason="UnsupportedSql",
+        message=f"Column type {declared} is not supported; use one of "
+        f"{', '.join(sorted(set(SPARK_TYPES)))} or DECIMAL(p, s).",
+        details={"type": declared},
+    )
+
+
+def table_ddl_schema(table: Table) -> str:
+    """The Spark DDL schema string of a table (`id BIGINT, name STRING`)."""
+    return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.columns)
+
+
+def _inline_udfs(tree: exp.Expr, functions: Mapping[str, Function], depth: int = 0) -> exp.Expr:
+    if depth > 16:
+        raise SpindleError(
+            reason="UnsupportedSql",
+            message="User-defined functions call each other too deeply (recursion?).",
+        )
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else None
+        if name is None or name not in functions:
+            return node
+        function = functions[name]
+        arguments = dict(zip((p for p, _ in function.parameters), node.expressions, strict=False))
+        body = function.body.copy()
+        body = body.transform(
+            lambda n: (
+                arguments[n.name].copy()
+                if isinstance(n, exp.Column) and not n.table and n.name in arguments
+                else n
+            )
+        )
+        inlined = _inline_udfs(body, functions, depth + 1)
+        return exp.Cast(this=exp.Paren(this=inlined), to=exp.DataType.build(function.returns))
+
+    return tree.transform(replace)
+
+
+@dataclass(frozen=True)
+class SparkView:
+    name: str
+    sql: str
+
+
+def _check_supported(view: View) -> None:
+    for node in view.query.walk():
+        label = UNSUPPORTED.get(type(node))
+        if label is not None:
+            meta = node.meta or {}
+            line, column = int(meta.get("line", 1)), int(meta.get("col", 1))
+            raise located(
+                reason="UnsupportedSql",
+                message=f"View '{view.name}' uses {label}, which Spindle cannot run on Spark",
+                line=view.position.line + line - 1,
+                column=column if line > 1 else view.position.column + column - 1,
+                view=view.name,
+            )
+
+
+def _fix_decimal_avg(tree: exp.Expr, schema: MappingSchema) -> exp.Expr:
+    """Qualify and type the query, then cast each AVG over a DECIMAL back to that DECIMAL."""
+    try:
+        typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="spark"), schema=schema)
+    except OptimizeError:
+        return tree
+
+    def keep_scale(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Avg):
+            argument = node.this.type
+            if argument is not None and argument.this == exp.DataType.Type.DECIMAL:
+                return exp.Cast(this=node, to=argument.copy())
+        return node
+
+    return typed.transform(keep_scale)
+
+
+def view_sql(view: View, program: Program, schemas: Mapping[str, Mapping[str, str]]) -> SparkView:
+    """Spark SQL for a view, given the Spark schemas (column → type) of what it reads."""
+    _check_supported(view)
+    tree: exp.Expr = view.query.copy()
+    tree = _inline_udfs(tree, program.functions)
+    schema = MappingSchema(
+        {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
+    )
+    tree = _fix_decimal_avg(tree, schema)
+    return SparkView(view.name, tree.sql(dialect="spark"))
+
+
+Translator = Callable[[View, Program, Mapping[str, Mapping[str, str]]], SparkView]

@@ -17,7 +17,13 @@ from spindle.errors import SpindleError
 from spindle.program.model import Connector, Direction
 
 FLOW_CONTROL_KNOBS = frozenset(
-    {"max_batch_size", "max_queued_records", "paused", "max_worker_batch_size"}
+    {
+        "max_batch_size",
+        "max_queued_records",
+        "paused",
+        "max_worker_batch_size",
+        "max_files_per_step",
+    }
 )
 
 

@@ -67,10 +67,14 @@ class FileInput:
     schema: StructType
     format: str
     options: Mapping[str, Any]
+    max_files: int | None = None
+    """Flow control (`max_files_per_step`): at most this many new files per step."""
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         seen = set(offset or [])
         new = [f for f in storage.list_files(spark, self.path) if f not in seen]
+        if self.max_files:
+            new = new[: self.max_files]
         if not new:
             return None, offset or []
         reader = spark.read.schema(self.schema)
@@ -149,7 +153,14 @@ class DeltaOutput:
 def make_input(connector: Connector, schema: StructType) -> Input:
     if connector.transport == "file_input":
         name, options = _format(connector)
-        return FileInput(_location(connector, "path", "uri"), schema, name, options)
+        limit = connector.config.get("max_files_per_step")
+        return FileInput(
+            _location(connector, "path", "uri"),
+            schema,
+            name,
+            options,
+            int(limit) if isinstance(limit, int) and limit > 0 else None,
+        )
     if connector.transport == "delta_table_input":
         return DeltaInput(_location(connector, "uri", "path"), schema)
     raise unsupported(connector)

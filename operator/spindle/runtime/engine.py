@@ -327,8 +327,12 @@ class Runtime:
             frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
                 self.uri(path)
             )
+            evolved_rows = manifest.state[name].rows if name in plan.tables_to_evolve else 0
             state[name] = StateRecord(
-                kind="table", path=path, version=storage.delta_version(self.spark, self.uri(path))
+                kind="table",
+                path=path,
+                version=storage.delta_version(self.spark, self.uri(path)),
+                rows=evolved_rows,
             )
         reset = set(plan.connectors_to_reset)
         keep = {k: v for k, v in manifest.connectors.items() if k not in reset}

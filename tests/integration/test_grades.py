@@ -1,0 +1,157 @@
+"""The reference's student-grades example, replayed exactly through the local CLI: on a local
+directory and on the real S3 server. Every number from feldera-bootstrapping.md is asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spindle.cli.main import main
+from spindle.local.home import LocalPipeline
+
+EXAMPLE = Path("examples/grades")
+STUDENTS = "insert into students values (1, 'Alice'), (2, 'Bob')"
+GRADES = """insert into grades values
+(1, 'algebra', 97, '2025-09-15'), (1, 'physics', 89, '2025-11-15'),
+(2, 'algebra', 85, '2025-10-22'), (2, 'physics', 93, '2025-12-05'),
+(1, 'algebra', 95, '2026-01-15'), (1, 'physics', 87, '2026-03-15'),
+(2, 'algebra', 98, '2026-04-22'), (2, 'physics', 91, '2026-05-05')"""
+
+
+class Cli:
+    def __init__(self, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.home, self.capsys = home, capsys
+
+    def __call__(self, *args: str, expect: int = 0) -> str:
+        self.capsys.readouterr()
+        code = main([*args, "--home", str(self.home)])
+        out = self.capsys.readouterr()
+        assert code == expect, out.out + out.err
+        return out.out
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "--json"))
+
+
+@pytest.fixture(params=["file", "s3"])
+def manifests(
+    request: pytest.FixtureRequest, tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """The v1 and v2 manifests, with storage on a local directory or on the S3 server."""
+    paths = []
+    for version in ("v1", "v2"):
+        document = yaml.safe_load((EXAMPLE / f"pipeline-{version}.yaml").read_text())
+        if request.param == "s3":
+            s3 = request.getfixturevalue("s3")
+            if version == "v1":
+                bucket = s3.bucket("grades")
+                for key, value in s3.env().items():
+                    monkeypatch.setenv(key, value)
+            document["spec"]["storage"] = {
+                "uri": f"s3://{bucket}/pipelines",
+                "endpoint": s3.endpoint,
+                "region": s3.region,
+            }
+        path = tmp_path / f"pipeline-{version}.yaml"
+        path.write_text(yaml.safe_dump(document))
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def test_reference_example_end_to_end(
+    manifests: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v1, v2 = manifests
+    cli = Cli(tmp_path / "home", capsys)
+    assert cli.json("local", "apply", "-f", str(v1))["phase"] == "Pending"
+    cli("local", "execute", "grades", STUDENTS)
+    cli("local", "execute", "grades", GRADES)
+    cli("local", "run", "grades", "--until-idle")
+    query = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
+    assert cli.json("query", "grades", query) == [
+        {"student_name": "Alice", "class": "algebra", "class_avg": "97.00"},
+        {"student_name": "Alice", "class": "physics", "class_avg": "89.00"},
+        {"student_name": "Bob", "class": "algebra", "class_avg": "85.00"},
+        {"student_name": "Bob", "class": "physics", "class_avg": "93.00"},
+    ]
+
+    status = cli.json("local", "apply", "-f", str(v2))
+    assert status["phase"] == "AwaitingApproval"
+    pending = status["pendingChange"]
+    assert pending["diff"] == {
+        "added_input_connectors": [],
+        "added_output_connectors": [],
+        "modified_input_connectors": [],
+        "modified_output_connectors": [],
+        "program_diff": {
+            "added_tables": [],
+            "added_views": ["avg_grade_all_courses"],
+            "modified_tables": [],
+            "modified_views": ["avg_grade", "avg_grade_enriched"],
+            "removed_tables": [],
+            "removed_views": [],
+        },
+        "program_diff_error": None,
+        "removed_input_connectors": [],
+        "removed_output_connectors": [],
+    }
+    assert cli.json("local", "status", "grades")["pendingChange"]["id"] == pending["id"]
+    refused = cli("local", "approve", "grades", "0123456789ab", expect=1)
+    assert refused == ""  # the error went to stderr, naming the pending id (checked below)
+    assert LocalPipeline(tmp_path / "home", "grades").approval is None
+
+    store = LocalPipeline(tmp_path / "home", "grades").store()
+    before = store.latest()
+    assert before is not None
+    cli("local", "approve", "grades", pending["id"])
+    cli("local", "run", "grades", "--until-idle")
+
+    after = store.latest()
+    assert after is not None and after.bootstrap is not None
+    assert after.bootstrap.change_id == pending["id"]
+    assert after.bootstrap.input_records_read == 0
+    assert after.bootstrap.views_evaluated == [
+        "avg_grade",
+        "avg_grade_enriched",
+        "avg_grade_all_courses",
+    ]
+    for table in ("students", "grades"):  # tables are neither re-ingested nor rewritten
+        assert after.state[table] == before.state[table]
+    assert after.state["avg_grade_enriched"].path != before.state["avg_grade_enriched"].path
+
+    assert cli.json("query", "grades", query) == [
+        {"student_name": "Alice", "class": "algebra", "class_avg": "96.00"},
+        {"student_name": "Alice", "class": "physics", "class_avg": "88.00"},
+        {"student_name": "Bob", "class": "algebra", "class_avg": "91.50"},
+        {"student_name": "Bob", "class": "physics", "class_avg": "92.00"},
+    ]
+    assert cli.json(
+        "query", "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+    ) == [{"student_id": 1, "avg": "92.00"}, {"student_id": 2, "avg": "91.75"}]
+    final = cli.json("local", "status", "grades")
+    assert final["phase"] == "Pending" and final["pendingChange"] is None
+    assert final["lastCheckpoint"]["id"] == after.id
+
+
+def test_wrong_approval_names_the_pending_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+) -> None:
+    cli = Cli(tmp_path / "home", capsys)
+    cli("local", "apply", "-f", str(EXAMPLE / "pipeline-v1.yaml"))
+    cli("local", "run", "grades", "--until-idle")
+    pending = cli.json("local", "apply", "-f", str(EXAMPLE / "pipeline-v2.yaml"))["pendingChange"]
+    capsys.readouterr()
+    assert (
+        main(["local", "approve", "grades", "0123456789ab", "--home", str(tmp_path / "home")]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "ApprovalMismatch" in err and pending["id"] in err
+    assert cli.json("local", "status", "grades")["phase"] == "AwaitingApproval"
+    # running without approval refuses and changes nothing
+    capsys.readouterr()
+    assert main(["local", "run", "grades", "--home", str(tmp_path / "home")]) == 1
+    assert "AwaitingApproval" in capsys.readouterr().err

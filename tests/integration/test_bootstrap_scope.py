@@ -21,14 +21,13 @@ def connectors(*entries: dict[str, Any]) -> str:
 
 
 def program(root: Path, *, b_type: str = "int", extra_a: str = "") -> str:
-    file_in = lambda d: {
-        "name": "src",
-        "transport": {
-            "name": "file_input",  # noqa: E731
-            "config": {"path": str(root / d)},
-        },
-        "format": {"name": "json"},
-    }
+    def file_in(directory: str) -> dict[str, Any]:
+        return {
+            "name": "src",
+            "transport": {"name": "file_input", "config": {"path": str(root / directory)}},
+            "format": {"name": "json"},
+        }
+
     va_out = {
         "name": "out",
         "transport": {"name": "file_output", "config": {"path": str(root / "out_va")}},

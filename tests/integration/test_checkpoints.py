@@ -304,12 +304,16 @@ def test_cli_lists_and_shows_checkpoints(backend: tuple[str, dict[str, str]]) ->
     store = store_for(uri, env)
     first = store.commit(manifest(None))
     second = store.commit(manifest(first, offset=1))
-    run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "spindle.cli.main", "checkpoints", *a],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "spindle.cli.main", "checkpoints", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            check=False,
+        )
+
     listed = run("list", uri, "--json")
     assert listed.returncode == 0, listed.stderr
     assert [c["id"] for c in json.loads(listed.stdout)] == [second.id, first.id]

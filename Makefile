@@ -42,6 +42,7 @@ demo: venv
 
 bench: venv
 	@$(BIN)/python bench/plan.py
+	@$(BIN)/python bench/bootstrap.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,167 @@
+"""Every transition of the pure lifecycle, one test each (no I/O)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from spindle.api import BootstrapPolicy, DesiredState, Phase, PipelineSpec
+from spindle.checkpoint import BootstrapRecord, Manifest, PipelineRef
+from spindle.checkpoint.records import program_record
+from spindle.lifecycle import Action, Driver, Observation, decide
+from spindle.program import parse_program
+from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
+
+V1 = Path("examples/grades/v1.sql").read_text()
+V2 = Path("examples/grades/v2.sql").read_text()
+NOW = datetime.datetime(2026, 11, 22, tzinfo=datetime.UTC)
+
+
+def checkpoint(sql: str = V1, *, bootstrap: str | None = None) -> Manifest:
+    return Manifest(
+        id="00000001-aaaaaa",
+        parent=None,
+        sequence=1,
+        created_at=NOW,
+        pipeline=PipelineRef(namespace="default", name="grades"),
+        program=program_record(parse_program(sql)),
+        parser_version=PARSER_VERSION,
+        plan_format_version=PLAN_FORMAT_VERSION,
+        runtime_version=RUNTIME_VERSION,
+        bootstrap=None
+        if bootstrap is None
+        else BootstrapRecord(change_id=bootstrap, started_at=NOW, finished_at=NOW),
+    )
+
+
+def spec(sql: str = V2, **fields: object) -> PipelineSpec:
+    return PipelineSpec(sql=sql, **fields)  # type: ignore[arg-type]
+
+
+def observe(**fields: object) -> Observation:
+    base: dict[str, object] = {"spec": spec(), "generation": 2, "checkpoint": checkpoint()}
+    base.update(fields)
+    return Observation(**base)  # type: ignore[arg-type]
+
+
+CHANGE = decide(observe()).change_id
+
+
+def test_first_start_runs_without_approval() -> None:
+    decision = decide(observe(checkpoint=None))
+    assert (decision.phase, decision.action) == (Phase.PENDING, Action.START_RUN)
+
+
+def test_unchanged_program_runs() -> None:
+    decision = decide(observe(spec=spec(V1)))
+    assert (decision.phase, decision.action) == (Phase.PENDING, Action.START_RUN)
+    assert decision.pending_change is None
+
+
+def test_change_awaits_approval_with_the_feldera_diff() -> None:
+    decision = decide(observe())
+    assert (decision.phase, decision.action) == (Phase.AWAITING_APPROVAL, Action.NONE)
+    assert decision.pending_change is not None and decision.pending_change.id == CHANGE
+    assert decision.pending_change.diff["program_diff"]["added_views"] == ["avg_grade_all_courses"]
+    assert decision.reason == "AwaitingApproval"
+
+
+def test_matching_approval_starts_the_bootstrap() -> None:
+    decision = decide(observe(approval=CHANGE))
+    assert (decision.phase, decision.action) == (Phase.BOOTSTRAPPING, Action.START_BOOTSTRAP)
+
+
+def test_other_approval_is_ignored_with_an_event_naming_the_pending_id() -> None:
+    decision = decide(observe(approval="0123456789ab"))
+    assert decision.action is Action.NONE and decision.phase is Phase.AWAITING_APPROVAL
+    assert len(decision.events) == 1 and CHANGE in decision.events[0].message
+    assert decision.events[0].reason == "ApprovalIgnored"
+
+
+def test_stale_approval_of_the_last_bootstrap_is_ignored_silently() -> None:
+    decision = decide(observe(approval="0123456789ab", last_bootstrap="0123456789ab"))
+    assert decision.action is Action.NONE and decision.events == ()
+
+
+def test_allow_policy_bootstraps_without_approval() -> None:
+    decision = decide(observe(spec=spec(bootstrapPolicy=BootstrapPolicy.ALLOW)))
+    assert decision.action is Action.START_BOOTSTRAP
+
+
+def test_reject_policy_stops_with_bootstrap_rejected() -> None:
+    decision = decide(observe(spec=spec(bootstrapPolicy=BootstrapPolicy.REJECT)))
+    assert (decision.phase, decision.action) == (Phase.STOPPED, Action.NONE)
+    assert decision.reason == "BootstrapRejected"
+
+
+def test_invalid_program_fails_with_line_and_column() -> None:
+    decision = decide(observe(spec=spec("create view v as select x from nope;")))
+    assert decision.phase is Phase.FAILED and decision.reason == "UnknownRelation"
+    assert "line 1, column" in decision.conditions[0].message
+
+
+def test_invalid_program_stops_a_running_driver() -> None:
+    driver = Driver(mode="run", generation=1, phase="Running")
+    decision = decide(observe(spec=spec("create view"), driver=driver))
+    assert decision.action is Action.STOP_DRIVER
+
+
+def test_refused_change_fails_with_the_plan_reason() -> None:
+    late = "create table ev (ts timestamp lateness interval 1 hour) with ('materialized'='true');"
+    decision = decide(
+        observe(
+            spec=spec(late + "create view c as select count(*) as n from ev;"),
+            checkpoint=checkpoint(late),
+            approval=None,
+        )
+    )
+    assert decision.phase is Phase.FAILED and decision.reason == "LatenessNotBootstrappable"
+
+
+def test_running_driver_is_running_or_paused() -> None:
+    driver = Driver(mode="run", generation=2, phase="Running")
+    assert decide(observe(spec=spec(V1), driver=driver)).phase is Phase.RUNNING
+    paused = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=driver))
+    assert paused.phase is Phase.PAUSED
+
+
+def test_program_change_stops_a_running_driver_gracefully() -> None:
+    decision = decide(observe(driver=Driver(mode="run", generation=1, phase="Running")))
+    assert (decision.phase, decision.action) == (Phase.STOPPING, Action.STOP_DRIVER)
+    assert decision.reason == "ProgramChanged"
+
+
+def test_bootstrapping_until_the_checkpoint_records_it_then_running() -> None:
+    driver = Driver(mode="bootstrap", generation=2, phase="Running", change_id=CHANGE)
+    assert decide(observe(driver=driver, approval=CHANGE)).phase is Phase.BOOTSTRAPPING
+    done = decide(observe(driver=driver, checkpoint=checkpoint(V2, bootstrap=CHANGE)))
+    assert (done.phase, done.action) == (Phase.RUNNING, Action.NONE)
+
+
+def test_stopped_desired_state_stops_then_is_stopped() -> None:
+    driver = Driver(mode="run", generation=2, phase="Running")
+    stopping = decide(observe(spec=spec(desiredState=DesiredState.STOPPED), driver=driver))
+    assert (stopping.phase, stopping.action) == (Phase.STOPPING, Action.STOP_DRIVER)
+    stopped = decide(observe(spec=spec(desiredState=DesiredState.STOPPED)))
+    assert (stopped.phase, stopped.action) == (Phase.STOPPED, Action.NONE)
+
+
+def test_failed_driver_fails_until_the_spec_changes() -> None:
+    driver = Driver(
+        mode="run",
+        generation=2,
+        phase="Failed",
+        reason="UnsupportedSql",
+        message="Spark cannot evaluate view",
+    )
+    failed = decide(observe(spec=spec(V1), driver=driver))
+    assert failed.phase is Phase.FAILED and failed.reason == "UnsupportedSql"
+    retried = decide(observe(spec=spec(V1), driver=driver, generation=3))
+    assert retried.action is Action.START_RUN
+
+
+def test_runtime_upgrade_is_a_change_unless_pinned() -> None:
+    upgraded = decide(observe(spec=spec(V1), runtime_version="v2"))
+    assert upgraded.phase is Phase.AWAITING_APPROVAL
+    pinned = decide(observe(spec=spec(V1, runtimeVersion=RUNTIME_VERSION), runtime_version="v2"))
+    assert pinned.action is Action.START_RUN

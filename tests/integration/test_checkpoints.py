@@ -324,3 +324,23 @@ def test_cli_lists_and_shows_checkpoints(backend: tuple[str, dict[str, str]]) ->
     missing = run("show", uri, "00000099-000000", "--json")
     assert missing.returncode == 1
     assert json.loads(missing.stdout)["error_code"] == "CheckpointNotFound"
+
+
+def test_adopting_another_pipelines_checkpoint_names_its_state_by_uri(
+    backend: tuple[str, dict[str, str]],
+) -> None:
+    from spindle.checkpoint import PipelineRef
+
+    uri, env = backend
+    source = store_for(uri, env)
+    first = source.commit(manifest(None))
+    second = source.commit(manifest(first, offset=1))
+    target_uri = uri.rsplit("/", 1)[0] + "/copy"
+    target = store_for(target_uri, env)
+    adopted = target.adopt(source, first.id, pipeline=PipelineRef(namespace="default", name="copy"))
+    assert adopted.origin == f"{source.uri}#{first.id}"
+    assert adopted.parent is None and adopted.sequence == 0
+    assert adopted.program == first.program and adopted.connectors == first.connectors
+    assert adopted.state["grades"].path == f"{source.uri}/{first.state['grades'].path}"
+    assert target.latest() == adopted
+    assert source.latest() == second  # the source is only read

@@ -42,7 +42,8 @@ def sql(root: Path, *, version: int) -> str:
         ""
         if version == 1
         else (
-            "create materialized view top as select k, max(amount) as best from events group by k;\n"
+            "create materialized view top as "
+            "select k, max(amount) as best from events group by k;\n"
         )
     )
     return (

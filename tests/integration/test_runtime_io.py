@@ -125,9 +125,72 @@ def test_stop_finishes_the_step_commits_and_exits_zero(tmp_path: Path, spark: An
         timeout=300,
     )
     assert stopped.returncode == 0, stopped.stderr
-    out, err = runner.communicate(timeout=300)
+    _, err = runner.communicate(timeout=300)
     assert runner.returncode == 0, err
     assert "Stopped at checkpoint" in err
     assert pipeline.running_pid() is None
     latest = pipeline.store().latest()
     assert latest is not None and latest.state["t"].rows == 2
+
+
+def test_unsupported_sql_fails_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+) -> None:
+    sql = (
+        "create table t (id bigint, v int) with ('materialized' = 'true');\n"
+        "create view ok as select id from t;\n"
+        "create view bad as\n  select no_such_function(v) as x from t;"
+    )
+    cli = Cli(tmp_path / "home", capsys)
+    cli("local", "apply", "-f", str(manifest(tmp_path, sql, "bad")))
+    capsys.readouterr()
+    from spindle.cli.main import main
+
+    assert main(["local", "run", "bad", "--until-idle", "--home", str(tmp_path / "home")]) == 1
+    err = capsys.readouterr().err
+    assert "UnsupportedSql" in err and "'bad' (line 3, column 13)" in err
+    assert LocalPipeline(tmp_path / "home", "bad").store().latest() is None
+    assert json.loads(cli("local", "status", "bad", "--json"))["phase"] == "Failed"
+
+
+def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+) -> None:
+    import shutil
+
+    cli = Cli(tmp_path / "home", capsys)
+    grades = Path("examples/grades")
+    cli("local", "apply", "-f", str(grades / "pipeline-v1.yaml"))
+    cli("local", "execute", "grades", "insert into students values (1, 'Alice'), (2, 'Bob')")
+    cli(
+        "local",
+        "execute",
+        "grades",
+        "insert into grades values (1, 'algebra', 97, "
+        "'2025-09-15'), (2, 'algebra', 85, '2026-02-01')",
+    )
+    cli("local", "run", "grades", "--until-idle")
+    source = LocalPipeline(tmp_path / "home", "grades")
+    origin = source.store().latest()
+    assert origin is not None
+    document = yaml.safe_load((grades / "pipeline-v2.yaml").read_text())
+    document["metadata"]["name"] = "grades-copy"
+    root, _ = source.storage_root()
+    document["spec"]["storage"] = {
+        "uri": (tmp_path / "home" / "storage").as_uri(),
+        "startFrom": f"{root}#{origin.id}",
+    }
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump(document))
+    status = cli.json("local", "apply", "-f", str(copy))
+    assert status["phase"] == "AwaitingApproval"
+    assert status["pendingChange"]["diff"]["program_diff"]["added_views"] == [
+        "avg_grade_all_courses"
+    ]
+    cli("local", "approve", "grades-copy", status["pendingChange"]["id"])
+    cli("local", "run", "grades-copy", "--until-idle")
+    assert cli.json(
+        "query", "grades-copy", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+    ) == [{"student_id": 1, "avg": "97.00"}, {"student_id": 2, "avg": "85.00"}]
+    assert source.store().latest() == origin  # the source pipeline was only read
+    shutil.rmtree(tmp_path / "home" / "pipelines" / "grades-copy")

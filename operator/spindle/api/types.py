@@ -66,6 +66,13 @@ class StorageSpec(_Model):
     credentials: StorageCredentials | None = Field(
         default=None, description="S3 credentials, only as references to a Secret."
     )
+    start_from: str | None = Field(
+        default=None,
+        alias="startFrom",
+        description="When the pipeline has no checkpoint yet, start from this one: "
+        "'<pipeline root URI>#<checkpoint id>' (another pipeline's, or an older one). Its state "
+        "is read, never written; the program is diffed against it as usual.",
+    )
     delete_on_pipeline_deletion: bool = Field(
         default=False,
         alias="deleteOnPipelineDeletion",

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from spindle.checkpoint.manifest import Manifest, load_manifest, unreadable
+from spindle.checkpoint.manifest import Manifest, PipelineRef, load_manifest, unreadable
 from spindle.checkpoint.objects import (
     ObjectNotFound,
     ObjectStore,
@@ -190,6 +190,39 @@ class CheckpointStore:
                 "winner": winner.checkpoint if winner else None,
             },
         )
+
+    # -- starting from another checkpoint ----------------------------------------------------
+
+    def adopt(
+        self, source: CheckpointStore, checkpoint_id: str, *, pipeline: PipelineRef
+    ) -> Manifest:
+        """Start this pipeline from `source`'s checkpoint (another pipeline's, or an older one
+        of this pipeline): commit a manifest that names the source state by absolute URI, so
+        it is read but never written, and records where it came from."""
+        origin = source.get(checkpoint_id)
+        current = self.latest()
+        sequence = 0 if current is None else current.sequence + 1
+        state = {
+            name: record.model_copy(
+                update={
+                    "path": record.path if "://" in record.path else join(source.uri, record.path)
+                }
+            )
+            for name, record in origin.state.items()
+        }
+        adopted = origin.model_copy(
+            update={
+                "id": new_checkpoint_id(sequence),
+                "parent": None if current is None else current.id,
+                "sequence": sequence,
+                "created_at": datetime.datetime.now(datetime.UTC),
+                "pipeline": pipeline,
+                "state": state,
+                "bootstrap": None,
+                "origin": f"{source.uri}#{checkpoint_id}",
+            }
+        )
+        return self.commit(Manifest.model_validate(adopted.model_dump()))
 
     # -- step intents ------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spindle.checkpoint import Manifest
+from spindle.checkpoint import Manifest, PipelineRef, open_store
 from spindle.errors import SpindleError
 from spindle.lifecycle import Action, Decision, Observation, decide
 from spindle.local.home import LocalPipeline
@@ -21,9 +21,33 @@ from spindle.local.home import LocalPipeline
 Say = Callable[[str], None]
 
 
+def start_from(pipeline: LocalPipeline) -> Manifest | None:
+    """Adopt `spec.storage.startFrom` when the pipeline has no checkpoint of its own yet."""
+    manifest = pipeline.manifest()
+    store = pipeline.store()
+    latest = store.latest()
+    source = manifest.spec.storage.start_from if manifest.spec.storage else None
+    if latest is not None or not source:
+        return latest
+    uri, _, checkpoint_id = source.partition("#")
+    origin = open_store(uri, s3=pipeline.storage_root()[1])
+    if not checkpoint_id:
+        newest = origin.latest()
+        if newest is None:
+            raise SpindleError(
+                reason="CheckpointNotFound",
+                message=f"startFrom names {uri}, which has no checkpoint; name a pipeline root "
+                "that has one, as <uri>#<checkpoint id>.",
+                details={"uri": uri},
+            )
+        checkpoint_id = newest.id
+    ref = PipelineRef(namespace=manifest.metadata.namespace, name=pipeline.name)
+    return store.adopt(origin, checkpoint_id, pipeline=ref)
+
+
 def observe(pipeline: LocalPipeline) -> tuple[Observation, Manifest | None]:
     manifest = pipeline.manifest()
-    checkpoint = pipeline.store().latest()
+    checkpoint = start_from(pipeline)
     observation = Observation(
         spec=manifest.spec,
         generation=pipeline.generation,

@@ -77,11 +77,13 @@ class FileInput:
             new = new[: self.max_files]
         if not new:
             return None, offset or []
-        reader = spark.read.schema(self.schema)
+        return self.read(spark, new), sorted(seen | set(new))
+
+    def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
+        reader = spark.read.schema(self.schema).format(FORMATS[self.format])
         if self.format == "csv":
             reader = reader.option("header", str(self.options.get("header", True)).lower())
-        frame = getattr(reader, FORMATS[self.format])(new)
-        return frame, sorted(seen | set(new))
+        return reader.load(files)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ evaluates a `ChangePlan` from stored state without reading any input, then commi
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,7 @@ class Runtime:
     report: Report = _quiet
     outputs_on_bootstrap: str = "replace"
     input_records_read: int = 0
-    _schemas: dict[str, StructType] = field(default_factory=dict)
+    _frames: dict[tuple[str, int], DataFrame] = field(default_factory=dict)
 
     # -- paths and schemas -------------------------------------------------------------------
 
@@ -86,21 +86,30 @@ class Runtime:
 
     # -- reading state -----------------------------------------------------------------------
 
+    def _stored(self, relation: Table | View, record: StateRecord) -> DataFrame:
+        """A relation's stored contents at its checkpointed version (cached per version)."""
+        key = (self.uri(record.path), record.version)
+        if key not in self._frames:
+            schema = self.table_schema(relation) if isinstance(relation, Table) else StructType([])
+            self._frames[key] = storage.read_delta(self.spark, key[0], record.version, schema)
+        return self._frames[key]
+
     def _register(
-        self, program: Program, state: Mapping[str, StateRecord]
+        self,
+        program: Program,
+        state: Mapping[str, StateRecord],
+        names: Iterable[str] | None = None,
     ) -> dict[str, dict[str, str]]:
-        """Register every stored relation as a temporary view; returns their Spark schemas."""
+        """Register stored relations (all, or `names`) as temporary views; returns their Spark
+        schemas."""
         schemas: dict[str, dict[str, str]] = {}
-        for name, record in state.items():
-            relation = program.relation(name)
-            if relation is None:
+        for name in state if names is None else names:
+            record, relation = state.get(name), program.relation(name)
+            if record is None or relation is None:
                 continue
-            schema = self.table_schema(relation) if isinstance(relation, Table) else None
-            if schema is None and record.version < 0:
+            if isinstance(relation, View) and record.version < 0:
                 continue
-            frame = storage.read_delta(
-                self.spark, self.uri(record.path), record.version, schema or StructType([])
-            )
+            frame = self._stored(relation, record)
             frame.createOrReplaceTempView(f"`{name}`")
             schemas[name] = self._spark_types(frame)
         return schemas
@@ -108,7 +117,12 @@ class Runtime:
     def _evaluate(
         self, program: Program, view: View, state: Mapping[str, StateRecord]
     ) -> DataFrame:
-        schemas = self._register(program, state)
+        return self._analyzed(program, view, self._register(program, state, view.dependencies))
+
+    def _analyzed(
+        self, program: Program, view: View, schemas: Mapping[str, Mapping[str, str]]
+    ) -> DataFrame:
+        """The view as a lazy DataFrame: Spark analyzes it here, nothing runs yet."""
         translated = view_sql(view, program, schemas)
         try:
             return self.spark.sql(translated.sql)
@@ -124,17 +138,33 @@ class Runtime:
                 },
             ) from None
 
+    def preflight(
+        self, program: Program, state: Mapping[str, StateRecord], views: tuple[str, ...]
+    ) -> None:
+        """Analyze every view to evaluate, against stored state (tables without state count as
+        empty), before anything is written: an unsupported construct fails here, not midway."""
+        needed = {dep for name in views for dep in program.views[name].dependencies}
+        schemas = self._register(program, state, needed - set(views))
+        for name, table in program.tables.items():
+            if name not in state and name in needed:
+                empty = self.spark.createDataFrame([], self.table_schema(table))
+                empty.createOrReplaceTempView(f"`{name}`")
+                schemas[name] = self._spark_types(empty)
+        for name in views:
+            frame = self._analyzed(program, program.views[name], schemas)
+            frame.createOrReplaceTempView(f"`{name}`")
+            schemas[name] = self._spark_types(frame)
+
     def _write_view(self, frame: DataFrame, path: str) -> tuple[int, int]:
         uri = self.uri(path)
         frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
-        version = storage.delta_version(self.spark, uri)
-        rows = self.spark.read.format("delta").option("versionAsOf", version).load(uri).count()
-        return version, rows
+        return storage.last_write(self.spark, uri)
 
     # -- first start -------------------------------------------------------------------------
 
     def initialize(self, program: Program) -> Manifest:
         """Create empty state for every relation and commit the first checkpoint."""
+        self.preflight(program, {}, tuple(program.views))
         state: dict[str, StateRecord] = {}
         for name, table in program.tables.items():
             path = f"state/tables/{name}@0"
@@ -213,6 +243,7 @@ class Runtime:
         """One step from `manifest`; returns the new checkpoint (or `manifest` when idle)."""
         sequence = manifest.sequence + 1
         stats = StepStats(sequence)
+        self._frames.clear()
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
         polled: dict[str, tuple[DataFrame, Any]] = {}
@@ -237,7 +268,7 @@ class Runtime:
             if wanted != offset:  # replaying a crashed step: ingest exactly what it planned
                 previous = manifest.connectors.get(key)
                 frame = _replay(self.spark, source, previous.offset if previous else None, wanted)
-            record = state[table_name]
+            record = self._own(state[table_name], f"state/tables/{table_name}@{sequence}")
             frame = frame.select(
                 *[f.name for f in self.table_schema(program.tables[table_name]).fields]
             )
@@ -259,10 +290,13 @@ class Runtime:
             if not (set(view.dependencies) & changed):
                 continue
             changed.add(name)
-            record = state[name]
+            stored = state[name]
             old = storage.read_delta(
-                self.spark, self.uri(record.path), record.version, StructType([])
+                self.spark, self.uri(stored.path), stored.version, StructType([])
             )
+            record = stored
+            if "://" in stored.path:  # adopted state is read, never written: write anew
+                record = stored.model_copy(update={"path": f"state/views/{name}@{sequence}"})
             version, rows = self._write_view(self._evaluate(program, view, state), record.path)
             new = (
                 self.spark.read.format("delta")
@@ -288,6 +322,18 @@ class Runtime:
         )
         return committed, stats
 
+    def _own(self, record: StateRecord, path: str) -> StateRecord:
+        """A table this pipeline may append to: state adopted from another pipeline (an
+        absolute URI) is copied into this pipeline's own state first, never written to."""
+        if "://" not in record.path:
+            return record
+        source = self.uri(record.path)
+        frame = self.spark.read.format("delta").option("versionAsOf", record.version).load(source)
+        frame.write.format("delta").mode("overwrite").save(self.uri(path))
+        return record.model_copy(
+            update={"path": path, "version": storage.delta_version(self.spark, self.uri(path))}
+        )
+
     def _key(self) -> str:
         return f"{self.pipeline.namespace}/{self.pipeline.name}"
 
@@ -306,10 +352,17 @@ class Runtime:
             )
         started = datetime.datetime.now(datetime.UTC)
         read_before = self.input_records_read
-        self._rollback(manifest)
+        # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
+        # checkpoint names, and its replay overwrites what it wrote
         program, sequence = plan.new, manifest.sequence + 1
+        self._frames.clear()
         state = {n: r for n, r in manifest.state.items() if n not in plan.state_to_discard}
         state = {n: r for n, r in state.items() if program.relation(n) is not None}
+        unchanged_tables = {
+            n: r for n, r in state.items() if n in program.tables and n not in plan.tables_to_evolve
+        }
+        kept_views = {n: r for n, r in state.items() if n in program.views}
+        self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
         for name in program.tables:
             if name in state and name not in plan.tables_to_evolve:
                 continue
@@ -420,10 +473,7 @@ def _replay(spark: SparkSession, source: Input, before: Any, wanted: Any) -> Dat
     from spindle.runtime.connectors import DeltaInput, FileInput
 
     if isinstance(source, FileInput):
-        files = sorted(set(wanted) - set(before or []))
-        reader = spark.read.schema(source.schema)
-        frame: DataFrame = getattr(reader, source.format)(files)
-        return frame
+        return source.read(spark, sorted(set(wanted) - set(before or [])))
     if isinstance(source, DeltaInput):
         names = [f.name for f in source.schema.fields]
         now = storage.read_delta(spark, source.uri, int(wanted), source.schema).select(*names)

@@ -81,6 +81,16 @@ def delta_version(spark: SparkSession, uri: str) -> int:
     return int(row[0]) if row else -1
 
 
+def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:
+    """Version and row count written by the latest commit of a Delta table (from its log)."""
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, uri).history(1).select("version", "operationMetrics").first()
+    assert row is not None
+    metrics = row["operationMetrics"] or {}
+    return int(row["version"]), int(metrics.get("numOutputRows", 0))
+
+
 def read_delta(spark: SparkSession, uri: str, version: int, schema: StructType) -> DataFrame:
     if version < 0:
         return spark.createDataFrame([], schema)

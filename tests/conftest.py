@@ -117,11 +117,12 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def spark(s3: Any) -> Iterator[Any]:
-    from spindle.runtime.session import S3Settings, spark_session
+    from spindle.checkpoint import S3Options
+    from spindle.runtime.session import spark_session
 
     session = spark_session(
         app="spindle-tests",
-        s3=S3Settings(
+        s3=S3Options(
             endpoint=s3.endpoint,
             region=s3.region,
             access_key=s3.access_key,

@@ -12,6 +12,7 @@ import yaml
 
 from spindle.cli.main import main
 from spindle.local.home import LocalPipeline
+from tests.unit.test_plan_golden import REFERENCE_DIFF
 
 EXAMPLE = Path("examples/grades")
 STUDENTS = "insert into students values (1, 'Alice'), (2, 'Bob')"
@@ -82,23 +83,7 @@ def test_reference_example_end_to_end(
     status = cli.json("local", "apply", "-f", str(v2))
     assert status["phase"] == "AwaitingApproval"
     pending = status["pendingChange"]
-    assert pending["diff"] == {
-        "added_input_connectors": [],
-        "added_output_connectors": [],
-        "modified_input_connectors": [],
-        "modified_output_connectors": [],
-        "program_diff": {
-            "added_tables": [],
-            "added_views": ["avg_grade_all_courses"],
-            "modified_tables": [],
-            "modified_views": ["avg_grade", "avg_grade_enriched"],
-            "removed_tables": [],
-            "removed_views": [],
-        },
-        "program_diff_error": None,
-        "removed_input_connectors": [],
-        "removed_output_connectors": [],
-    }
+    assert pending["diff"] == REFERENCE_DIFF
     assert cli.json("local", "status", "grades")["pendingChange"]["id"] == pending["id"]
     refused = cli("local", "approve", "grades", "0123456789ab", expect=1)
     assert refused == ""  # the error went to stderr, naming the pending id (checked below)

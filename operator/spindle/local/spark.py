@@ -8,7 +8,7 @@ from typing import Any
 from spindle.checkpoint import PipelineRef
 from spindle.local.home import LocalPipeline
 from spindle.runtime.engine import Runtime
-from spindle.runtime.session import S3Settings, spark_session
+from spindle.runtime.session import spark_session
 
 
 def reporter(say: Callable[[str], None]) -> Callable[..., None]:
@@ -40,10 +40,9 @@ def reporter(say: Callable[[str], None]) -> Callable[..., None]:
 def open_runtime(pipeline: LocalPipeline, *, say: Callable[[str], None]) -> Runtime:
     manifest = pipeline.manifest()
     root, options = pipeline.storage_root()
-    s3 = None
-    if options is not None:
-        s3 = S3Settings(options.endpoint, options.region, options.access_key, options.secret_key)
-    spark = spark_session(app=f"spindle-{pipeline.name}", s3=s3, extra=manifest.spec.spark.conf)
+    spark = spark_session(
+        app=f"spindle-{pipeline.name}", s3=options, extra=manifest.spec.spark.conf
+    )
     return Runtime(
         spark=spark,
         store=pipeline.store(),

@@ -398,18 +398,19 @@ class Runtime:
             path = f"state/views/{name}@{sequence}"
             version, rows = self._write_view(self._evaluate(program, view, state), path)
             state[name] = StateRecord(kind="view", path=path, version=version, rows=rows)
-            contents = (
-                self.spark.read.format("delta")
-                .option("versionAsOf", version)
-                .load(self.uri(path))
-                .withColumn("weight", F.lit(1))
-            )
-            for connector in view.connectors:
-                output = make_output(connector, pipeline=self._key())
-                if self.outputs_on_bootstrap == "replace":
-                    output.replace(self.spark, contents, sequence=sequence)
-                else:
-                    output.emit(self.spark, contents, sequence=sequence)
+            if view.connectors:  # only outputs need the stored contents read back
+                contents = (
+                    self.spark.read.format("delta")
+                    .option("versionAsOf", version)
+                    .load(self.uri(path))
+                    .withColumn("weight", F.lit(1))
+                )
+                for connector in view.connectors:
+                    output = make_output(connector, pipeline=self._key())
+                    if self.outputs_on_bootstrap == "replace":
+                        output.replace(self.spark, contents, sequence=sequence)
+                    else:
+                        output.emit(self.spark, contents, sequence=sequence)
             rows_written += rows
             self.report("bootstrap-view", view=name, done=index, total=len(todo), rows=rows)
         record = BootstrapRecord(

@@ -1,37 +1,19 @@
 """The SparkSession Spindle runs on: local mode or Kubernetes, with Delta Lake and S3A.
 
 Jars come from the cache (`spindle.runtime.jars`) or, in the Spark image, from
-`$SPINDLE_SPARK_JARS`. S3 settings come from arguments or from the standard AWS environment
-variables, never from files in the image.
+`$SPINDLE_SPARK_JARS`. S3 settings are the checkpoint store's `S3Options` (arguments or the
+standard AWS environment variables), never files in the image.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from spindle.checkpoint import S3Options
 from spindle.runtime.jars import ensure_jars
-
-
-@dataclass(frozen=True)
-class S3Settings:
-    endpoint: str | None = None
-    region: str | None = None
-    access_key: str | None = None
-    secret_key: str | None = None
-    path_style: bool = True
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> S3Settings:
-        return cls(
-            endpoint=env.get("SPINDLE_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL_S3"),
-            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-            access_key=env.get("AWS_ACCESS_KEY_ID"),
-            secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
-        )
 
 
 def _class_path() -> str:
@@ -43,7 +25,7 @@ def _class_path() -> str:
     return ":".join(str(p) for p in ensure_jars())
 
 
-def spark_conf(*, s3: S3Settings | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     conf = {
         "spark.driver.extraClassPath": _class_path(),
         "spark.executor.extraClassPath": _class_path(),
@@ -64,7 +46,7 @@ def spark_conf(*, s3: S3Settings | None, extra: Mapping[str, str] | None = None)
         conf.update(
             {
                 f"{prefix}impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-                f"{prefix}path.style.access": "true" if s3.path_style else "false",
+                f"{prefix}path.style.access": "true",
                 f"{prefix}connection.ssl.enabled": "false"
                 if (s3.endpoint or "").startswith("http://")
                 else "true",
@@ -91,7 +73,7 @@ def spark_session(
     *,
     app: str = "spindle",
     master: str = "local[2]",
-    s3: S3Settings | None = None,
+    s3: S3Options | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> SparkSession:
     builder = SparkSession.builder.appName(app).master(master)

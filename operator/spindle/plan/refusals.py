@@ -49,16 +49,16 @@ def lateness(change: Change) -> Refusal | None:
     )
 
 
-def _reads_transitively(program: Program, view: str) -> set[str]:
-    seen: set[str] = set()
-    stack = [view]
-    while stack:
-        for dep in program.views[stack.pop()].dependencies:
-            if dep not in seen:
-                seen.add(dep)
-                if dep in program.views:
-                    stack.append(dep)
-    return seen
+def _tables_read(program: Program) -> dict[str, frozenset[str]]:
+    """For each view, the tables it reads transitively: one pass in dependency order, so it
+    stays linear in the size of the program."""
+    reach: dict[str, frozenset[str]] = {}
+    for name, view in program.views.items():  # topological order
+        tables: set[str] = set()
+        for dep in view.dependencies:
+            tables.update(reach.get(dep, frozenset({dep} & program.tables.keys())))
+        reach[name] = frozenset(tables)
+    return reach
 
 
 def unmaterialized_tables(change: Change) -> Refusal | None:
@@ -67,12 +67,16 @@ def unmaterialized_tables(change: Change) -> Refusal | None:
         for name, c in change.changes.items()
         if c.kind == "view" and c.status in (Status.ADDED, Status.MODIFIED)
     )
+    unstored = {
+        name
+        for name, table in change.new.tables.items()
+        if not table.materialized and name in change.old.tables and name not in change.changes
+    }
     blocking: dict[str, list[str]] = {}
-    for view in needing:
-        for name in _reads_transitively(change.new, view):
-            table = change.new.tables.get(name)
-            unmodified = name in change.old.tables and name not in change.changes
-            if table is not None and unmodified and not table.materialized:
+    if unstored:
+        reach = _tables_read(change.new)
+        for view in needing:
+            for name in reach[view] & unstored:
                 blocking.setdefault(name, []).append(view)
     if not blocking:
         return None

@@ -245,8 +245,10 @@ class CheckpointStore:
         if keep < 1:
             raise ValueError("keep must be at least 1")
         now = now or datetime.datetime.now(datetime.UTC)
-        kept = self.history()[:keep]
+        history = self.history()
+        kept = history[:keep]
         kept_ids = {m.id for m in kept}
+        reachable = {m.id for m in history}
         referenced = {
             record.path.split("/")[1]
             for m in kept
@@ -258,10 +260,8 @@ class CheckpointStore:
             checkpoint = item.key.split("/")[1]
             if checkpoint in kept_ids:
                 continue
-            is_orphan_young = now - item.modified < ORPHAN_GRACE and not self._in_history(
-                checkpoint
-            )
-            if not is_orphan_young:
+            young_orphan = checkpoint not in reachable and now - item.modified < ORPHAN_GRACE
+            if not young_orphan:
                 doomed.append(item.key)
         for item in self.objects.scan("state/"):
             parts = item.key.split("/")
@@ -269,9 +269,6 @@ class CheckpointStore:
                 doomed.append(item.key)
         self.objects.delete(doomed)
         return doomed
-
-    def _in_history(self, checkpoint: str) -> bool:
-        return any(m.id == checkpoint for m in self.history())
 
 
 def open_store(

@@ -119,17 +119,16 @@ class Decision:
         return self.conditions[0].reason if self.conditions else None
 
 
-def _ready(status: bool, reason: str, message: str) -> Condition:
-    return Condition("Ready", status, reason, message)
+def _decide(
+    phase: Phase, action: Action, *, ready: bool, reason: str, message: str, **extra: Any
+) -> Decision:
+    """A decision with its Ready condition (the one condition every decision carries)."""
+    return Decision(phase, action, (Condition("Ready", ready, reason, message),), **extra)
 
 
 def _failed(reason: str, message: str, *, stop: bool, **extra: Any) -> Decision:
-    return Decision(
-        phase=Phase.FAILED,
-        action=Action.STOP_DRIVER if stop else Action.NONE,
-        conditions=(_ready(False, reason, message),),
-        **extra,
-    )
+    action = Action.STOP_DRIVER if stop else Action.NONE
+    return _decide(Phase.FAILED, action, ready=False, reason=reason, message=message, **extra)
 
 
 def _pending(plan: ChangePlan) -> PendingChange:
@@ -170,16 +169,20 @@ def decide(observed: Observation) -> Decision:
 
     if spec.desired_state is DesiredState.STOPPED:
         if active:
-            return Decision(
+            return _decide(
                 Phase.STOPPING,
                 Action.STOP_DRIVER,
-                (_ready(False, "Stopping", "Stopping the driver gracefully."),),
+                ready=False,
+                reason="Stopping",
+                message="Stopping the driver gracefully.",
                 **common,
             )
-        return Decision(
+        return _decide(
             Phase.STOPPED,
             Action.NONE,
-            (_ready(False, "Stopped", "desiredState is Stopped."),),
+            ready=False,
+            reason="Stopped",
+            message="desiredState is Stopped.",
             **common,
         )
 
@@ -190,37 +193,39 @@ def decide(observed: Observation) -> Decision:
             and observed.checkpoint.bootstrap.change_id == driver.change_id
         )
         if driver.mode == "bootstrap" and not bootstrapped:
-            return Decision(
+            return _decide(
                 Phase.BOOTSTRAPPING,
                 Action.NONE,
-                (_ready(False, "Bootstrapping", f"Bootstrapping change {driver.change_id}."),),
+                ready=False,
+                reason="Bootstrapping",
+                message=f"Bootstrapping change {driver.change_id}.",
                 **common,
             )
         if plan.needs_approval and not (driver.mode == "bootstrap" and bootstrapped):
-            return Decision(
+            return _decide(
                 Phase.STOPPING,
                 Action.STOP_DRIVER,
-                (
-                    _ready(
-                        False,
-                        "ProgramChanged",
-                        "The program changed: stopping the driver at a checkpoint "
-                        "before planning the change.",
-                    ),
-                ),
+                ready=False,
+                reason="ProgramChanged",
+                message="The program changed: stopping the driver at a checkpoint "
+                "before planning the change.",
                 **common,
             )
         if spec.desired_state is DesiredState.PAUSED:
-            return Decision(
+            return _decide(
                 Phase.PAUSED,
                 Action.NONE,
-                (_ready(True, "Paused", "Ingestion is paused."),),
+                ready=True,
+                reason="Paused",
+                message="Ingestion is paused.",
                 **common,
             )
-        return Decision(
+        return _decide(
             Phase.RUNNING,
             Action.NONE,
-            (_ready(True, "Running", "The driver is running."),),
+            ready=True,
+            reason="Running",
+            message="The driver is running.",
             **common,
         )
 
@@ -233,10 +238,12 @@ def decide(observed: Observation) -> Decision:
         )
 
     if not plan.needs_approval:
-        return Decision(
+        return _decide(
             Phase.PENDING,
             Action.START_RUN,
-            (_ready(False, "Starting", "Starting the driver."),),
+            ready=False,
+            reason="Starting",
+            message="Starting the driver.",
             **common,
         )
 
@@ -250,27 +257,25 @@ def decide(observed: Observation) -> Decision:
             **common,
         )
     if spec.bootstrap_policy is BootstrapPolicy.REJECT:
-        return Decision(
+        return _decide(
             Phase.STOPPED,
             Action.NONE,
-            (
-                _ready(
-                    False,
-                    "BootstrapRejected",
-                    f"The program changed (change {plan.change_id}) and "
-                    "bootstrapPolicy is reject; the checkpoint is untouched. Revert "
-                    "the change or set bootstrapPolicy to await_approval or allow.",
-                ),
-            ),
+            ready=False,
+            reason="BootstrapRejected",
+            message=f"The program changed (change {plan.change_id}) and "
+            "bootstrapPolicy is reject; the checkpoint is untouched. Revert the "
+            "change or set bootstrapPolicy to await_approval or allow.",
             pending_change=pending,
             **common,
         )
     approved = observed.approval == plan.change_id
     if spec.bootstrap_policy is BootstrapPolicy.ALLOW or approved:
-        return Decision(
+        return _decide(
             Phase.BOOTSTRAPPING,
             Action.START_BOOTSTRAP,
-            (_ready(False, "Bootstrapping", f"Bootstrapping change {plan.change_id}."),),
+            ready=False,
+            reason="Bootstrapping",
+            message=f"Bootstrapping change {plan.change_id}.",
             pending_change=pending,
             **common,
         )
@@ -285,18 +290,14 @@ def decide(observed: Observation) -> Decision:
                 "bootstrap.",
             ),
         )
-    return Decision(
+    return _decide(
         Phase.AWAITING_APPROVAL,
         Action.NONE,
-        (
-            _ready(
-                False,
-                "AwaitingApproval",
-                f"Change {plan.change_id} needs approval: annotate the pipeline "
-                f"with spindle.dev/approve={plan.change_id} (locally: spindle local "
-                f"approve NAME {plan.change_id}).",
-            ),
-        ),
+        ready=False,
+        reason="AwaitingApproval",
+        message=f"Change {plan.change_id} needs approval: annotate the pipeline with "
+        f"spindle.dev/approve={plan.change_id} (locally: spindle local approve NAME "
+        f"{plan.change_id}).",
         pending_change=pending,
         events=events,
         **common,

@@ -24,16 +24,14 @@ from spindle.checkpoint import (
     Manifest,
     PipelineRef,
     StateRecord,
-    new_checkpoint_id,
 )
-from spindle.checkpoint.records import program_record
+from spindle.checkpoint.records import next_manifest
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.program import Program, Table, View
 from spindle.runtime import storage
 from spindle.runtime.connectors import Input, make_input, make_output
 from spindle.runtime.translate import table_ddl_schema, view_sql
-from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 
 ADHOC = "__adhoc__"
 """Connector name of a table's ad-hoc inserts (`spindle local execute`), under inputs/<table>/."""
@@ -203,20 +201,13 @@ class Runtime:
         connectors: dict[str, ConnectorRecord],
         bootstrap: BootstrapRecord | None = None,
     ) -> Manifest:
-        sequence = 0 if parent is None else parent.sequence + 1
-        return Manifest(
-            id=new_checkpoint_id(sequence),
-            parent=None if parent is None else parent.id,
-            sequence=sequence,
-            created_at=datetime.datetime.now(datetime.UTC),
+        return next_manifest(
+            parent=parent,
             pipeline=self.pipeline,
-            program=program_record(program),
-            parser_version=PARSER_VERSION,
-            plan_format_version=PLAN_FORMAT_VERSION,
-            runtime_version=RUNTIME_VERSION,
-            spark_version=self.spark.version,
-            connectors=connectors,
+            program=program,
             state=state,
+            connectors=connectors,
+            spark_version=self.spark.version,
             bootstrap=bootstrap,
         )
 
@@ -291,31 +282,28 @@ class Runtime:
                 continue
             changed.add(name)
             stored = state[name]
-            old = storage.read_delta(
-                self.spark, self.uri(stored.path), stored.version, StructType([])
-            )
             record = stored
             if "://" in stored.path:  # adopted state is read, never written: write anew
                 record = stored.model_copy(update={"path": f"state/views/{name}@{sequence}"})
             version, rows = self._write_view(self._evaluate(program, view, state), record.path)
-            new = (
-                self.spark.read.format("delta")
-                .option("versionAsOf", version)
-                .load(self.uri(record.path))
-            )
             state[name] = record.model_copy(update={"version": version, "rows": rows})
             stats.views_recomputed.append(name)
             outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
-            if outputs:
+            if outputs:  # versions are pinned, so reading both sides after the write is exact
+                old = self._stored(view, stored)
+                new = self._stored(view, state[name])
                 changes = (
                     new.exceptAll(old)
                     .withColumn("weight", F.lit(1))
                     .unionByName(old.exceptAll(new).withColumn("weight", F.lit(-1)))
+                    .persist()  # counted and written to every output: compute it once
                 )
-                if not changes.isEmpty():
+                emitted = changes.count()
+                if emitted:
                     for output in outputs:
                         output.emit(self.spark, changes, sequence=sequence)
-                    stats.changes_emitted += changes.count()
+                    stats.changes_emitted += emitted
+                changes.unpersist()
             self.report("view", view=name, rows=rows)
         committed = self.store.commit(
             self._manifest(program=program, parent=manifest, state=state, connectors=connectors)

@@ -11,7 +11,7 @@ Rules, as tables rather than branches:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -147,6 +147,3 @@ def view_sql(view: View, program: Program, schemas: Mapping[str, Mapping[str, st
     )
     tree = _fix_decimal_avg(tree, schema)
     return SparkView(view.name, tree.sql(dialect="spark"))
-
-
-Translator = Callable[[View, Program, Mapping[str, Mapping[str, str]]], SparkView]

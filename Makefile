@@ -40,6 +40,10 @@ unit: venv
 demo: venv
 	@$(BIN)/python examples/grades/demo.py
 
+crds: venv
+	@$(BIN)/python -m spindle.api.crd > crds/pipeline.yaml
+	@echo "==> wrote crds/pipeline.yaml"
+
 bench: venv
 	@$(BIN)/python bench/plan.py
 	@$(BIN)/python bench/bootstrap.py

@@ -21,6 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.chdir(ROOT)
+# Driver processes started by the node agent get their own HOME; they share the jar cache.
+os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
 
 
 @dataclass

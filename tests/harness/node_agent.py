@@ -15,6 +15,7 @@ import base64
 import contextlib
 import datetime
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -30,6 +31,25 @@ from tests.harness import images
 
 NODE_NAME = "spindle-test-node"
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "JAVA_HOME", "SPINDLE_CACHE", "TMPDIR", "GOPATH")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """The kubelet's `$(VAR)` expansion in command and args; `$$(VAR)` escapes it."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0).startswith("$$"):
+            return match.group(0)[1:]
+        return env.get(match.group(1), match.group(0))
+
+    return re.sub(r"\$?\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
+
+
+def termination_message(log: Path) -> str:
+    """`FallbackToLogsOnError`: the last 80 lines, at most 2048 bytes, of the container log."""
+    if not log.exists():
+        return ""
+    tail = b"\n".join(log.read_bytes().splitlines()[-80:])[-2048:]
+    return tail.decode(errors="replace")
 
 
 def _now() -> str:
@@ -254,16 +274,16 @@ class NodeAgent:
     def _launch(self, pod: Any) -> None:
         meta = pod.metadata
         container = pod.spec.containers[0]
-        argv = [*(container.command or []), *(container.args or [])]
-        try:
-            command = images.command_for(container.image, argv)
-        except images.ImageNotMapped as error:
-            self._fail(pod, container, "ImageNotMapped", str(error))
-            return
         try:
             env = self._environment(pod, container)
         except ConfigError as error:
             self._waiting(pod, container, "CreateContainerConfigError", str(error))
+            return
+        argv = [expand(a, env) for a in [*(container.command or []), *(container.args or [])]]
+        try:
+            command = images.command_for(container.image, argv)
+        except images.ImageNotMapped as error:
+            self._fail(pod, container, "ImageNotMapped", str(error))
             return
         directory = self.workdir / "pods" / meta.namespace / f"{meta.name}-{meta.uid[:8]}"
         directory.mkdir(parents=True, exist_ok=True)
@@ -383,14 +403,16 @@ class NodeAgent:
                 continue
             if live.metadata.uid != pod.uid:
                 continue
-            state = {
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": pod.started,
-                    "finishedAt": _now(),
-                }
+            terminated = {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": pod.started,
+                "finishedAt": _now(),
             }
+            container = live.spec.containers[0]
+            if code != 0 and container.termination_message_policy == "FallbackToLogsOnError":
+                terminated["message"] = termination_message(pod.log)
+            state = {"terminated": terminated}
             phase = "Succeeded" if code == 0 else "Failed"
             self._status(live, phase, live.spec.containers[0], state)
 

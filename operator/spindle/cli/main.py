@@ -64,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    from spindle.cli import checkpoints, local
+    from spindle.cli import checkpoints, driver, local, serve
 
-    return [checkpoints.register, local.register]
+    return [checkpoints.register, local.register, driver.register, serve.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except SpindleError as error:
         render.print_error(error, as_json=as_json)
+        if hasattr(args, "on_error"):
+            args.on_error(error)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -12,7 +12,9 @@ from spindle.lifecycle.decide import (
     Observation,
     PendingChange,
     decide,
+    failed,
 )
+from spindle.lifecycle.report import checkpoint_status, new_events, report
 
 __all__ = [
     "Action",
@@ -22,5 +24,9 @@ __all__ = [
     "Event",
     "Observation",
     "PendingChange",
+    "checkpoint_status",
     "decide",
+    "failed",
+    "new_events",
+    "report",
 ]

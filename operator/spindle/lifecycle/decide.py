@@ -126,6 +126,12 @@ def _decide(
     return Decision(phase, action, (Condition("Ready", ready, reason, message),), **extra)
 
 
+def failed(reason: str, message: str) -> Decision:
+    """The decision when the pipeline cannot even be observed (bad spec, missing Secret,
+    unreachable storage): `Failed` with that reason; the driver, if any, is left alone."""
+    return _failed(reason, message, stop=False)
+
+
 def _failed(reason: str, message: str, *, stop: bool, **extra: Any) -> Decision:
     action = Action.STOP_DRIVER if stop else Action.NONE
     return _decide(Phase.FAILED, action, ready=False, reason=reason, message=message, **extra)

@@ -13,41 +13,31 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spindle.checkpoint import Manifest, PipelineRef, open_store
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.origin import starting_checkpoint
 from spindle.errors import SpindleError
-from spindle.lifecycle import Action, Decision, Observation, decide
+from spindle.lifecycle import Action, Decision, Observation, checkpoint_status, decide
 from spindle.local.home import LocalPipeline
 
 Say = Callable[[str], None]
 
 
-def start_from(pipeline: LocalPipeline) -> Manifest | None:
-    """Adopt `spec.storage.startFrom` when the pipeline has no checkpoint of its own yet."""
+def start_from(pipeline: LocalPipeline, *, adopt: bool) -> Manifest | None:
+    """The pipeline's latest checkpoint, or its `spec.storage.startFrom` one."""
     manifest = pipeline.manifest()
-    store = pipeline.store()
-    latest = store.latest()
-    source = manifest.spec.storage.start_from if manifest.spec.storage else None
-    if latest is not None or not source:
-        return latest
-    uri, _, checkpoint_id = source.partition("#")
-    origin = open_store(uri, s3=pipeline.storage_root()[1])
-    if not checkpoint_id:
-        newest = origin.latest()
-        if newest is None:
-            raise SpindleError(
-                reason="CheckpointNotFound",
-                message=f"startFrom names {uri}, which has no checkpoint; name a pipeline root "
-                "that has one, as <uri>#<checkpoint id>.",
-                details={"uri": uri},
-            )
-        checkpoint_id = newest.id
-    ref = PipelineRef(namespace=manifest.metadata.namespace, name=pipeline.name)
-    return store.adopt(origin, checkpoint_id, pipeline=ref)
+    storage = manifest.spec.storage
+    return starting_checkpoint(
+        pipeline.store(),
+        start_from=storage.start_from if storage else None,
+        pipeline=PipelineRef(namespace=manifest.metadata.namespace, name=pipeline.name),
+        s3=pipeline.storage_root()[1],
+        adopt=adopt,
+    )
 
 
-def observe(pipeline: LocalPipeline) -> tuple[Observation, Manifest | None]:
+def observe(pipeline: LocalPipeline, *, adopt: bool = False) -> tuple[Observation, Manifest | None]:
     manifest = pipeline.manifest()
-    checkpoint = start_from(pipeline)
+    checkpoint = start_from(pipeline, adopt=adopt)
     observation = Observation(
         spec=manifest.spec,
         generation=pipeline.generation,
@@ -75,11 +65,7 @@ def status(pipeline: LocalPipeline) -> tuple[dict[str, Any], Decision]:
     if decision.pending_change is not None:
         body["pendingChange"] = decision.pending_change.to_json()
     if checkpoint is not None:
-        body["lastCheckpoint"] = {
-            "id": checkpoint.id,
-            "time": checkpoint.created_at.isoformat(),
-            "uri": f"{root}/checkpoints/{checkpoint.id}/manifest.json",
-        }
+        body["lastCheckpoint"] = checkpoint_status(checkpoint, root=root).model_dump(by_alias=True)
     return body, decision
 
 
@@ -100,7 +86,7 @@ def run(pipeline: LocalPipeline, *, until_idle: bool, say: Say, interval: float 
             message=f"Pipeline '{pipeline.name}' is already running (PID "
             f"{pipeline.running_pid()}); stop it with `spindle local stop {pipeline.name}`.",
         )
-    observation, checkpoint = observe(pipeline)
+    observation, checkpoint = observe(pipeline, adopt=True)
     decision = decide(observation)
     if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
         raise _refuse(decision)
@@ -114,38 +100,30 @@ def run(pipeline: LocalPipeline, *, until_idle: bool, say: Say, interval: float 
     )
     try:
         from spindle.local.spark import open_runtime
+        from spindle.runtime.driver import drive
 
-        runtime = open_runtime(pipeline, say=say)
-        if checkpoint is None:
-            say("No checkpoint yet: creating the pipeline's state.")
-            checkpoint = runtime.initialize(decision.program)
-        if decision.action is Action.START_BOOTSTRAP:
-            checkpoint = runtime.bootstrap(decision.plan, checkpoint, approved_by=getpass.getuser())
-            pipeline.update(lastBootstrap=decision.plan.change_id)
-            say(
-                f"Input records read from connectors during the bootstrap: "
-                f"{checkpoint.bootstrap.input_records_read if checkpoint.bootstrap else 0}"
-            )
+        def bootstrapped(_: Manifest) -> None:
+            pipeline.update(lastBootstrap=decision.change_id)
             pipeline.set_driver(
                 mode="run",
                 generation=observation.generation,
                 phase="Running",
                 change_id=decision.change_id,
             )
-        paused = pipeline.manifest().spec.desired_state.value == "Paused"
-        while not stop.is_set():
-            checkpoint, stats = runtime.step(decision.program, checkpoint, ingest=not paused)
-            if stats.idle:
-                if until_idle:
-                    break
-                stop.wait(interval)
-            else:
-                say(
-                    f"step {stats.sequence}: {stats.rows_ingested} rows ingested, "
-                    f"{len(stats.views_recomputed)} views recomputed, checkpoint {checkpoint.id}"
-                )
+
+        checkpoint = drive(
+            open_runtime(pipeline, say=say),
+            decision=decision,
+            checkpoint=checkpoint,
+            stop=stop,
+            until_idle=until_idle,
+            paused=lambda: pipeline.manifest().spec.desired_state.value == "Paused",
+            say=say,
+            approved_by=getpass.getuser(),
+            on_bootstrapped=bootstrapped,
+            interval=interval,
+        )
         pipeline.set_driver(mode="run", generation=observation.generation, phase="Succeeded")
-        say(f"Stopped at checkpoint {checkpoint.id}.")
         return 0
     except SpindleError as error:
         pipeline.set_driver(

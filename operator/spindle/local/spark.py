@@ -3,38 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from spindle.checkpoint import PipelineRef
 from spindle.local.home import LocalPipeline
+from spindle.runtime.driver import reporter
 from spindle.runtime.engine import Runtime
 from spindle.runtime.session import spark_session
-
-
-def reporter(say: Callable[[str], None]) -> Callable[..., None]:
-    def report(event: str, **fields: Any) -> None:
-        if event == "bootstrap-start":
-            say(
-                f"Bootstrapping change {fields['change_id']}: {fields['views']} views to "
-                "evaluate from stored state (no input is read)."
-            )
-        elif event == "bootstrap-view":
-            say(
-                f"  [{fields['done']}/{fields['total']}] {fields['view']}: "
-                f"{fields['rows']} rows written"
-            )
-        elif event == "bootstrap-done":
-            say(
-                f"Bootstrap committed as checkpoint {fields['checkpoint']} "
-                f"({fields['rows']} rows written)."
-            )
-        elif event == "rollback":
-            say(
-                f"Rolled back {fields['relation']} to version {fields['version']} "
-                "(a previous step did not commit)."
-            )
-
-    return report
 
 
 def open_runtime(pipeline: LocalPipeline, *, say: Callable[[str], None]) -> Runtime:

@@ -1,0 +1,140 @@
+"""Pipeline status: what the operator records, through the status subresource only.
+
+Everything the operator knows about a pipeline lives here (never in annotations), so GitOps tools
+that own `metadata` and `spec` never see a difference they did not make.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spindle.api.types import Phase
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Condition(_Status):
+    type: str = Field(description="Condition type, e.g. Ready.")
+    status: str = Field(pattern="^(True|False|Unknown)$", description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason; the troubleshooting guide lists them.")
+    message: str = Field(description="What happened and what to do about it.")
+    last_transition_time: str = Field(
+        alias="lastTransitionTime", description="When the status last changed (RFC 3339)."
+    )
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", description="The generation it describes."
+    )
+
+
+class ProgramDiff(_Status):
+    added_tables: list[str] = Field(description="Tables in the new program only.")
+    removed_tables: list[str] = Field(description="Tables in the checkpointed program only.")
+    modified_tables: list[str] = Field(description="Tables whose schema or properties changed.")
+    added_views: list[str] = Field(description="Views in the new program only.")
+    removed_views: list[str] = Field(description="Views in the checkpointed program only.")
+    modified_views: list[str] = Field(description="Views whose data changes (transitively).")
+
+
+class ChangeDiff(_Status):
+    """Feldera's deployment_runtime_status_details shape, field for field."""
+
+    program_diff: ProgramDiff = Field(description="Tables and views that changed.")
+    program_diff_error: str | None = Field(
+        default=None, description="Why no diff could be computed, if so."
+    )
+    added_input_connectors: list[str] = Field(description="`relation.connector` keys.")
+    removed_input_connectors: list[str] = Field(description="`relation.connector` keys.")
+    modified_input_connectors: list[str] = Field(description="`relation.connector` keys.")
+    added_output_connectors: list[str] = Field(description="`relation.connector` keys.")
+    removed_output_connectors: list[str] = Field(description="`relation.connector` keys.")
+    modified_output_connectors: list[str] = Field(description="`relation.connector` keys.")
+
+
+class PendingChange(_Status):
+    id: str = Field(description="The change id to approve: spindle.dev/approve=<id>.")
+    diff: ChangeDiff = Field(description="What changed, in Feldera's shape.")
+    changes: dict[str, Any] = Field(
+        default_factory=dict, description="Why each object changed, and its category."
+    )
+    bootstrap: dict[str, Any] = Field(
+        default_factory=dict, description="What bootstrapping will do, or why it is refused."
+    )
+
+
+class CheckpointStatus(_Status):
+    id: str = Field(description="Checkpoint id.")
+    sequence: int = Field(description="0 for the first checkpoint, +1 for each after.")
+    time: str = Field(description="When it was committed (RFC 3339).")
+    uri: str = Field(description="Its manifest in object storage.")
+    table_rows: int = Field(default=0, alias="tableRows", description="Rows stored in tables.")
+    view_rows: int = Field(default=0, alias="viewRows", description="Rows stored in views.")
+
+
+class BootstrapStatus(_Status):
+    change_id: str = Field(alias="changeId", description="The change that was bootstrapped.")
+    checkpoint: str = Field(description="The checkpoint the bootstrap committed.")
+    approved_by: str | None = Field(
+        default=None, alias="approvedBy", description="Who or what approved it."
+    )
+    finished_at: str = Field(alias="finishedAt", description="When it committed (RFC 3339).")
+    views_evaluated: int = Field(
+        default=0, alias="viewsEvaluated", description="Views evaluated from stored state."
+    )
+    input_records_read: int = Field(
+        default=0,
+        alias="inputRecordsRead",
+        description="Records read from input connectors while bootstrapping (0: none re-ingested).",
+    )
+
+
+class DriverStatus(_Status):
+    name: str = Field(description="The Spark driver pod.")
+    mode: str = Field(pattern="^(run|bootstrap)$", description="What it was started to do.")
+    phase: str = Field(description="The pod's phase.")
+
+
+class PipelineStatus(_Status):
+    phase: Phase = Field(description="Where the pipeline is in its lifecycle.")
+    observed_generation: int = Field(
+        alias="observedGeneration", description="The spec generation this status describes."
+    )
+    program_hash: str | None = Field(
+        default=None, alias="programHash", description="Fingerprint of spec.sql."
+    )
+    checkpointed_program_hash: str | None = Field(
+        default=None,
+        alias="checkpointedProgramHash",
+        description="Fingerprint of the program in the latest checkpoint.",
+    )
+    pending_change: PendingChange | None = Field(
+        default=None, alias="pendingChange", description="The change awaiting approval."
+    )
+    last_checkpoint: CheckpointStatus | None = Field(
+        default=None, alias="lastCheckpoint", description="The latest committed checkpoint."
+    )
+    last_bootstrap: BootstrapStatus | None = Field(
+        default=None, alias="lastBootstrap", description="The last completed bootstrap."
+    )
+    driver_pod: DriverStatus | None = Field(
+        default=None, alias="driverPod", description="The current Spark driver pod."
+    )
+    ignored_approval: str | None = Field(
+        default=None,
+        alias="ignoredApproval",
+        description="The last approval id that named no pending change (an Event said why).",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Kubernetes-style conditions (Ready)."
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if self.pending_change is not None:  # Feldera's shape always has the key
+            body["pendingChange"]["diff"]["program_diff_error"] = (
+                self.pending_change.diff.program_diff_error
+            )
+        return body

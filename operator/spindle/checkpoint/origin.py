@@ -1,0 +1,42 @@
+"""Where a pipeline starts: its own latest checkpoint, or `startFrom` (another checkpoint).
+
+Both bodies and the driver resolve the starting point the same way. Planning only reads the
+origin (`adopt=False`); the driver adopts it into the pipeline's own store before it runs.
+"""
+
+from __future__ import annotations
+
+from spindle.checkpoint.manifest import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import CheckpointStore, open_store
+from spindle.errors import SpindleError
+
+
+def starting_checkpoint(
+    store: CheckpointStore,
+    *,
+    start_from: str | None,
+    pipeline: PipelineRef,
+    s3: S3Options | None,
+    adopt: bool,
+) -> Manifest | None:
+    """The pipeline's latest checkpoint; without one, the `startFrom` checkpoint
+    (`<pipeline root URI>[#<checkpoint id>]`), adopted into `store` when `adopt`."""
+    latest = store.latest()
+    if latest is not None or not start_from:
+        return latest
+    uri, _, checkpoint_id = start_from.partition("#")
+    origin = open_store(uri, s3=s3)
+    if not checkpoint_id:
+        newest = origin.latest()
+        if newest is None:
+            raise SpindleError(
+                reason="CheckpointNotFound",
+                message=f"startFrom names {uri}, which has no checkpoint; name a pipeline root "
+                "that has one, as <uri>#<checkpoint id>.",
+                details={"uri": uri},
+            )
+        checkpoint_id = newest.id
+    if not adopt:
+        return origin.get(checkpoint_id)
+    return store.adopt(origin, checkpoint_id, pipeline=pipeline)

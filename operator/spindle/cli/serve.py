@@ -1,0 +1,93 @@
+"""`spindle operator`: serve the Kubernetes operator (kopf) for some namespaces or all of them."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from spindle.api import StorageSpec
+from spindle.errors import SpindleError
+
+
+def _default_storage(args: argparse.Namespace) -> StorageSpec | None:
+    if not args.default_storage_uri:
+        return None
+    credentials = None
+    if args.default_storage_secret:
+        secret = args.default_storage_secret
+        credentials = {
+            "accessKeyId": {"name": secret, "key": "accessKeyId"},
+            "secretAccessKey": {"name": secret, "key": "secretAccessKey"},
+        }
+    return StorageSpec.model_validate(
+        {
+            "uri": args.default_storage_uri,
+            "endpoint": args.default_storage_endpoint,
+            "region": args.default_storage_region,
+            "credentials": credentials,
+        }
+    )
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    if bool(args.namespace) == bool(args.all_namespaces):
+        raise SpindleError(
+            reason="InvalidArguments",
+            message="Name the namespaces to watch (--namespace NS, repeatable), or pass "
+            "--all-namespaces.",
+        )
+    from spindle.k8s.operator import Operator, run
+    from spindle.k8s.pods import DriverSettings
+    from spindle.k8s.reconcile import Settings
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    operator = Operator(
+        settings=Settings(
+            driver=DriverSettings(
+                image=args.driver_image,
+                service_account=args.driver_service_account,
+                local_threads=args.driver_threads,
+                termination_grace_seconds=args.stop_grace,
+            ),
+            default_storage=_default_storage(args),
+            stop_grace_seconds=args.stop_grace,
+        ),
+        namespaces=None if args.all_namespaces else list(args.namespace),
+        resync=args.resync,
+        workers=args.workers,
+        port=args.port,
+        stall_after=args.stall_after,
+    )
+    run(operator)
+    return 0
+
+
+def register(sub: Any) -> None:
+    op = sub.add_parser("operator", help="run the Kubernetes operator")
+    op.add_argument("--namespace", "-n", action="append", default=[], help="watch this namespace")
+    op.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    op.add_argument(
+        "--driver-image",
+        default="ghcr.io/spindle-dev/spindle-spark:0.1.0",
+        help="default image of Spark driver pods",
+    )
+    op.add_argument("--driver-service-account", default="spindle-driver")
+    op.add_argument("--driver-threads", type=int, default=2, help="local[N] in spark.mode local")
+    op.add_argument("--default-storage-uri", help="storage of pipelines without spec.storage")
+    op.add_argument("--default-storage-endpoint")
+    op.add_argument("--default-storage-region")
+    op.add_argument(
+        "--default-storage-secret",
+        help="Secret (in each pipeline's namespace) with keys accessKeyId and secretAccessKey",
+    )
+    op.add_argument("--resync", type=float, default=10.0, help="seconds between re-lists")
+    op.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
+    op.add_argument("--port", type=int, default=8080, help="/healthz and /metrics")
+    op.add_argument("--stall-after", type=float, default=60.0, help="liveness: watch stall")
+    op.add_argument("--stop-grace", type=int, default=120, help="seconds a driver gets to stop")
+    op.add_argument("--verbose", "-v", action="store_true")
+    op.set_defaults(run=cmd_operator)

@@ -1,0 +1,179 @@
+"""The operator's I/O with the API server: pipelines, their driver pods, Secrets and Events.
+
+A thin typed facade over the `kubernetes` client that speaks plain dicts, so the reconciler reads
+like the lifecycle it drives. Status is only ever written through the status subresource.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from spindle.api.crd import PLURAL
+from spindle.api.types import GROUP, KIND, VERSION
+from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
+
+
+def api_client() -> client.ApiClient:
+    """In a pod, the service account; elsewhere, KUBECONFIG or ~/.kube/config."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    except config.ConfigException:
+        api: client.ApiClient = config.new_client_from_config()  # type: ignore[no-untyped-call]
+        return api
+
+
+def _json(response: Any) -> Any:
+    return json.loads(response.data)
+
+
+class SecretMissing(Exception):
+    def __init__(self, name: str, key: str | None) -> None:
+        super().__init__(name, key)
+        self.name, self.key = name, key
+
+
+@dataclass
+class Cluster:
+    api: client.ApiClient
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    # -- pipelines ---------------------------------------------------------------------------
+
+    def pipeline(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return _json(  # type: ignore[no-any-return]
+                self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
+                )
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def pipelines(self, namespaces: list[str] | None) -> list[dict[str, Any]]:
+        if namespaces is None:
+            body = _json(
+                self.custom.list_cluster_custom_object(
+                    GROUP, VERSION, PLURAL, _preload_content=False
+                )
+            )
+            return list(body["items"])
+        items: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            body = _json(
+                self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, _preload_content=False
+                )
+            )
+            items.extend(body["items"])
+        return items
+
+    def write_status(self, pipeline: dict[str, Any], status: dict[str, Any]) -> None:
+        """Replace the whole status (a JSON patch `add`), guarded by the object's uid."""
+        meta = pipeline["metadata"]
+        patch = [
+            {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
+            {"op": "add", "path": "/status", "value": status},
+        ]
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            meta["namespace"],
+            PLURAL,
+            meta["name"],
+            patch,
+            _content_type="application/json-patch+json",
+        )
+
+    # -- driver pods -------------------------------------------------------------------------
+
+    def driver_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        selector = (
+            f"{LABEL_PIPELINE}={name},app.kubernetes.io/managed-by="
+            + (MANAGED["app.kubernetes.io/managed-by"])
+        )
+        body = _json(
+            self.core.list_namespaced_pod(
+                namespace, label_selector=selector, _preload_content=False
+            )
+        )
+        return list(body["items"])
+
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        """Create the pod; False when it already exists (it is adopted, never duplicated)."""
+        try:
+            self.core.create_namespaced_pod(pod["metadata"]["namespace"], pod)  # type: ignore[arg-type]
+            return True
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+
+    def delete_pod(self, pod: dict[str, Any], *, grace_seconds: int | None = None) -> None:
+        meta = pod["metadata"]
+        try:
+            self.core.delete_namespaced_pod(
+                meta["name"],
+                meta["namespace"],
+                body=client.V1DeleteOptions(
+                    grace_period_seconds=grace_seconds,
+                    preconditions=client.V1Preconditions(uid=meta["uid"]),
+                ),
+            )
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise
+
+    # -- secrets and events ------------------------------------------------------------------
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                raise SecretMissing(name, None) from None
+            raise
+        data = secret.data or {}
+        if key not in data:
+            raise SecretMissing(name, key)
+        return base64.b64decode(data[key]).decode()
+
+    def event(self, pipeline: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+        meta = pipeline["metadata"]
+        now = datetime.datetime.now(datetime.UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                name=f"{meta['name']}.{uuid.uuid4().hex[:12]}", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}",
+                kind=KIND,
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta["uid"],
+                resource_version=meta.get("resourceVersion"),
+            ),
+            type=type,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component="spindle-operator"),
+            reporting_component="spindle.dev/operator",
+            reporting_instance="spindle-operator",
+        )
+        self.core.create_namespaced_event(meta["namespace"], body)

@@ -1,0 +1,247 @@
+"""The operator process: kopf watches, a work queue, periodic re-lists, health and metrics.
+
+kopf delivers watch events for Pipelines and their driver pods; each only enqueues the pipeline
+(`on.event` handlers keep no state on the object). Workers take keys from the queue, one
+reconcile per pipeline at a time, in a thread. A re-list of all pipelines every `resync` seconds
+is the backbone that makes the operator level-based: a missed event costs latency, never
+correctness. kopf's own bookkeeping stays out of GitOps' way: there are no create/update
+handlers, so kopf writes no progress or diff-base annotations; the only kopf-managed metadata
+is the `spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
+`spindle.dev/`-prefixed annotations while their data is deleted). Nothing else blocks deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from spindle.api.crd import PLURAL
+from spindle.api.types import GROUP, VERSION
+from spindle.k8s.cluster import Cluster, api_client
+from spindle.k8s.metrics import Key, Metrics, Watchdog
+from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
+from spindle.k8s.reconcile import Outcome, Reconciler, Settings
+
+FINALIZER = "spindle.dev/finalizer"
+log = logging.getLogger("spindle.operator")
+
+
+@dataclass
+class WorkQueue:
+    """Deduplicating keys: a key is queued at most once, and never reconciled concurrently."""
+
+    queue: asyncio.Queue[Key] = field(default_factory=asyncio.Queue)
+    queued: set[Key] = field(default_factory=set)
+    busy: set[Key] = field(default_factory=set)
+    again: set[Key] = field(default_factory=set)
+
+    def add(self, key: Key) -> None:
+        if key in self.busy:
+            self.again.add(key)
+        elif key not in self.queued:
+            self.queued.add(key)
+            self.queue.put_nowait(key)
+
+    def add_after(self, key: Key, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    async def take(self) -> Key:
+        key = await self.queue.get()
+        self.queued.discard(key)
+        self.busy.add(key)
+        return key
+
+    def done(self, key: Key) -> None:
+        self.busy.discard(key)
+        if key in self.again:
+            self.again.discard(key)
+            self.add(key)
+
+
+@dataclass
+class Operator:
+    settings: Settings
+    namespaces: list[str] | None
+    resync: float = 10.0
+    workers: int = 8
+    port: int = 8080
+    stall_after: float = 60.0
+    metrics: Metrics = field(default_factory=Metrics)
+    reconciler: Reconciler | None = None
+    work: WorkQueue | None = None
+    watchdog: Watchdog | None = None
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    # -- startup -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.work = WorkQueue()
+        self.watchdog = Watchdog(stall_after=self.stall_after)
+        self.reconciler = Reconciler(
+            cluster=Cluster(api_client()), settings=self.settings, on_outcome=self._outcome
+        )
+        for index in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"worker-{index}"))
+        self._tasks.append(asyncio.create_task(self._resync(), name="resync"))
+        app = web.Application()
+        app.add_routes([web.get("/healthz", self._health), web.get("/metrics", self._metrics)])
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        await web.TCPSite(runner, "0.0.0.0", self.port).start()
+        self._tasks.append(asyncio.create_task(_hold(runner), name="http"))
+        log.info("spindle operator: %s, health and metrics on :%d", self._scope(), self.port)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _scope(self) -> str:
+        return "all namespaces" if self.namespaces is None else ", ".join(self.namespaces)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
+        self.metrics.reconciled((namespace, name), phase=outcome.phase, result="ok")
+        record = outcome.checkpoint.bootstrap if outcome.checkpoint else None
+        if outcome.checkpoint is not None and record is not None:
+            seconds = (record.finished_at - record.started_at).total_seconds()
+            self.metrics.bootstrapped(outcome.checkpoint.id, seconds)
+
+    async def _worker(self) -> None:
+        assert self.work is not None and self.reconciler is not None
+        while True:
+            key = await self.work.take()
+            try:
+                outcome = await asyncio.to_thread(self.reconciler.reconcile, *key)
+                if outcome is None:
+                    self.metrics.reconciled(key, phase=None, result="gone")
+                elif outcome.requeue_after is not None:
+                    self.work.add_after(key, outcome.requeue_after)
+            except Exception:
+                log.exception("reconcile of %s/%s failed; retrying", *key)
+                self.metrics.reconciles.labels("error").inc()
+                self.work.add_after(key, 5.0)
+            finally:
+                self.work.done(key)
+
+    async def _resync(self) -> None:
+        assert self.work is not None and self.reconciler is not None
+        assert self.watchdog is not None
+        while True:
+            try:
+                items = await asyncio.to_thread(self.reconciler.cluster.pipelines, self.namespaces)
+                versions = {}
+                for item in items:
+                    meta = item["metadata"]
+                    key = (meta["namespace"], meta["name"])
+                    versions[key] = meta.get("resourceVersion", "")
+                    self.work.add(key)
+                self.watchdog.listed(versions)
+            except Exception:
+                log.exception("re-listing pipelines failed")
+            await asyncio.sleep(self.resync)
+
+    # -- watch events --------------------------------------------------------------------------
+
+    def pipeline_event(self, body: Any, event_type: str | None) -> None:
+        if self.work is None or self.watchdog is None:
+            return
+        meta = body.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if event_type == "DELETED":
+            self.metrics.reconciled(key, phase=None, result="gone")
+            return
+        self.watchdog.delivered(key, meta.get("resourceVersion"))
+        self.work.add(key)
+
+    def pod_event(self, body: Any) -> None:
+        if self.work is None:
+            return
+        meta = body.get("metadata", {})
+        pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
+        if pipeline:
+            self.work.add((meta.get("namespace", ""), pipeline))
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        problem = self.watchdog.problem() if self.watchdog else "starting"
+        if problem:
+            return web.json_response({"status": "stalled", "problem": problem}, status=503)
+        return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), content_type="text/plain")
+
+
+async def _hold(runner: web.AppRunner) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
+    """The kopf handlers, with pinned ids; none of them stores state on the objects."""
+
+    kopf.on.login(registry=registry, id="spindle-login")(kopf.login_via_client)
+
+    @kopf.on.startup(registry=registry, id="spindle-startup")
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix="spindle.dev"
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix="spindle.dev", key="last-handled-configuration"
+        )
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        await operator.start()
+
+    @kopf.on.cleanup(registry=registry, id="spindle-cleanup")
+    async def cleanup(**_: Any) -> None:
+        await operator.stop()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="pipeline-event")
+    def pipeline_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        operator.pipeline_event(body, type)
+
+    @kopf.on.event("", "v1", "pods", labels=dict(MANAGED), registry=registry, id="driver-pod-event")
+    def pod_event(body: kopf.Body, **_: Any) -> None:
+        operator.pod_event(body)
+
+    def deletes_data(spec: kopf.Spec, **_: Any) -> bool:
+        return bool((spec.get("storage") or {}).get("deleteOnPipelineDeletion"))
+
+    @kopf.on.delete(
+        GROUP, VERSION, PLURAL, when=deletes_data, retries=3, registry=registry, id="delete-data"
+    )
+    def delete_data(body: kopf.Body, logger: Any, **_: Any) -> None:
+        assert operator.reconciler is not None
+        try:
+            count = operator.reconciler.delete_data(dict(body))
+            logger.info(f"deleted {count} objects of checkpoint data")
+        except Exception as error:  # never block deletion (a namespace's) for long
+            raise kopf.PermanentError(f"could not delete checkpoint data: {error}") from error
+
+
+def run(operator: Operator) -> None:
+    registry = kopf.OperatorRegistry()
+    register(operator, registry)
+    kopf.run(
+        registry=registry,
+        standalone=True,
+        clusterwide=operator.namespaces is None,
+        namespaces=operator.namespaces or [],
+    )

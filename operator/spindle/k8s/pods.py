@@ -1,0 +1,236 @@
+"""Spark driver pods: the manifest the operator creates, and what an observed pod means.
+
+Pure functions over dicts. One driver pod per run or bootstrap, named deterministically
+(`<pipeline>-g<generation>-driver` for a run, `<pipeline>-<change id>-driver` for a bootstrap),
+so a retried create finds the existing pod (AlreadyExists) instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from spindle.api import API_VERSION, KIND, PipelineSpec
+from spindle.lifecycle import Driver
+
+LABEL_PIPELINE = "spindle.dev/pipeline"
+LABEL_MODE = "spindle.dev/mode"
+LABEL_GENERATION = "spindle.dev/generation"
+LABEL_CHANGE = "spindle.dev/change"
+MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
+K8S_MASTER = "k8s://https://kubernetes.default.svc"
+RUN_AS = 185  # the spark user of the Spark image
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """Operator-wide defaults for driver pods."""
+
+    image: str
+    service_account: str = "spindle-driver"
+    local_threads: int = 2
+    termination_grace_seconds: int = 120
+
+
+def pod_name(pipeline: str, *, mode: str, generation: int, change_id: str | None) -> str:
+    suffix = change_id if mode == "bootstrap" and change_id else f"g{generation}"
+    return f"{pipeline}-{suffix}-driver"
+
+
+def _resources(cpu: str | None, memory: str | None) -> dict[str, Any]:
+    amounts = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    return {"requests": amounts, "limits": amounts} if amounts else {}
+
+
+def spark_conf(spec: PipelineSpec, *, namespace: str, image: str) -> dict[str, str]:
+    """Client-mode Spark on Kubernetes: executors are owned by (and collected with) the driver
+    pod, whose name and IP come from the downward API through `$(VAR)` expansion."""
+    if spec.spark.mode != "kubernetes":
+        return {}
+    conf = {
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.driver.pod.name": "$(SPINDLE_POD_NAME)",
+        "spark.driver.host": "$(SPINDLE_POD_IP)",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.kubernetes.container.image": spec.spark.image or image,
+        "spark.executor.instances": str(spec.spark.executor_instances),
+        "spark.kubernetes.executor.podNamePrefix": "$(SPINDLE_POD_NAME)",
+    }
+    if spec.spark.executor.cpu:
+        conf["spark.executor.cores"] = spec.spark.executor.cpu
+        conf["spark.kubernetes.executor.request.cores"] = spec.spark.executor.cpu
+    if spec.spark.executor.memory:
+        conf["spark.executor.memory"] = spec.spark.executor.memory.replace("i", "").lower()
+    return conf
+
+
+def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list[dict[str, Any]]:
+    pipeline = {
+        "namespace": namespace,
+        "name": name,
+        "generation": generation,
+        "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
+    env: list[dict[str, Any]] = [
+        {"name": "SPINDLE_PIPELINE", "value": json.dumps(pipeline, sort_keys=True)},
+        {"name": "SPINDLE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "SPINDLE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    storage = spec.storage
+    if storage is not None and storage.credentials is not None:
+        for variable, ref in (
+            ("AWS_ACCESS_KEY_ID", storage.credentials.access_key_id),
+            ("AWS_SECRET_ACCESS_KEY", storage.credentials.secret_access_key),
+        ):
+            env.append(
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
+    if storage is not None and storage.endpoint:
+        env.append({"name": "SPINDLE_S3_ENDPOINT", "value": storage.endpoint})
+    if storage is not None and storage.region:
+        env.append({"name": "AWS_REGION", "value": storage.region})
+    return env
+
+
+def driver_pod(
+    *,
+    pipeline: dict[str, Any],
+    spec: PipelineSpec,
+    mode: str,
+    change_id: str | None,
+    settings: DriverSettings,
+) -> dict[str, Any]:
+    """The driver pod for `pipeline` (its API object; `spec` is the validated, defaulted spec)."""
+    meta = pipeline["metadata"]
+    namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
+    image = spec.spark.image or settings.image
+    command = ["spindle", "driver", "--mode", mode]
+    if mode == "bootstrap" and change_id:
+        command += ["--change-id", change_id, "--approved-by", "annotation spindle.dev/approve"]
+    if spec.spark.mode == "kubernetes":
+        command += ["--master", K8S_MASTER]
+    else:
+        command += ["--master", f"local[{settings.local_threads}]"]
+    for key, value in sorted(spark_conf(spec, namespace=namespace, image=image).items()):
+        command += ["--conf", f"{key}={value}"]
+    labels = {
+        **MANAGED,
+        LABEL_PIPELINE: name,
+        LABEL_MODE: mode,
+        LABEL_GENERATION: str(generation),
+        "spark-role": "driver",
+    }
+    if change_id:
+        labels[LABEL_CHANGE] = change_id
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(name, mode=mode, generation=generation, change_id=change_id),
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": name,
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": spec.service_account_name or settings.service_account,
+            "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "fsGroup": RUN_AS,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "driver",
+                    "image": image,
+                    "command": command,
+                    "env": _env(namespace, name, generation, spec),
+                    "resources": _resources(spec.spark.driver.cpu, spec.spark.driver.memory),
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The driver's own `{"reason", "message"}` line from its termination message."""
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        for line in reversed((terminated.get("message") or "").strip().splitlines()):
+            try:
+                body = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(body, dict) and "reason" in body:
+                return str(body["reason"]), str(body.get("message", ""))
+        if terminated.get("exitCode") not in (None, 0):
+            return "DriverFailed", (
+                f"The driver exited with code {terminated['exitCode']} "
+                f"({terminated.get('reason', 'Error')}); see `kubectl logs` of the pod."
+            )
+    waiting = [
+        (s.get("state") or {}).get("waiting") or {}
+        for s in pod.get("status", {}).get("containerStatuses") or []
+    ]
+    for state in waiting:
+        if state.get("reason") in (
+            "CreateContainerConfigError",
+            "ErrImagePull",
+            "ImagePullBackOff",
+        ):
+            return state["reason"], state.get("message", "")
+    return None, None
+
+
+def observed_driver(pod: dict[str, Any]) -> Driver:
+    meta = pod["metadata"]
+    labels = meta.get("labels", {})
+    phase = pod.get("status", {}).get("phase") or "Pending"
+    reason, message = _failure(pod)
+    if phase == "Pending" and reason is not None:
+        phase = "Failed"  # e.g. a missing Secret: it will not start by itself
+    return Driver(
+        mode=labels.get(LABEL_MODE, "run"),
+        generation=int(labels.get(LABEL_GENERATION, "0")),
+        phase=phase,
+        change_id=labels.get(LABEL_CHANGE),
+        reason=reason,
+        message=message,
+    )
+
+
+def current_pod(pods: list[dict[str, Any]], *, owner_uid: str) -> dict[str, Any] | None:
+    """The pipeline's driver: an active pod if there is one, else the newest."""
+    owned = [
+        p
+        for p in pods
+        if any(o.get("uid") == owner_uid for o in p["metadata"].get("ownerReferences") or [])
+    ]
+    active = [p for p in owned if p.get("status", {}).get("phase") in (None, "Pending", "Running")]
+    chosen = active or owned
+    if not chosen:
+        return None
+    return max(chosen, key=lambda p: p["metadata"].get("creationTimestamp") or "")

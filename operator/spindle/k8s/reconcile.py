@@ -1,0 +1,303 @@
+"""One reconcile of one Pipeline: observe → decide (the lifecycle) → act → record status.
+
+Level-based and idempotent: it reads everything afresh (the Pipeline, its driver pods, its
+Secret, its latest checkpoint), so running it twice, or after a crash at any point, does the
+right thing. The checkpoint store is the driver's progress channel: a bootstrap is done when a
+checkpoint records it, and `status.lastCheckpoint` shows the newest one with its row counts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from spindle.api import PipelineSpec, StorageSpec
+from spindle.api.status import DriverStatus, PipelineStatus
+from spindle.checkpoint import CheckpointStore, Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint.origin import starting_checkpoint
+from spindle.errors import SpindleError
+from spindle.k8s.cluster import Cluster, SecretMissing
+from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver
+from spindle.lifecycle import Action, Decision, Observation, decide, failed, new_events, report
+
+APPROVE = "spindle.dev/approve"
+log = logging.getLogger("spindle.reconcile")
+
+
+@dataclass(frozen=True)
+class Settings:
+    driver: DriverSettings
+    default_storage: StorageSpec | None = None
+    stop_grace_seconds: int = 120
+
+
+@dataclass(frozen=True)
+class Outcome:
+    phase: str
+    action: Action
+    requeue_after: float | None
+    checkpoint: Manifest | None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Unobservable(Exception):
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(decision.reason)
+        self.decision = decision
+
+
+@dataclass
+class Reconciler:
+    cluster: Cluster
+    settings: Settings
+    on_outcome: Callable[[str, str, Outcome], None] = lambda namespace, name, outcome: None
+    _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
+
+    # -- observe -----------------------------------------------------------------------------
+
+    def spec_of(self, pipeline: dict[str, Any]) -> PipelineSpec:
+        try:
+            spec = PipelineSpec.model_validate(pipeline.get("spec") or {})
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise Unobservable(
+                failed("InvalidSpec", f"spec.{where}: {first['msg']}. Fix the Pipeline spec.")
+            ) from None
+        if spec.storage is None:
+            if self.settings.default_storage is None:
+                raise Unobservable(
+                    failed(
+                        "StorageNotConfigured",
+                        "The pipeline has no spec.storage and the operator has no default "
+                        "storage; set spec.storage.uri (s3://bucket/prefix), or install the "
+                        "operator with a default storage.",
+                    )
+                )
+            spec = spec.model_copy(update={"storage": self.settings.default_storage})
+        return spec
+
+    def _s3(self, namespace: str, storage: StorageSpec) -> S3Options:
+        credentials = storage.credentials
+        keys: list[str | None] = [None, None]
+        if credentials is not None:
+            refs = (credentials.access_key_id, credentials.secret_access_key)
+            for index, ref in enumerate(refs):
+                try:
+                    keys[index] = self.cluster.secret_value(namespace, ref.name, ref.key)
+                except SecretMissing as missing:
+                    what = f"has no key {missing.key!r}" if missing.key else "does not exist"
+                    raise Unobservable(
+                        failed(
+                            "SecretNotFound",
+                            f"Secret {namespace}/{ref.name}, named by "
+                            f"spec.storage.credentials, {what}. Create it with the keys "
+                            f"{credentials.access_key_id.key} and "
+                            f"{credentials.secret_access_key.key}.",
+                        )
+                    ) from None
+        return S3Options(
+            endpoint=storage.endpoint, region=storage.region, access_key=keys[0], secret_key=keys[1]
+        )
+
+    def store(self, namespace: str, name: str, spec: PipelineSpec) -> CheckpointStore:
+        assert spec.storage is not None
+        s3 = self._s3(namespace, spec.storage)
+        key = (f"{spec.storage.uri}|{namespace}|{name}", s3)
+        if key not in self._stores:
+            self._stores[key] = open_store(spec.storage.uri, namespace=namespace, name=name, s3=s3)
+        return self._stores[key]
+
+    def _checkpoint(
+        self, store: CheckpointStore, namespace: str, name: str, spec: PipelineSpec
+    ) -> Manifest | None:
+        assert spec.storage is not None
+        try:
+            return starting_checkpoint(
+                store,
+                start_from=spec.storage.start_from,
+                pipeline=PipelineRef(namespace=namespace, name=name),
+                s3=self._s3(namespace, spec.storage),
+                adopt=False,
+            )
+        except SpindleError as error:
+            raise Unobservable(failed(error.reason, error.message)) from None
+
+    # -- the loop body -----------------------------------------------------------------------
+
+    def reconcile(self, namespace: str, name: str) -> Outcome | None:
+        pipeline = self.cluster.pipeline(namespace, name)
+        if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
+            return None  # driver pods go with it (ownerReferences)
+        meta = pipeline["metadata"]
+        generation = int(meta.get("generation", 1))
+        approval = (meta.get("annotations") or {}).get(APPROVE)
+        previous = _previous(pipeline)
+        pods = self.cluster.driver_pods(namespace, name)
+        pod = current_pod(pods, owner_uid=meta["uid"])
+        driver = observed_driver(pod) if pod else None
+        root: str | None = None
+        try:
+            spec = self.spec_of(pipeline)
+            store = self.store(namespace, name, spec)
+            root = store.uri
+            checkpoint = self._checkpoint(store, namespace, name, spec)
+        except Unobservable as problem:
+            observation = Observation(
+                spec=PipelineSpec(sql=""), generation=generation, checkpoint=None
+            )
+            return self._record(pipeline, problem.decision, observation, None, pod, previous)
+        observation = Observation(
+            spec=spec,
+            generation=generation,
+            checkpoint=checkpoint,
+            approval=approval,
+            driver=driver,
+            last_bootstrap=previous.last_bootstrap.change_id
+            if previous and previous.last_bootstrap
+            else None,
+        )
+        decision = decide(observation)
+        pod, requeue = self._act(decision, pipeline, spec, pod, pods)
+        outcome = self._record(pipeline, decision, observation, root, pod, previous)
+        if requeue is not None:
+            return Outcome(outcome.phase, outcome.action, requeue, outcome.checkpoint)
+        return outcome
+
+    # -- act ---------------------------------------------------------------------------------
+
+    def _act(
+        self,
+        decision: Decision,
+        pipeline: dict[str, Any],
+        spec: PipelineSpec,
+        pod: dict[str, Any] | None,
+        pods: list[dict[str, Any]],
+    ) -> tuple[dict[str, Any] | None, float | None]:
+        if decision.action is Action.STOP_DRIVER and pod is not None:
+            if not pod["metadata"].get("deletionTimestamp"):
+                log.info("stopping driver %s (%s)", pod["metadata"]["name"], decision.reason)
+                self.cluster.delete_pod(pod, grace_seconds=self.settings.stop_grace_seconds)
+            return pod, 2.0
+        if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
+            return pod, None
+        mode = "bootstrap" if decision.action is Action.START_BOOTSTRAP else "run"
+        wanted = driver_pod(
+            pipeline=pipeline,
+            spec=spec,
+            mode=mode,
+            change_id=decision.change_id if mode == "bootstrap" else None,
+            settings=self.settings.driver,
+        )
+        name = wanted["metadata"]["name"]
+        for old in pods:  # finished drivers of earlier runs make way
+            if old["metadata"]["name"] != name and _finished(old):
+                self.cluster.delete_pod(old, grace_seconds=0)
+        if self.cluster.create_pod(wanted):
+            log.info("created driver %s (%s)", name, mode)
+            return wanted, 2.0
+        existing = next((p for p in pods if p["metadata"]["name"] == name), None)
+        if existing is not None and _finished(existing):
+            self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass
+            return existing, 1.0
+        log.info("adopted existing driver %s", name)
+        return existing or wanted, 2.0
+
+    # -- record ------------------------------------------------------------------------------
+
+    def _record(
+        self,
+        pipeline: dict[str, Any],
+        decision: Decision,
+        observation: Observation,
+        root: str | None,
+        pod: dict[str, Any] | None,
+        previous: PipelineStatus | None,
+    ) -> Outcome:
+        status = report(
+            decision,
+            observation,
+            root=root,
+            driver=_driver_status(pod),
+            previous=previous,
+            now=_now(),
+        )
+        approval = observation.approval
+        if new_events(decision, previous, approval):
+            for event in decision.events:
+                self.cluster.event(
+                    pipeline, type=event.type, reason=event.reason, message=event.message
+                )
+        body = status.to_json()
+        if body != _comparable(pipeline.get("status")):
+            self.cluster.write_status(pipeline, body)
+        if decision.phase.value == "Failed" and _transitioned(decision, previous):
+            condition = decision.conditions[0]
+            self.cluster.event(
+                pipeline, type="Warning", reason=condition.reason, message=condition.message
+            )
+        meta = pipeline["metadata"]
+        outcome = Outcome(
+            phase=decision.phase.value,
+            action=decision.action,
+            requeue_after=None,
+            checkpoint=observation.checkpoint,
+        )
+        self.on_outcome(meta["namespace"], meta["name"], outcome)
+        return outcome
+
+    # -- deletion ----------------------------------------------------------------------------
+
+    def delete_data(self, pipeline: dict[str, Any]) -> int:
+        """`deleteOnPipelineDeletion: true`: remove the pipeline's checkpoints and state."""
+        meta = pipeline["metadata"]
+        spec = self.spec_of(pipeline)
+        store = self.store(meta["namespace"], meta["name"], spec)
+        keys = [item.key for item in store.objects.scan("")]
+        for start in range(0, len(keys), 500):
+            store.objects.delete(keys[start : start + 500])
+        return len(keys)
+
+
+def _transitioned(decision: Decision, previous: PipelineStatus | None) -> bool:
+    """Whether the Ready condition changes reason (a Warning Event is posted once per failure)."""
+    before = previous.conditions[0].reason if previous and previous.conditions else None
+    return bool(decision.conditions) and decision.conditions[0].reason != before
+
+
+def _finished(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _driver_status(pod: dict[str, Any] | None) -> DriverStatus | None:
+    if pod is None:
+        return None
+    meta = pod["metadata"]
+    phase = pod.get("status", {}).get("phase") or "Pending"
+    if meta.get("deletionTimestamp"):
+        phase = "Terminating"
+    return DriverStatus(
+        name=meta["name"], mode=meta.get("labels", {}).get("spindle.dev/mode", "run"), phase=phase
+    )
+
+
+def _previous(pipeline: dict[str, Any]) -> PipelineStatus | None:
+    raw = pipeline.get("status")
+    if not raw:
+        return None
+    try:
+        return PipelineStatus.model_validate(raw)
+    except ValidationError:
+        return None  # written by an older operator: recomputed from scratch
+
+
+def _comparable(status: Any) -> Any:
+    return status if isinstance(status, dict) else None

@@ -1,0 +1,88 @@
+"""The driver loop both bodies run: bootstrap when the lifecycle said so, then step until told
+to stop (SIGTERM: finish the step, commit, return) or, with `until_idle`, until input runs dry.
+
+`spindle local run` calls it in the foreground; a Spark driver pod calls it through
+`spindle driver`. Progress is reported as lines (`say`), and durably as checkpoints.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from spindle.checkpoint import Manifest
+from spindle.lifecycle import Action, Decision
+from spindle.runtime.engine import Runtime
+
+Say = Callable[[str], None]
+
+
+def reporter(say: Say) -> Callable[..., None]:
+    """Turn the runtime's progress events into readable lines."""
+
+    def report(event: str, **fields: Any) -> None:
+        if event == "bootstrap-start":
+            say(
+                f"Bootstrapping change {fields['change_id']}: {fields['views']} views to "
+                "evaluate from stored state (no input is read)."
+            )
+        elif event == "bootstrap-view":
+            say(
+                f"  [{fields['done']}/{fields['total']}] {fields['view']}: "
+                f"{fields['rows']} rows written"
+            )
+        elif event == "bootstrap-done":
+            say(
+                f"Bootstrap committed as checkpoint {fields['checkpoint']} "
+                f"({fields['rows']} rows written)."
+            )
+        elif event == "rollback":
+            say(
+                f"Rolled back {fields['relation']} to version {fields['version']} "
+                "(a previous step did not commit)."
+            )
+
+    return report
+
+
+def drive(
+    runtime: Runtime,
+    *,
+    decision: Decision,
+    checkpoint: Manifest | None,
+    stop: threading.Event,
+    until_idle: bool,
+    paused: Callable[[], bool],
+    say: Say,
+    approved_by: str | None,
+    on_bootstrapped: Callable[[Manifest], None] = lambda _: None,
+    interval: float = 1.0,
+) -> Manifest:
+    """Run `decision` (START_RUN or START_BOOTSTRAP); returns the last committed checkpoint."""
+    if decision.program is None or decision.plan is None:
+        raise ValueError(f"nothing to drive: the lifecycle decided {decision.action}")
+    if checkpoint is None:
+        say("No checkpoint yet: creating the pipeline's state.")
+        checkpoint = runtime.initialize(decision.program)
+    if decision.action is Action.START_BOOTSTRAP:
+        checkpoint = runtime.bootstrap(decision.plan, checkpoint, approved_by=approved_by)
+        record = checkpoint.bootstrap
+        say(
+            "Input records read from connectors during the bootstrap: "
+            f"{record.input_records_read if record else 0}"
+        )
+        on_bootstrapped(checkpoint)
+    while not stop.is_set():
+        checkpoint, stats = runtime.step(decision.program, checkpoint, ingest=not paused())
+        if stats.idle:
+            if until_idle:
+                break
+            stop.wait(interval)
+        else:
+            say(
+                f"step {stats.sequence}: {stats.rows_ingested} rows ingested, "
+                f"{len(stats.views_recomputed)} views recomputed, checkpoint {checkpoint.id}"
+            )
+    say(f"Stopped at checkpoint {checkpoint.id}.")
+    return checkpoint

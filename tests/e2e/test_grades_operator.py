@@ -1,0 +1,97 @@
+"""The reference's student-grades scenario through the Kubernetes API: apply, approve, bootstrap."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import OperatorProcess, Space, wait_for
+from tests.e2e.pipelines import grades, ingest_grades, query, store
+from tests.unit.test_plan_golden import REFERENCE_DIFF
+
+pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
+ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
+
+
+def test_grades_scenario_through_the_api(
+    space: Space, operator: OperatorProcess, spark: Any
+) -> None:
+    # 1. v1: Running, data ingested, results right.
+    ingest_grades(space)
+    space.apply(grades("v1", space))
+    status = space.wait_phase(
+        "grades", "Running", lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 10
+    )
+    assert status["driverPod"]["name"] == "grades-g1-driver"
+    assert status["conditions"][0]["reason"] == "Running"
+    assert query(spark, space, ENRICHED) == [
+        ("Alice", "algebra", "97.00"),
+        ("Alice", "physics", "89.00"),
+        ("Bob", "algebra", "85.00"),
+        ("Bob", "physics", "93.00"),
+    ]
+    [driver] = space.pods()
+    spec = driver["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["containers"][0]["command"][:4] == ["spindle", "driver", "--mode", "run"]
+    assert driver["metadata"]["ownerReferences"][0]["kind"] == "Pipeline"
+
+    # 2. v2 while running: the driver stops at a checkpoint, then AwaitingApproval with the diff.
+    space.apply(grades("v2", space))
+    status = space.wait_phase("grades", "AwaitingApproval")
+    change = status["pendingChange"]["id"]
+    assert change == "b77cf0f27757"
+    assert status["pendingChange"]["diff"] == REFERENCE_DIFF
+    listing = space.kube.kubectl("get", "spl", "-n", space.name)
+    assert "AwaitingApproval" in listing and change in listing, listing
+    assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
+    checkpoint_before = store(space).latest().id
+
+    # 3. A wrong id: an Event naming the pending id, and no pod.
+    space.kube.kubectl(
+        "annotate", "pipeline", "grades", "-n", space.name, "spindle.dev/approve=0123456789ab"
+    )
+    [event] = wait_for("an ApprovalIgnored event", lambda: space.events("ApprovalIgnored"))
+    assert change in event["message"] and "0123456789ab" in event["message"]
+    assert space.status("grades")["phase"] == "AwaitingApproval"
+    assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
+    assert store(space).latest().id == checkpoint_before
+
+    # 4. The right id: a bootstrap driver, Bootstrapping, then Running with the new results.
+    space.kube.kubectl(
+        "annotate",
+        "--overwrite",
+        "pipeline",
+        "grades",
+        "-n",
+        space.name,
+        f"spindle.dev/approve={change}",
+    )
+    wait_for("Bootstrapping", lambda: space.status("grades").get("phase") == "Bootstrapping")
+    status = space.wait_phase(
+        "grades", "Running", lastBootstrap=lambda b: bool(b) and b["changeId"] == change
+    )
+    assert status["lastBootstrap"]["inputRecordsRead"] == 0
+    assert "pendingChange" not in status
+    assert status["driverPod"]["name"] == f"grades-{change}-driver"
+    assert query(spark, space, ENRICHED) == [
+        ("Alice", "algebra", "96.00"),
+        ("Alice", "physics", "88.00"),
+        ("Bob", "algebra", "91.50"),
+        ("Bob", "physics", "92.00"),
+    ]
+    assert query(spark, space, "SELECT * FROM avg_grade_all_courses ORDER BY student_id") == [
+        (1, "92.00"),
+        (2, "91.75"),
+    ]
+    # One pod per run: the finished v1 driver was cleaned up, only the bootstrap driver remains.
+    assert [p["metadata"]["name"] for p in space.pods()] == [f"grades-{change}-driver"]
+    history = store(space).history()
+    assert [m.bootstrap.change_id for m in history if m.bootstrap] == [change]
+    assert 'spindle_pipelines{phase="Running"}' in operator.metrics()
+    assert space.events("ApprovalIgnored") == [event]  # announced once, not every resync
+    annotations = space.get("grades")["metadata"].get("annotations", {})
+    assert not [k for k in annotations if "kopf" in k], annotations
+    print(json.dumps(status, indent=1))

@@ -1,0 +1,205 @@
+"""The generated CRD, driver pods and the status report: pure functions, checked exhaustively."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.api import PipelineSpec
+from spindle.api.crd import crd, render
+from spindle.api.status import PipelineStatus
+from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver, pod_name
+from spindle.lifecycle import Observation, decide, report
+from tests.unit.test_lifecycle import V1, V2, checkpoint
+
+SETTINGS = DriverSettings(image="ghcr.io/spindle-dev/spindle-spark:0.1.0")
+PIPELINE = {"metadata": {"namespace": "ns", "name": "grades", "generation": 3, "uid": "u-1"}}
+
+
+def test_committed_crd_is_the_generated_one() -> None:
+    committed = Path("crds/pipeline.yaml").read_text()
+    assert committed == render(), "crds/pipeline.yaml is stale: run `make crds`"
+
+
+def test_crd_contract() -> None:
+    version = crd()["spec"]["versions"][0]
+    assert crd()["spec"]["names"]["shortNames"] == ["spl"]
+    assert crd()["spec"]["names"]["categories"] == ["spindle"]
+    assert version["subresources"] == {"status": {}}
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Phase",
+        "Change",
+        "Checkpoint",
+        "Age",
+    ]
+    schema = version["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
+    assert spec["properties"]["bootstrapPolicy"]["enum"] == ["await_approval", "allow", "reject"]
+    assert "Stopping" in schema["properties"]["status"]["properties"]["phase"]["enum"]
+    credentials = spec["properties"]["storage"]["properties"]["credentials"]["properties"]
+    assert set(credentials["accessKeyId"]["properties"]) == {"name", "key"}  # references only
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        assert "$ref" not in node and "anyOf" not in node, path
+        if path.startswith(".spec") and path.count(".") > 1:
+            assert node.get("description"), f"{path} has no description"
+        for key, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{key}")
+
+    walk(spec, ".spec")
+
+
+def _spec(**extra: Any) -> PipelineSpec:
+    return PipelineSpec.model_validate(
+        {
+            "sql": V1,
+            "storage": {
+                "uri": "s3://b/p",
+                "endpoint": "http://s3:9000",
+                "credentials": {
+                    "accessKeyId": {"name": "s3", "key": "id"},
+                    "secretAccessKey": {"name": "s3", "key": "secret"},
+                },
+            },
+            **extra,
+        }
+    )
+
+
+def test_driver_pod_meets_the_restricted_profile_and_uses_secret_refs() -> None:
+    pod = driver_pod(
+        pipeline=PIPELINE, spec=_spec(), mode="bootstrap", change_id="abc", settings=SETTINGS
+    )
+    assert pod["metadata"]["name"] == "grades-abc-driver"
+    assert (
+        pod["metadata"]["ownerReferences"][0] | {"uid": "u-1", "controller": True}
+        == pod["metadata"]["ownerReferences"][0]
+    )
+    spec = pod["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = spec["containers"][0]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["command"][:6] == [
+        "spindle",
+        "driver",
+        "--mode",
+        "bootstrap",
+        "--change-id",
+        "abc",
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "s3", "key": "secret"}
+    }
+    assert "value" not in env["AWS_ACCESS_KEY_ID"]
+    carried = json.loads(env["SPINDLE_PIPELINE"]["value"])
+    assert carried["generation"] == 3 and carried["spec"]["sql"] == V1
+
+
+def test_kubernetes_mode_configures_client_mode_spark() -> None:
+    spec = _spec(
+        spark={"mode": "kubernetes", "executorInstances": 3, "executor": {"memory": "2Gi"}}
+    )
+    pod = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
+    command = pod["spec"]["containers"][0]["command"]
+    assert pod["metadata"]["name"] == "grades-g3-driver"
+    assert command[command.index("--master") + 1] == "k8s://https://kubernetes.default.svc"
+    conf = {
+        command[i + 1].split("=", 1)[0]: command[i + 1].split("=", 1)[1]
+        for i, a in enumerate(command)
+        if a == "--conf"
+    }
+    assert conf["spark.kubernetes.driver.pod.name"] == "$(SPINDLE_POD_NAME)"
+    assert conf["spark.driver.host"] == "$(SPINDLE_POD_IP)"
+    assert conf["spark.executor.instances"] == "3"
+    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.kubernetes.container.image"] == SETTINGS.image
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "reason"),
+    [
+        ({"phase": "Running"}, "Running", None),
+        (
+            {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "state": {
+                            "terminated": {
+                                "exitCode": 1,
+                                "message": 'log line\n{"reason": "ChangeMoved", "message": "m"}',
+                            }
+                        }
+                    }
+                ],
+            },
+            "Failed",
+            "ChangeMoved",
+        ),
+        (
+            {
+                "phase": "Failed",
+                "containerStatuses": [{"state": {"terminated": {"exitCode": 137}}}],
+            },
+            "Failed",
+            "DriverFailed",
+        ),
+        (
+            {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"state": {"waiting": {"reason": "CreateContainerConfigError", "message": "x"}}}
+                ],
+            },
+            "Failed",
+            "CreateContainerConfigError",
+        ),
+    ],
+)
+def test_observed_driver(status: dict[str, Any], phase: str, reason: str | None) -> None:
+    pod = {
+        "metadata": {"labels": {"spindle.dev/mode": "run", "spindle.dev/generation": "2"}},
+        "status": status,
+    }
+    driver = observed_driver(pod)
+    assert (driver.phase, driver.reason, driver.generation) == (phase, reason, 2)
+
+
+def test_current_pod_prefers_the_active_one_of_this_owner() -> None:
+    def pod(name: str, phase: str, created: str, uid: str = "u-1") -> dict[str, Any]:
+        meta = {"name": name, "creationTimestamp": created, "ownerReferences": [{"uid": uid}]}
+        return {"metadata": meta, "status": {"phase": phase}}
+
+    pods = [
+        pod("old", "Succeeded", "2026-01-02T00:00:00Z"),
+        pod("live", "Running", "2026-01-01T00:00:00Z"),
+        pod("stranger", "Running", "2026-01-03T00:00:00Z", uid="u-2"),
+    ]
+    assert current_pod(pods, owner_uid="u-1")["metadata"]["name"] == "live"
+    assert current_pod(pods[:1], owner_uid="u-1")["metadata"]["name"] == "old"
+    assert current_pod(pods[2:], owner_uid="u-1") is None
+    assert pod_name("p", mode="run", generation=7, change_id="c") == "p-g7-driver"
+
+
+def test_report_keeps_transition_times_and_announces_an_ignored_approval_once() -> None:
+    observed = Observation(
+        spec=PipelineSpec(sql=V2), generation=2, checkpoint=checkpoint(V1), approval="nope"
+    )
+    decision = decide(observed)
+    first = report(decision, observed, root="s3://b/r", driver=None, previous=None, now="t1")
+    body = first.to_json()
+    assert body["phase"] == "AwaitingApproval" and body["ignoredApproval"] == "nope"
+    assert body["pendingChange"]["diff"]["program_diff_error"] is None
+    assert body["lastCheckpoint"]["uri"].startswith("s3://b/r/checkpoints/")
+    again = PipelineStatus.model_validate(body)
+    second = report(decision, observed, root="s3://b/r", driver=None, previous=again, now="t2")
+    assert second.conditions[0].last_transition_time == "t1"
+    from spindle.lifecycle import new_events
+
+    assert new_events(decision, None, "nope") and not new_events(decision, again, "nope")

@@ -47,6 +47,7 @@ crds: venv
 bench: venv
 	@$(BIN)/python bench/plan.py
 	@$(BIN)/python bench/bootstrap.py
+	@$(BIN)/python -P bench/operator.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

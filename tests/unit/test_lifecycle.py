@@ -165,3 +165,18 @@ def test_runtime_upgrade_is_a_change_unless_pinned() -> None:
     assert upgraded.phase is Phase.AWAITING_APPROVAL
     pinned = decide(observe(spec=spec(V1, runtimeVersion=RUNTIME_VERSION), runtime_version="v2"))
     assert pinned.action is Action.START_RUN
+
+
+def test_pausing_or_resuming_restarts_a_driver_started_the_other_way() -> None:
+    unpaused = Driver(mode="run", generation=1, phase="Running", paused=False)
+    pause = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=unpaused))
+    assert (pause.phase, pause.action, pause.reason) == (
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "DesiredStateChanged",
+    )
+    paused = Driver(mode="run", generation=2, phase="Running", paused=True)
+    held = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=paused))
+    assert (held.phase, held.action) == (Phase.PAUSED, Action.NONE)
+    resume = decide(observe(spec=spec(V1), driver=paused))
+    assert resume.action is Action.STOP_DRIVER and "resume" in resume.conditions[0].message

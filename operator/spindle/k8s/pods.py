@@ -18,6 +18,7 @@ LABEL_PIPELINE = "spindle.dev/pipeline"
 LABEL_MODE = "spindle.dev/mode"
 LABEL_GENERATION = "spindle.dev/generation"
 LABEL_CHANGE = "spindle.dev/change"
+LABEL_INGEST = "spindle.dev/ingest"
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
@@ -122,6 +123,7 @@ def driver_pod(
         LABEL_PIPELINE: name,
         LABEL_MODE: mode,
         LABEL_GENERATION: str(generation),
+        LABEL_INGEST: "paused" if spec.desired_state.value == "Paused" else "on",
         "spark-role": "driver",
     }
     if change_id:
@@ -219,6 +221,7 @@ def observed_driver(pod: dict[str, Any]) -> Driver:
         change_id=labels.get(LABEL_CHANGE),
         reason=reason,
         message=message,
+        paused=labels[LABEL_INGEST] == "paused" if LABEL_INGEST in labels else None,
     )
 
 

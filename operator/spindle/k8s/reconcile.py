@@ -9,11 +9,13 @@ checkpoint records it, and `status.lastCheckpoint` shows the newest one with its
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from spindle.api import PipelineSpec, StorageSpec
@@ -166,7 +168,18 @@ class Reconciler:
             else None,
         )
         decision = decide(observation)
-        pod, requeue = self._act(decision, pipeline, spec, pod, pods)
+        try:
+            pod, requeue = self._act(decision, pipeline, spec, pod, pods)
+        except ApiException as error:
+            if error.status not in (400, 403, 422):
+                raise
+            decision = failed(
+                "DriverPodRejected",
+                f"The API server refused the driver pod: {_api_message(error)}. Check "
+                "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), "
+                "the namespace's Pod Security level and its quota.",
+            )
+            requeue = 30.0
         outcome = self._record(pipeline, decision, observation, root, pod, previous)
         if requeue is not None:
             return Outcome(outcome.phase, outcome.action, requeue, outcome.checkpoint)
@@ -271,6 +284,13 @@ def _transitioned(decision: Decision, previous: PipelineStatus | None) -> bool:
     """Whether the Ready condition changes reason (a Warning Event is posted once per failure)."""
     before = previous.conditions[0].reason if previous and previous.conditions else None
     return bool(decision.conditions) and decision.conditions[0].reason != before
+
+
+def _api_message(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        return str(error.reason)
 
 
 def _finished(pod: dict[str, Any]) -> bool:

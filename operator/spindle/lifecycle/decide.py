@@ -6,7 +6,8 @@ Rules, in order (the first that applies wins):
 2. `desiredState: Stopped`: stop the driver (`Stopping`), then `Stopped`.
 3. A driver is running: a run of an older program is stopped gracefully (it checkpoints, then
    the new program is planned against that checkpoint); a bootstrap is `Bootstrapping` until the
-   checkpoint records it; otherwise `Running` (or `Paused`).
+   checkpoint records it; a driver started paused (or not) when desiredState now says otherwise
+   is restarted; otherwise `Running` (or `Paused`).
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes.
 5. No checkpoint yet, or nothing changed: start a run (no approval needed).
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
@@ -47,6 +48,8 @@ class Driver:
     program_fingerprint: str | None = None
     reason: str | None = None
     message: str | None = None
+    paused: bool | None = None
+    """Whether it was started with ingestion paused; None: it follows desiredState live."""
 
     @property
     def active(self) -> bool:
@@ -217,7 +220,18 @@ def decide(observed: Observation) -> Decision:
                 "before planning the change.",
                 **common,
             )
-        if spec.desired_state is DesiredState.PAUSED:
+        wants_pause = spec.desired_state is DesiredState.PAUSED
+        if driver.paused is not None and driver.paused != wants_pause:
+            return _decide(
+                Phase.STOPPING,
+                Action.STOP_DRIVER,
+                ready=False,
+                reason="DesiredStateChanged",
+                message="Restarting the driver at a checkpoint to "
+                f"{'pause' if wants_pause else 'resume'} ingestion.",
+                **common,
+            )
+        if wants_pause:
             return _decide(
                 Phase.PAUSED,
                 Action.NONE,

@@ -1,0 +1,100 @@
+"""Bad input never crashes the operator: clear reasons, no pods, other pipelines still served."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from spindle.checkpoint.objects import open_objects
+from spindle.local.adhoc import write_batch
+from tests.e2e.conftest import SYSTEM, OperatorProcess, Space, wait_for
+from tests.e2e.pipelines import grades, root, s3_options
+
+pytestmark = [pytest.mark.kube, pytest.mark.s3]
+
+
+def test_invalid_sql_and_missing_secret_fail_clearly_and_others_are_served(
+    space: Space, operator: OperatorProcess
+) -> None:
+    broken = grades("v1", space, name="broken")
+    broken["spec"]["sql"] = "create table t (id bigint);\n\ncreate view v as select idd frm t;\n"
+    space.apply(broken)
+    no_secret = grades("v1", space, name="nosecret")
+    no_secret["spec"]["storage"]["credentials"]["accessKeyId"]["name"] = "missing"
+    space.apply(no_secret)
+    space.apply(grades("v1", space, name="healthy", desiredState="Stopped"))
+    space.apply(grades("v1", space, name="noaccount", serviceAccountName="nobody"))
+
+    failed = space.wait_phase("broken", "Failed")
+    condition = failed["conditions"][0]
+    assert condition["reason"] == "InvalidProgram"
+    assert "line 3" in condition["message"] and "col" in condition["message"], condition
+    [event] = wait_for("an InvalidProgram event", lambda: space.events("InvalidProgram"))
+    assert event["involvedObject"]["name"] == "broken"
+
+    missing = space.wait_phase("nosecret", "Failed")["conditions"][0]
+    assert missing["reason"] == "SecretNotFound"
+    assert f"{space.name}/missing" in missing["message"], missing
+
+    refused = space.wait_phase("noaccount", "Failed")["conditions"][0]
+    assert refused["reason"] == "DriverPodRejected" and "nobody" in refused["message"], refused
+    assert space.wait_phase("healthy", "Stopped")["conditions"][0]["reason"] == "Stopped"
+    assert space.pods() == []
+    operator.healthy()
+
+
+def test_the_crd_rejects_a_malformed_spec(space: Space, operator: OperatorProcess) -> None:
+    document = grades("v1", space, name="malformed", bootstrapPolicy="sometimes")
+    document["metadata"]["namespace"] = space.name
+    result = space.kube.kubectl("apply", "-f", "-", input=json.dumps(document), check=False)
+    assert "Unsupported value" in result and "sometimes" in result, result
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom = client.CustomObjectsApi(space.kube.api)
+    document["spec"]["bootstrapPolicy"] = "allow"
+    document["spec"]["spark"] = {"executorInstances": 0}
+    with pytest.raises(ApiException) as error:
+        custom.create_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", space.name, "pipelines", document
+        )
+    assert error.value.status == 422
+
+
+def test_delete_on_pipeline_deletion_removes_the_data_and_nothing_else_blocks(
+    space: Space, operator: OperatorProcess
+) -> None:
+    doomed = grades("v1", space, name="doomed", desiredState="Stopped")
+    doomed["spec"]["storage"]["deleteOnPipelineDeletion"] = True
+    space.apply(doomed)
+    space.apply(grades("v1", space, name="kept", desiredState="Stopped"))
+    for name in ("doomed", "kept"):
+        write_batch(open_objects(root(space, name), s3=s3_options(space)), "students", [{"id": 1}])
+        space.wait_phase(name, "Stopped")
+    finalizers = space.get("doomed")["metadata"].get("finalizers", [])
+    assert finalizers == ["spindle.dev/finalizer"]
+    assert space.get("kept")["metadata"].get("finalizers") in (None, [])
+
+    space.kube.kubectl("delete", "pipeline", "doomed", "kept", "-n", space.name, "--timeout=60s")
+    assert open_objects(root(space, "doomed"), s3=s3_options(space)).scan("") == []
+    assert open_objects(root(space, "kept"), s3=s3_options(space)).scan("") != []
+
+
+def test_the_operator_holds_only_its_own_rights(kube: Any, operator: OperatorProcess) -> None:
+    config = operator.kubeconfig.read_text()
+    assert "token:" in config and "client-certificate" not in config
+    account = f"system:serviceaccount:{SYSTEM}:spindle-operator"
+
+    def can(*args: str) -> bool:
+        return kube.kubectl("auth", "can-i", *args, "--as", account, check=False).startswith("yes")
+
+    assert can("create", "pods", "-n", "default")
+    assert can("patch", "pipelines.spindle.dev", "--subresource=status", "-n", "default")
+    assert can("get", "secrets", "-n", "default")
+    assert not can("list", "secrets", "-n", "default")
+    assert not can("create", "secrets", "-n", "default")
+    assert not can("delete", "pipelines.spindle.dev", "-n", "default")
+    assert not can("update", "pipelines.spindle.dev", "-n", "default")
+    assert not can("create", "deployments.apps", "-n", "default")

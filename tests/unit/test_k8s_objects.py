@@ -203,3 +203,42 @@ def test_report_keeps_transition_times_and_announces_an_ignored_approval_once() 
     from spindle.lifecycle import new_events
 
     assert new_events(decision, None, "nope") and not new_events(decision, again, "nope")
+
+
+def test_watchdog_fails_liveness_when_the_watch_stops_delivering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from spindle.k8s import metrics
+
+    clock = [100.0]
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    dog = metrics.Watchdog(stall_after=30)
+    dog.delivered(("ns", "a"), "5")
+    dog.listed({("ns", "a"): "5"})
+    assert dog.problem() is None
+    dog.listed({("ns", "a"): "7"})  # the re-list saw a change the watch has not delivered
+    clock[0] += 20
+    dog.listed({("ns", "a"): "7"})
+    assert dog.problem() is None  # not late yet
+    clock[0] += 15
+    dog.listed({("ns", "a"): "7"})
+    assert "ns/a" in (dog.problem() or "")
+    dog.delivered(("ns", "a"), "7")
+    assert dog.problem() is None
+    clock[0] += 31  # and no re-list at all for too long
+    assert "re-list" in (dog.problem() or "")
+
+
+def test_metrics_count_pipelines_per_phase_and_bootstraps_once() -> None:
+    from spindle.k8s.metrics import Metrics
+
+    seen = Metrics()
+    seen.reconciled(("ns", "a"), phase="Running", result="ok")
+    seen.reconciled(("ns", "b"), phase="Running", result="ok")
+    seen.reconciled(("ns", "b"), phase=None, result="gone")
+    seen.bootstrapped("c1", 12.0)
+    seen.bootstrapped("c1", 12.0)
+    text = seen.exposition().decode()
+    assert 'spindle_pipelines{phase="Running"} 1.0' in text
+    assert 'spindle_reconciles_total{result="ok"} 2.0' in text
+    assert "spindle_bootstrap_duration_seconds_count 1.0" in text

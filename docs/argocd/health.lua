@@ -1,0 +1,39 @@
+-- Argo CD health check for spindle.dev/Pipeline (resource.customizations.health.spindle.dev_Pipeline)
+local hs = {}
+local status = obj.status
+if status == nil or status.observedGeneration == nil
+    or obj.metadata.generation == nil or status.observedGeneration < obj.metadata.generation then
+  hs.status = "Progressing"
+  hs.message = "Waiting for Spindle to observe the latest spec"
+  return hs
+end
+local reason = ""
+if status.conditions ~= nil then
+  for _, condition in ipairs(status.conditions) do
+    if condition.type == "Ready" then
+      reason = (condition.reason or "") .. ": " .. (condition.message or "")
+    end
+  end
+end
+if status.phase == "AwaitingApproval" then
+  local id = ""
+  if status.pendingChange ~= nil and status.pendingChange.id ~= nil then
+    id = status.pendingChange.id
+  end
+  hs.status = "Suspended"
+  hs.message = "Change " .. id .. " awaits approval: annotate spindle.dev/approve=" .. id
+  return hs
+end
+if status.phase == "Failed" then
+  hs.status = "Degraded"
+  hs.message = reason
+  return hs
+end
+if status.phase == "Running" then
+  hs.status = "Healthy"
+  hs.message = "Running"
+  return hs
+end
+hs.status = "Progressing"
+hs.message = (status.phase or "Pending") .. " " .. reason
+return hs

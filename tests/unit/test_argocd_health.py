@@ -1,0 +1,75 @@
+"""The Argo CD health check (docs/argocd/health.lua), run by a real Lua interpreter (lupa)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lupa import LuaRuntime
+
+SCRIPT = Path("docs/argocd/health.lua").read_text()
+
+
+def health(obj: dict[str, Any]) -> tuple[str, str]:
+    lua = LuaRuntime(unpack_returned_tuples=True)
+
+    def to_lua(value: Any) -> Any:
+        if isinstance(value, dict):
+            return lua.table_from({k: to_lua(v) for k, v in value.items()})
+        if isinstance(value, list):
+            return lua.table_from([to_lua(v) for v in value])
+        return value
+
+    lua.globals().obj = to_lua(obj)
+    result = lua.execute(SCRIPT)
+    return result["status"], result["message"]
+
+
+def pipeline(phase: str | None, *, generation: int = 2, observed: int = 2, **status: Any) -> Any:
+    body: dict[str, Any] = {"metadata": {"name": "p", "generation": generation}}
+    if phase is not None:
+        body["status"] = {
+            "phase": phase,
+            "observedGeneration": observed,
+            "conditions": [{"type": "Ready", "reason": phase, "message": f"{phase} now"}],
+            **status,
+        }
+    return body
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"),
+    [
+        ("Pending", "Progressing"),
+        ("Bootstrapping", "Progressing"),
+        ("Running", "Healthy"),
+        ("Paused", "Progressing"),
+        ("Stopping", "Progressing"),
+        ("Stopped", "Progressing"),
+        ("Failed", "Degraded"),
+    ],
+)
+def test_every_phase(phase: str, expected: str) -> None:
+    status, message = health(pipeline(phase))
+    assert status == expected
+    if phase == "Failed":
+        assert "Failed now" in message
+
+
+def test_awaiting_approval_is_suspended_with_the_change_id() -> None:
+    status, message = health(pipeline("AwaitingApproval", pendingChange={"id": "b77cf0f27757"}))
+    assert status == "Suspended"
+    assert "b77cf0f27757" in message and "spindle.dev/approve=b77cf0f27757" in message
+
+
+def test_generation_mismatch_and_no_status_are_progressing() -> None:
+    assert health(pipeline("Running", generation=3, observed=2))[0] == "Progressing"
+    assert health(pipeline("Failed", generation=3, observed=2))[0] == "Progressing"
+    assert health(pipeline(None))[0] == "Progressing"
+
+
+def test_the_argocd_cm_snippet_carries_the_same_script() -> None:
+    cm = yaml.safe_load(Path("docs/argocd/argocd-cm.yaml").read_text())
+    assert cm["data"]["resource.customizations.health.spindle.dev_Pipeline"] == SCRIPT

@@ -42,7 +42,8 @@ demo: venv
 
 crds: venv
 	@$(BIN)/python -m spindle.api.crd > crds/pipeline.yaml
-	@echo "==> wrote crds/pipeline.yaml"
+	@cp crds/pipeline.yaml charts/spindle/crds/pipeline.yaml
+	@echo "==> wrote crds/pipeline.yaml and charts/spindle/crds/pipeline.yaml"
 
 bench: venv
 	@$(BIN)/python bench/plan.py

@@ -232,7 +232,7 @@ class Space:
 
 
 @pytest.fixture
-def space(kube: Kube, s3: Any, operator: OperatorProcess) -> Space:
+def space(kube: Kube, s3: Any, operator: OperatorProcess) -> Iterator[Space]:
     from kubernetes import client
 
     name = kube.namespace("e2e")
@@ -256,7 +256,11 @@ def space(kube: Kube, s3: Any, operator: OperatorProcess) -> Space:
             string_data={"accessKeyId": s3.access_key, "secretAccessKey": s3.secret_key},
         ),
     )
-    return Space(kube, name, s3.bucket("e2e"), s3)
+    yield Space(kube, name, s3.bucket("e2e"), s3)
+    # Stop this test's drivers (Spark processes) before the next test starts its own.
+    kube.kubectl("delete", "pipelines", "--all", "-n", name, "--wait=false", check=False)
+    kube.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=5", check=False)
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

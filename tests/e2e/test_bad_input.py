@@ -61,6 +61,11 @@ def test_the_crd_rejects_a_malformed_spec(space: Space, operator: OperatorProces
             "spindle.dev", "v1alpha1", space.name, "pipelines", document
         )
     assert error.value.status == 422
+    explained = space.kube.kubectl("explain", "pipeline.spec.storage.credentials")
+    assert "only as references to a Secret" in explained, explained
+    assert "Running, Paused or Stopped" in space.kube.kubectl(
+        "explain", "pipeline.spec.desiredState"
+    )
 
 
 def test_delete_on_pipeline_deletion_removes_the_data_and_nothing_else_blocks(

@@ -4,7 +4,8 @@ It registers a Ready Node, binds pending pods to it, starts each pod's first con
 (mapped from its image by `images.py`) as a local process in a per-pod directory with the
 container's environment (`valueFrom` fieldRef, secretKeyRef, configMapKeyRef; `envFrom`), captures
 its logs, and reports status Pending → Running → Succeeded/Failed with exit codes and podIP
-127.0.0.1. On deletion it sends SIGTERM, waits the grace period, sends SIGKILL and removes the pod.
+127.0.0.1. On deletion it sends SIGTERM to the main process (as a container runtime does), waits
+the grace period, then SIGKILLs the process group and removes the pod.
 It is level-based: every tick it lists pods and reconciles them, so it never misses an event.
 Restart policies are not implemented: a container runs once (Spindle's driver pods use Never).
 """
@@ -425,7 +426,9 @@ class NodeAgent:
                 grace = meta.deletion_grace_period_seconds
                 running.grace = float(running.grace if grace is None else grace)
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
+                    # Like a container runtime: SIGTERM to the main process only (its children,
+                    # e.g. Spark's JVM, are its to stop); SIGKILL to all after the grace period.
+                    os.kill(process.pid, signal.SIGTERM)
                 return
             if (
                 running is not None

@@ -180,3 +180,20 @@ def test_pausing_or_resuming_restarts_a_driver_started_the_other_way() -> None:
     assert (held.phase, held.action) == (Phase.PAUSED, Action.NONE)
     resume = decide(observe(spec=spec(V1), driver=paused))
     assert resume.action is Action.STOP_DRIVER and "resume" in resume.conditions[0].message
+
+
+def test_a_new_change_stops_a_driver_that_bootstrapped_the_previous_one() -> None:
+    """After a bootstrap the driver keeps running the program it bootstrapped; a later program
+    change must stop it and wait for its own approval, like any running driver."""
+    v3 = V2.replace("2026-06-10", "2026-06-30")
+    driver = Driver(mode="bootstrap", generation=2, phase="Running", change_id=CHANGE)
+    decision = decide(
+        observe(
+            spec=spec(v3), generation=3, driver=driver, checkpoint=checkpoint(V2, bootstrap=CHANGE)
+        )
+    )
+    assert (decision.phase, decision.action, decision.reason) == (
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+    )

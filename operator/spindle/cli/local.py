@@ -11,9 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
-from spindle.api import load_manifest_document
+from spindle.api import PipelineManifest, load_manifest_document
 from spindle.cli import render
 from spindle.errors import SpindleError
 from spindle.local import runner
@@ -29,6 +37,43 @@ def _say(message: str) -> None:
     render.console(stderr=True).print(message, markup=False)
 
 
+class BootstrapProgress:
+    """A progress bar over the views a bootstrap evaluates (lines when not on a terminal)."""
+
+    def __init__(self) -> None:
+        from spindle.runtime.driver import reporter
+
+        self.lines = reporter(_say)
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        if event == "bootstrap-view" and self.bar is not None and self.task is not None:
+            self.bar.console.print(
+                f"  [{fields['done']}/{fields['total']}] {fields['view']}: "
+                f"{fields['rows']} rows written",
+                markup=False,
+            )
+            self.bar.update(self.task, advance=1, description=str(fields["view"]))
+            return
+        self.lines(event, **fields)
+        if event == "bootstrap-start":
+            self.bar = Progress(
+                TextColumn("bootstrap"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=render.console(stderr=True),
+                transient=True,
+            )
+            self.task = self.bar.add_task("", total=fields["views"])
+            self.bar.start()
+        elif event == "bootstrap-done" and self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
 def _show_decision(body: dict[str, Any], plan: ChangePlan | None) -> None:
     out = render.console()
     out.print(f"Pipeline [bold]{body['name']}[/]: phase [bold]{body['phase']}[/]")
@@ -40,23 +85,28 @@ def _show_decision(body: dict[str, Any], plan: ChangePlan | None) -> None:
         out.print(f"  last checkpoint: {body['lastCheckpoint']['id']}")
 
 
-def cmd_apply(args: argparse.Namespace) -> int:
+def read_manifest(path: str) -> PipelineManifest:
+    """A Pipeline manifest from a YAML or JSON file (`-`: standard input), validated."""
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
         document = yaml.safe_load(text)
     except OSError as error:
         raise SpindleError(
             reason="FileUnreadable",
-            message=f"Cannot read {args.file}: {error.strerror}.",
-            details={"path": args.file},
+            message=f"Cannot read {path}: {error.strerror}.",
+            details={"path": path},
         ) from None
     except yaml.YAMLError as error:
         raise SpindleError(
             reason="InvalidManifest",
-            message=f"{args.file} is not valid YAML or JSON: {error}",
-            details={"source": args.file},
+            message=f"{path} is not valid YAML or JSON: {error}",
+            details={"source": path},
         ) from None
-    manifest = load_manifest_document(document, source=args.file)
+    return load_manifest_document(document, source=path)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.file)
     pipeline = _pipeline(args, manifest.metadata.name)
     generation = pipeline.save(manifest)
     body, decision = runner.status(pipeline)
@@ -104,7 +154,9 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return runner.run(_pipeline(args), until_idle=args.until_idle, say=_say)
+    return runner.run(
+        _pipeline(args), until_idle=args.until_idle, say=_say, report=BootstrapProgress()
+    )
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

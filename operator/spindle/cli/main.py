@@ -64,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable[[Any], None]]:
-    from spindle.cli import checkpoints, driver, local, serve
+    from spindle.cli import checkpoints, driver, local, plan, serve
 
-    return [checkpoints.register, local.register, driver.register, serve.register]
+    return [checkpoints.register, local.register, driver.register, serve.register, plan.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

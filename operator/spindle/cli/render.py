@@ -42,6 +42,29 @@ def plan_table(plan: ChangePlan) -> Table:
     return table
 
 
+def change_table(change_id: str, changes: dict[str, Any], diff: dict[str, Any]) -> Table:
+    """The same table from a recorded pending change (`status.pendingChange`)."""
+    table = Table(title=f"Change {change_id}", title_justify="left")
+    for column in ("object", "kind", "status", "reasons", "category"):
+        table.add_column(column)
+    for name in sorted(changes):
+        change = changes[name]
+        style = STATUS_STYLE[change["status"]]
+        table.add_row(
+            name,
+            change["kind"],
+            f"[{style}]{change['status']}[/]",
+            ", ".join(change.get("reasons") or []),
+            change.get("category") or "",
+        )
+    for list_name, keys in diff.items():
+        if list_name.endswith("_connectors"):
+            status, direction, _ = list_name.split("_", 2)
+            for key in keys:
+                table.add_row(key, f"{direction} connector", f"[{STATUS_STYLE[status]}]{status}[/]")
+    return table
+
+
 def query_diffs(plan: ChangePlan) -> list[str]:
     """Unified diffs of each directly modified view's statement."""
     blocks = []

@@ -210,7 +210,7 @@ def decide(observed: Observation) -> Decision:
                 message=f"Bootstrapping change {driver.change_id}.",
                 **common,
             )
-        if plan.needs_approval and not (driver.mode == "bootstrap" and bootstrapped):
+        if plan.needs_approval:
             return _decide(
                 Phase.STOPPING,
                 Action.STOP_DRIVER,

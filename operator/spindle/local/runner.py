@@ -78,7 +78,14 @@ def _refuse(decision: Decision) -> SpindleError:
     )
 
 
-def run(pipeline: LocalPipeline, *, until_idle: bool, say: Say, interval: float = 1.0) -> int:
+def run(
+    pipeline: LocalPipeline,
+    *,
+    until_idle: bool,
+    say: Say,
+    interval: float = 1.0,
+    report: Callable[..., None] | None = None,
+) -> int:
     """Run the pipeline in the foreground; returns the exit status."""
     if pipeline.running_pid() is not None:
         raise SpindleError(
@@ -112,7 +119,7 @@ def run(pipeline: LocalPipeline, *, until_idle: bool, say: Say, interval: float 
             )
 
         checkpoint = drive(
-            open_runtime(pipeline, say=say),
+            open_runtime(pipeline, say=say, report=report),
             decision=decision,
             checkpoint=checkpoint,
             stop=stop,

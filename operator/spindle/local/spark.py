@@ -11,7 +11,12 @@ from spindle.runtime.engine import Runtime
 from spindle.runtime.session import spark_session
 
 
-def open_runtime(pipeline: LocalPipeline, *, say: Callable[[str], None]) -> Runtime:
+def open_runtime(
+    pipeline: LocalPipeline,
+    *,
+    say: Callable[[str], None],
+    report: Callable[..., None] | None = None,
+) -> Runtime:
     manifest = pipeline.manifest()
     root, options = pipeline.storage_root()
     spark = spark_session(
@@ -22,6 +27,6 @@ def open_runtime(pipeline: LocalPipeline, *, say: Callable[[str], None]) -> Runt
         store=pipeline.store(),
         root=root,
         pipeline=PipelineRef(namespace=manifest.metadata.namespace, name=pipeline.name),
-        report=reporter(say),
+        report=report or reporter(say),
         outputs_on_bootstrap=manifest.spec.outputs.on_bootstrap,
     )

@@ -1,0 +1,176 @@
+"""`kubectl spindle approve|diff|status NAME`: the kubectl plugin (console script kubectl-spindle).
+
+`approve` reads the pending change id from the status, shows the diff and asks before it
+annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
+it showed: if the pending change moves in between, the operator ignores the approval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from spindle.cli import render
+from spindle.errors import SpindleError
+
+APPROVE = "spindle.dev/approve"
+
+
+def _custom(args: argparse.Namespace) -> Any:
+    from kubernetes import client, config
+
+    try:
+        api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=args.kubeconfig, context=args.context
+        )
+    except Exception as error:
+        raise SpindleError(
+            reason="KubeconfigUnusable",
+            message=f"Cannot load the kubeconfig: {error}. Set KUBECONFIG or --kubeconfig.",
+        ) from None
+    return client.CustomObjectsApi(api)
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    from kubernetes import config
+
+    try:
+        _, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=args.kubeconfig
+        )
+        return str(current["context"].get("namespace") or "default")
+    except Exception:
+        return "default"
+
+
+def _pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        body: dict[str, Any] = _custom(args).get_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", _namespace(args), "pipelines", args.name
+        )
+        return body
+    except ApiException as error:
+        if error.status == 404:
+            raise SpindleError(
+                reason="PipelineNotFound",
+                message=f"No pipeline {args.name!r} in namespace {_namespace(args)}.",
+            ) from None
+        raise
+
+
+def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
+    status = pipeline.get("status") or {}
+    pending = status.get("pendingChange")
+    if not pending:
+        raise SpindleError(
+            reason="NothingToApprove",
+            message=f"Pipeline {pipeline['metadata']['name']} has no pending change (phase "
+            f"{status.get('phase', 'unknown')}).",
+        )
+    return dict(pending)
+
+
+def _show(pending: dict[str, Any]) -> None:
+    out = render.console()
+    out.print(render.change_table(pending["id"], pending.get("changes") or {}, pending["diff"]))
+    bootstrap = pending.get("bootstrap") or {}
+    if bootstrap.get("allowed") is False:
+        out.print(f"[red]Bootstrap refused: {bootstrap.get('error_code')}[/]")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    pending = _pending(_pipeline(args))
+    if args.json:
+        render.print_json(pending["diff"])
+    else:
+        _show(pending)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    pipeline = _pipeline(args)
+    status = pipeline.get("status") or {}
+    if args.json:
+        render.print_json(status)
+        return 0
+    out = render.console()
+    out.print(f"Pipeline [bold]{args.name}[/]: phase [bold]{status.get('phase', 'unknown')}[/]")
+    for condition in status.get("conditions") or []:
+        out.print(f"  {condition['reason']}: {condition['message']}", markup=False)
+    if status.get("pendingChange"):
+        out.print(f"  pending change: {status['pendingChange']['id']}")
+    if status.get("lastCheckpoint"):
+        checkpoint = status["lastCheckpoint"]
+        out.print(
+            f"  last checkpoint: {checkpoint['id']} ({checkpoint.get('tableRows', 0)} table rows)"
+        )
+    if status.get("driverPod"):
+        driver = status["driverPod"]
+        out.print(f"  driver pod: {driver['name']} ({driver['mode']}, {driver['phase']})")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    pending = _pending(_pipeline(args))
+    change = pending["id"]
+    _show(pending)
+    if not args.yes:
+        answer = input(f"Approve change {change} of pipeline {args.name}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Not approved.")
+            return 1
+    _custom(args).patch_namespaced_custom_object(
+        "spindle.dev",
+        "v1alpha1",
+        _namespace(args),
+        "pipelines",
+        args.name,
+        {"metadata": {"annotations": {APPROVE: change}}},
+    )
+    print(f"pipeline/{args.name} approved: {APPROVE}={change}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl spindle", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--context", default=None)
+    parser.add_argument("-n", "--namespace", default=None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, run, text in (
+        ("approve", cmd_approve, "approve the pending change (shows it first)"),
+        ("diff", cmd_diff, "show the pending change"),
+        ("status", cmd_status, "show phase, conditions, checkpoint and driver"),
+    ):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("name", help="the Pipeline")
+        command.add_argument("-n", "--namespace", default=argparse.SUPPRESS)
+        if name == "approve":
+            command.add_argument("--yes", "-y", action="store_true", help="do not ask")
+        else:
+            command.add_argument("--json", action="store_true")
+        command.set_defaults(run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except SpindleError as error:
+        render.print_error(error, as_json=bool(getattr(args, "json", False)))
+        return 1
+    except EOFError:
+        print("Not approved (no answer).")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""`spindle plan -f pipeline.yaml [--checkpoint URI[#ID]]`: the change id, offline.
+
+It reads the checkpoint the operator would plan against and runs the same lifecycle, so the id
+it prints is the one the operator will ask for: commit `spindle.dev/approve: <id>` with the SQL
+change and the bootstrap runs on sync (GitOps approval).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from spindle.checkpoint import Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint.origin import starting_checkpoint
+from spindle.cli import render
+from spindle.cli.local import read_manifest
+from spindle.errors import SpindleError
+from spindle.lifecycle import Observation, decide
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.file)
+    spec, meta = manifest.spec, manifest.metadata
+    storage = spec.storage
+    uri = args.checkpoint
+    if uri is None:
+        if storage is None:
+            raise SpindleError(
+                reason="StorageNotConfigured",
+                message="The manifest has no spec.storage; pass --checkpoint URI (the "
+                "pipeline's root: <storage uri>/<namespace>/<name>).",
+            )
+        uri = f"{storage.uri.rstrip('/')}/{meta.namespace}/{meta.name}"
+    env = S3Options.from_env()
+    s3 = S3Options(
+        endpoint=(storage.endpoint if storage else None) or env.endpoint,
+        region=(storage.region if storage else None) or env.region,
+        access_key=env.access_key,
+        secret_key=env.secret_key,
+    )
+    root, _, checkpoint_id = uri.partition("#")
+    store = open_store(root, s3=s3)
+    checkpoint: Manifest | None
+    if checkpoint_id:
+        checkpoint = store.get(checkpoint_id)
+    else:
+        checkpoint = starting_checkpoint(
+            store,
+            start_from=storage.start_from if storage else None,
+            pipeline=PipelineRef(namespace=meta.namespace, name=meta.name),
+            s3=s3,
+            adopt=False,
+        )
+    decision = decide(Observation(spec=spec, generation=0, checkpoint=checkpoint))
+    body: dict[str, Any] = {
+        "changeId": decision.pending_change.id if decision.pending_change else None,
+        "checkpoint": checkpoint.id if checkpoint else None,
+        "needsApproval": decision.pending_change is not None,
+        "pendingChange": decision.pending_change.to_json() if decision.pending_change else None,
+        "reason": decision.reason,
+    }
+    if args.json:
+        render.print_json(body)
+    elif decision.pending_change is None:
+        render.console().print(
+            f"No approval needed ({decision.reason}): the program matches checkpoint "
+            f"{body['checkpoint'] or '(none yet)'}."
+        )
+    else:
+        assert decision.plan is not None
+        render.print_plan(decision.plan)
+        render.console().print(
+            f"Commit the annotation with the change:  spindle.dev/approve: "
+            f'"{decision.pending_change.id}"'
+        )
+    return 0
+
+
+def register(sub: Any) -> None:
+    plan = sub.add_parser("plan", help="the change id a manifest needs, against its checkpoint")
+    plan.add_argument("-f", "--file", required=True, help="Pipeline manifest (YAML/JSON, - stdin)")
+    plan.add_argument(
+        "--checkpoint", help="pipeline root URI[#checkpoint id] (default: from spec.storage)"
+    )
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+    plan.set_defaults(run=cmd_plan)

@@ -1,0 +1,186 @@
+"""The Helm chart: lint and template with the harness's helm, install into the real API server,
+an operator running under the chart's service account and RBAC reconciles a Pipeline to
+AwaitingApproval, and the optional ValidatingAdmissionPolicy separates approving from editing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.records import next_manifest
+from spindle.program import parse_program
+from tests.conftest import ROOT, Kube
+from tests.e2e.conftest import DRIVER_IMAGE, OperatorProcess, Space, token_kubeconfig
+from tests.e2e.pipelines import EXAMPLE, grades, store
+
+pytestmark = [pytest.mark.kube, pytest.mark.s3]
+CHART = ROOT / "charts" / "spindle"
+
+
+def run_helm(binary: Path, kube: Kube | None, *args: str, check: bool = True) -> str:
+    command = [str(binary), *args]
+    if kube is not None:
+        command += ["--kubeconfig", str(kube.kubeconfig)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout + result.stderr
+
+
+def rendered(binary: Path, *sets: str) -> list[dict[str, Any]]:
+    args = ["template", "spindle", str(CHART), "-n", "spindle-system"]
+    for value in sets:
+        args += ["--set", value]
+    return [d for d in yaml.safe_load_all(run_helm(binary, None, *args)) if d]
+
+
+def test_lint_and_template(helm: Path) -> None:
+    assert "0 chart(s) failed" in helm_lint(helm)
+    cluster = {(d["kind"], d["metadata"]["name"]) for d in rendered(helm)}
+    assert ("ClusterRoleBinding", "spindle-spindle-operator") in cluster
+    assert not any(kind == "ValidatingAdmissionPolicy" for kind, _ in cluster)  # off by default
+    scoped = rendered(helm, "watchNamespaces={team-a,team-b}", "approval.restrictToGroup=ops")
+    bindings = {
+        d["metadata"]["namespace"]
+        for d in scoped
+        if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == "spindle-spindle-operator"
+    }
+    assert bindings == {"team-a", "team-b"}
+    assert not [
+        d
+        for d in scoped
+        if d["kind"] == "ClusterRoleBinding" and "discovery" not in d["metadata"]["name"]
+    ]
+    [deployment] = [d for d in scoped if d["kind"] == "Deployment"]
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "--namespace=team-a" in container["args"] and "--all-namespaces" not in container["args"]
+    assert {d["kind"] for d in scoped} >= {"ValidatingAdmissionPolicy", "ServiceAccount", "Service"}
+    monitored = rendered(helm, "metrics.serviceMonitor.enabled=true")
+    assert any(d["kind"] == "ServiceMonitor" for d in monitored)
+    assert (CHART / "crds" / "pipeline.yaml").read_text() == (
+        ROOT / "crds/pipeline.yaml"
+    ).read_text()
+
+
+def helm_lint(binary: Path) -> str:
+    return run_helm(binary, None, "lint", str(CHART), "--strict") + run_helm(
+        binary,
+        None,
+        "lint",
+        str(CHART),
+        "--strict",
+        "--set",
+        "watchNamespaces={a,b}",
+        "--set",
+        "approval.restrictToGroup=ops",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    )
+
+
+def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
+    helm: Path, kube: Kube, space: Space, operator: OperatorProcess, tmp_path: Path
+) -> None:
+    release = f"r{space.name[-8:]}"
+    system = kube.namespace("spindle-helm")
+    run_helm(
+        helm,
+        kube,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        system,
+        "--set",
+        f"watchNamespaces={{{space.name}}}",
+        "--set",
+        "driver.serviceAccountName=spindle-helm-driver",
+        "--set",
+        "approval.restrictToGroup=spindle-approvers",
+    )
+    try:
+        for kind, name, namespace in [
+            ("deployment", "spindle-operator", system),
+            ("serviceaccount", "spindle-operator", system),
+            ("service", "spindle-operator-metrics", system),
+            ("clusterrole", f"{release}-spindle-operator", None),
+            ("clusterrolebinding", f"{release}-spindle-operator-discovery", None),
+            ("rolebinding", f"{release}-spindle-operator", space.name),
+            ("serviceaccount", "spindle-helm-driver", space.name),
+            ("validatingadmissionpolicy", f"{release}-spindle-approval", None),
+            ("validatingadmissionpolicybinding", f"{release}-spindle-approval", None),
+        ]:
+            scope = ["-n", namespace] if namespace else []
+            kube.kubectl("get", kind, name, *scope)
+
+        # The operator under the chart's service account (no image runs here), namespaced.
+        operator.stop()
+        from tests.harness import processes
+
+        port = processes.free_port()
+        charted = OperatorProcess(
+            kubeconfig=token_kubeconfig(kube, system, "spindle-operator", tmp_path / "sa"),
+            log=tmp_path / "operator.log",
+            port=port,
+            args=[
+                f"--namespace={space.name}",
+                f"--port={port}",
+                "--driver-service-account=spindle-helm-driver",
+                f"--driver-image={DRIVER_IMAGE}",
+            ],
+        ).start()
+        try:
+            checkpoints = store(space)
+            checkpoints.commit(
+                next_manifest(
+                    parent=None,
+                    pipeline=PipelineRef(namespace=space.name, name="grades"),
+                    program=parse_program((EXAMPLE / "v1.sql").read_text()),
+                    connectors={},
+                    state={},
+                    spark_version="4.2.0",
+                )
+            )
+            space.apply(grades("v2", space))
+            status = space.wait_phase("grades", "AwaitingApproval", timeout=60)
+            change = status["pendingChange"]["id"]
+        finally:
+            charted.stop()
+            operator.start()
+
+        # Approving is separate from editing: only the named group may set the annotation.
+        kube.kubectl(
+            "create",
+            "rolebinding",
+            "editors",
+            "-n",
+            space.name,
+            "--clusterrole",
+            f"{release}-spindle-operator",
+            "--user",
+            "alice",
+            "--user",
+            "bob",
+        )
+        approve = ("annotate", "pipeline", "grades", "-n", space.name)
+        denied = kube.kubectl(*approve, f"spindle.dev/approve={change}", "--as", "bob", check=False)
+        assert "only members of group spindle-approvers" in denied, denied
+        assert "spindle.dev/approve" not in space.get("grades")["metadata"].get("annotations", {})
+        member = ("--as", "alice", "--as-group", "spindle-approvers")
+        kube.kubectl(*approve, f"spindle.dev/approve={change}", *member)
+        assert space.get("grades")["metadata"]["annotations"]["spindle.dev/approve"] == change
+        # Editing the SQL without touching the approval stays open to editors.
+        kube.kubectl("label", "pipeline", "grades", "-n", space.name, "team=data", "--as", "bob")
+    finally:
+        run_helm(helm, kube, "uninstall", release, "-n", system, check=False)

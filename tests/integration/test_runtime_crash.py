@@ -55,7 +55,7 @@ def sql(root: Path, *, version: int) -> str:
     )
 
 
-def prepare(root: Path, version: int) -> Path:
+def prepare(root: Path, version: int, storage: dict[str, Any] | None = None) -> Path:
     (root / "in").mkdir(parents=True, exist_ok=True)
     for i in range(FILES):
         rows = [
@@ -69,7 +69,11 @@ def prepare(root: Path, version: int) -> Path:
                 "apiVersion": "spindle.dev/v1alpha1",
                 "kind": "Pipeline",
                 "metadata": {"name": "crash"},
-                "spec": {"sql": sql(root, version=version), "bootstrapPolicy": "allow"},
+                "spec": {
+                    "sql": sql(root, version=version),
+                    "bootstrapPolicy": "allow",
+                    **({"storage": storage} if storage else {}),
+                },
             }
         )
     )
@@ -106,10 +110,9 @@ def run_with_kills(home: Path, rng: random.Random, kills: int, window: tuple[flo
     return landed
 
 
-def outcome(root: Path, home: Path) -> dict[str, Any]:
-    from spindle.runtime.session import spark_session
+def outcome(spark: Any, root: Path, home: Path) -> dict[str, Any]:
+    from spindle.runtime.storage import spark_uri
 
-    spark = spark_session()
     store = LocalPipeline(home, "crash").store()
     latest = store.latest()
     assert latest is not None
@@ -119,7 +122,7 @@ def outcome(root: Path, home: Path) -> dict[str, Any]:
         frame = (
             spark.read.format("delta")
             .option("versionAsOf", record.version)
-            .load(f"{store.uri}/{record.path}")
+            .load(spark_uri(f"{store.uri}/{record.path}"))
         )
         return sorted(tuple(r) for r in frame.collect())
 
@@ -135,14 +138,32 @@ def outcome(root: Path, home: Path) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(params=["file", "s3"])
+def crashed_storage(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any] | None:
+    """Where the crashed pipeline keeps its state: a local directory, or the real S3 server
+    (the uninterrupted reference always uses a local directory)."""
+    if request.param == "file":
+        return None
+    s3 = request.getfixturevalue("s3")
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    return {
+        "uri": f"s3://{s3.bucket('crash')}/pipelines",
+        "endpoint": s3.endpoint,
+        "region": s3.region,
+    }
+
+
 @pytest.mark.slow
 def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
-    tmp_path: Path, spark: Any
+    tmp_path: Path, spark: Any, crashed_storage: dict[str, Any] | None
 ) -> None:
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
-    for root in (reference, crashed):
-        prepare(root, 2)
-        finish(root / "home", "local", "apply", "-f", str(prepare(root, 1)))
+    for root, storage in ((reference, None), (crashed, crashed_storage)):
+        prepare(root, 2, storage)
+        finish(root / "home", "local", "apply", "-f", str(prepare(root, 1, storage)))
     finish(reference / "home", "local", "run", "crash", "--until-idle")
     finish(reference / "home", "local", "apply", "-f", str(reference / "v2.yaml"))
     finish(reference / "home", "local", "run", "crash", "--until-idle")
@@ -154,7 +175,8 @@ def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
     landed += run_with_kills(crashed / "home", rng, kills=6, window=(8.0, 22.0))
     assert landed >= 20, f"only {landed} kills landed in {time.monotonic() - started:.0f}s"
 
-    expected, actual = outcome(reference, reference / "home"), outcome(crashed, crashed / "home")
+    expected = outcome(spark, reference, reference / "home")
+    actual = outcome(spark, crashed, crashed / "home")
     assert len(actual["events"]) == FILES * ROWS
     assert len({row[0] for row in actual["events"]}) == FILES * ROWS  # no duplicate ingest
     assert actual["events"] == expected["events"]

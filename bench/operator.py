@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config  # noqa: E402
+from tests.checkpoints import seed  # noqa: E402
 from tests.conftest import Kube  # noqa: E402
 from tests.e2e.conftest import (  # noqa: E402
     DRIVER_IMAGE,
@@ -37,9 +38,7 @@ from tests.e2e.conftest import (  # noqa: E402
 from tests.harness import binaries, control_plane, processes  # noqa: E402
 from tests.harness.s3 import start as start_s3  # noqa: E402
 
-from spindle.checkpoint import PipelineRef, S3Options, open_store  # noqa: E402
-from spindle.checkpoint.records import next_manifest  # noqa: E402
-from spindle.program import parse_program  # noqa: E402
+from spindle.checkpoint import S3Options, open_store  # noqa: E402
 
 V1 = (ROOT / "examples/grades/v1.sql").read_text()
 V2 = (ROOT / "examples/grades/v2.sql").read_text()
@@ -86,25 +85,15 @@ def main() -> None:
         bucket = s3.bucket("bench")
         options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
         names = ["baseline"] + [f"p{i:04d}" for i in range(args.pipelines)]
-        program = parse_program(V1)
 
-        def seed(name: str) -> None:
+        def seed_one(name: str) -> None:
             store = open_store(
                 f"s3://{bucket}/pipelines", namespace=NAMESPACE, name=name, s3=options
             )
-            store.commit(
-                next_manifest(
-                    parent=None,
-                    pipeline=PipelineRef(namespace=NAMESPACE, name=name),
-                    program=program,
-                    connectors={},
-                    state={},
-                    spark_version="4.2.0",
-                )
-            )
+            seed(store, namespace=NAMESPACE, name=name, program=V1)
 
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(seed, names))
+            list(pool.map(seed_one, names))
         port = processes.free_port()
         operator = OperatorProcess(
             kubeconfig=token_kubeconfig(kube, SYSTEM, "spindle-operator", work / "sa.kubeconfig"),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spindle.checkpoint import ConnectorRecord, Manifest, PipelineRef, StateRecord
+from spindle.checkpoint import (
+    CheckpointStore,
+    ConnectorRecord,
+    Manifest,
+    PipelineRef,
+    StateRecord,
+)
 from spindle.checkpoint.records import next_manifest
 from spindle.program import parse_program
 
@@ -22,4 +28,19 @@ def manifest(parent: Manifest | None, *, program: str = GRADES_V1, offset: int =
             "grades": StateRecord(kind="table", path=f"state/grades-{sequence}", version=sequence),
         },
         spark_version="4.2.0",
+    )
+
+
+def seed(store: CheckpointStore, *, namespace: str, name: str, program: str) -> Manifest:
+    """Commit a first checkpoint of `program` with no state, as if the pipeline had run it:
+    enough for the operator or `spindle plan` to plan a change against."""
+    return store.commit(
+        next_manifest(
+            parent=None,
+            pipeline=PipelineRef(namespace=namespace, name=name),
+            program=parse_program(program),
+            connectors={},
+            state={},
+            spark_version="4.2.0",
+        )
     )

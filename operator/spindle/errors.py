@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 
 class SpindleError(Exception):
     """An error a user can act on: `reason` is CamelCase, `message` says what to do."""
@@ -34,3 +36,9 @@ def located(*, reason: str, message: str, line: int, column: int, **details: Any
         message=f"{message} (line {line}, column {column})",
         details={"line": line, "column": column, **details},
     )
+
+
+def first_problem(error: ValidationError) -> tuple[str, str]:
+    """The first validation problem as (dotted field path, message), for one clear message."""
+    first = error.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), str(first["msg"])

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spindle.checkpoint import PipelineRef
-from spindle.checkpoint.records import next_manifest
-from spindle.program import parse_program
+from tests.checkpoints import seed
 from tests.conftest import ROOT, Kube
 from tests.e2e.conftest import DRIVER_IMAGE, OperatorProcess, Space, token_kubeconfig
 from tests.e2e.pipelines import EXAMPLE, grades, store
@@ -141,16 +139,11 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
             ],
         ).start()
         try:
-            checkpoints = store(space)
-            checkpoints.commit(
-                next_manifest(
-                    parent=None,
-                    pipeline=PipelineRef(namespace=space.name, name="grades"),
-                    program=parse_program((EXAMPLE / "v1.sql").read_text()),
-                    connectors={},
-                    state={},
-                    spark_version="4.2.0",
-                )
+            seed(
+                store(space),
+                namespace=space.name,
+                name="grades",
+                program=(EXAMPLE / "v1.sql").read_text(),
             )
             space.apply(grades("v2", space))
             status = space.wait_phase("grades", "AwaitingApproval", timeout=60)

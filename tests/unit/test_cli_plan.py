@@ -8,26 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spindle.checkpoint import PipelineRef, open_store
-from spindle.checkpoint.records import next_manifest
+from spindle.checkpoint import open_store
 from spindle.cli.main import main
-from spindle.program import parse_program
+from tests.checkpoints import GRADES_V1, seed
 
 EXAMPLE = Path("examples/grades")
 
 
 def _checkpointed(root: Path) -> str:
     uri = root.as_uri()
-    open_store(uri).commit(
-        next_manifest(
-            parent=None,
-            pipeline=PipelineRef(namespace="default", name="grades"),
-            program=parse_program((EXAMPLE / "v1.sql").read_text()),
-            connectors={},
-            state={},
-            spark_version="4.2.0",
-        )
-    )
+    seed(open_store(uri), namespace="default", name="grades", program=GRADES_V1)
     return uri
 
 

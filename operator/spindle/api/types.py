@@ -7,12 +7,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, first_problem
 
 GROUP = "spindle.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Pipeline"
+APPROVE_ANNOTATION = f"{GROUP}/approve"
+"""`spindle.dev/approve=<change id>` approves exactly that pending change."""
 
 
 class _Model(BaseModel):
@@ -160,11 +162,10 @@ def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
     try:
         return PipelineManifest.model_validate(document)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where, problem = first_problem(error)
         raise SpindleError(
             reason="InvalidManifest",
-            message=f"{source}: {where}: {first['msg']}. Fix the Pipeline manifest "
+            message=f"{source}: {where}: {problem}. Fix the Pipeline manifest "
             f"(apiVersion {API_VERSION}, kind {KIND}).",
             details={"source": source, "field": where},
         ) from None

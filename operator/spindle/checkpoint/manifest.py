@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, first_problem
 
 FORMAT_VERSION = 1
 
@@ -117,9 +117,8 @@ def load_manifest(data: bytes, *, uri: str) -> Manifest:
     try:
         return Manifest.model_validate(document)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise unreadable(uri, f"{where}: {first['msg']}") from None
+        where, problem = first_problem(error)
+        raise unreadable(uri, f"{where}: {problem}") from None
 
 
 def unreadable(uri: str, problem: str) -> SpindleError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlparse
@@ -71,6 +71,10 @@ class S3Options:
             access_key=env.get("AWS_ACCESS_KEY_ID"),
             secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
         )
+
+    def located(self, *, endpoint: str | None, region: str | None) -> S3Options:
+        """These options with the endpoint and region a storage spec names, where it names them."""
+        return replace(self, endpoint=endpoint or self.endpoint, region=region or self.region)
 
 
 def join(uri: str, *parts: str) -> str:

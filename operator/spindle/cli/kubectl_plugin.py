@@ -12,10 +12,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from spindle.api.types import APPROVE_ANNOTATION
 from spindle.cli import render
 from spindle.errors import SpindleError
-
-APPROVE = "spindle.dev/approve"
 
 
 def _custom(args: argparse.Namespace) -> Any:
@@ -131,9 +130,9 @@ def cmd_approve(args: argparse.Namespace) -> int:
         _namespace(args),
         "pipelines",
         args.name,
-        {"metadata": {"annotations": {APPROVE: change}}},
+        {"metadata": {"annotations": {APPROVE_ANNOTATION: change}}},
     )
-    print(f"pipeline/{args.name} approved: {APPROVE}={change}")
+    print(f"pipeline/{args.name} approved: {APPROVE_ANNOTATION}={change}")
     return 0
 
 

@@ -41,19 +41,16 @@ class BootstrapProgress:
     """A progress bar over the views a bootstrap evaluates (lines when not on a terminal)."""
 
     def __init__(self) -> None:
-        from spindle.runtime.driver import reporter
+        from spindle.runtime.driver import reporter, view_line
 
         self.lines = reporter(_say)
+        self.view_line = view_line
         self.bar: Progress | None = None
         self.task: TaskID | None = None
 
     def __call__(self, event: str, **fields: Any) -> None:
         if event == "bootstrap-view" and self.bar is not None and self.task is not None:
-            self.bar.console.print(
-                f"  [{fields['done']}/{fields['total']}] {fields['view']}: "
-                f"{fields['rows']} rows written",
-                markup=False,
-            )
+            self.bar.console.print(self.view_line(**fields), markup=False)
             self.bar.update(self.task, advance=1, description=str(fields["view"]))
             return
         self.lines(event, **fields)

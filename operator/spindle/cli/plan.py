@@ -31,12 +31,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "pipeline's root: <storage uri>/<namespace>/<name>).",
             )
         uri = f"{storage.uri.rstrip('/')}/{meta.namespace}/{meta.name}"
-    env = S3Options.from_env()
-    s3 = S3Options(
-        endpoint=(storage.endpoint if storage else None) or env.endpoint,
-        region=(storage.region if storage else None) or env.region,
-        access_key=env.access_key,
-        secret_key=env.secret_key,
+    s3 = S3Options.from_env().located(
+        endpoint=storage.endpoint if storage else None, region=storage.region if storage else None
     )
     root, _, checkpoint_id = uri.partition("#")
     store = open_store(root, s3=s3)

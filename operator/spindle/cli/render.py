@@ -21,29 +21,12 @@ def console(*, stderr: bool = False) -> Console:
 
 
 def plan_table(plan: ChangePlan) -> Table:
-    table = Table(title=f"Change {plan.change_id}", title_justify="left")
-    for column in ("object", "kind", "status", "reasons", "category"):
-        table.add_column(column)
-    for name in sorted(plan.changes):
-        change = plan.changes[name]
-        style = STATUS_STYLE[change.status.value]
-        table.add_row(
-            name,
-            change.kind,
-            f"[{style}]{change.status.value}[/]",
-            ", ".join(change.reasons),
-            change.category.value if change.category else "",
-        )
-    for list_name, keys in plan.diff.connector_lists.items():
-        status, direction, _ = list_name.split("_", 2)
-        for key in keys:
-            style = STATUS_STYLE[status]
-            table.add_row(key, f"{direction} connector", f"[{style}]{status}[/]", "", "")
-    return table
+    body = plan.to_json()
+    return change_table(plan.change_id, body["changes"], body)
 
 
 def change_table(change_id: str, changes: dict[str, Any], diff: dict[str, Any]) -> Table:
-    """The same table from a recorded pending change (`status.pendingChange`)."""
+    """The change table from a plan's JSON, or a recorded one (`status.pendingChange`)."""
     table = Table(title=f"Change {change_id}", title_justify="left")
     for column in ("object", "kind", "status", "reasons", "category"):
         table.add_column(column)

@@ -54,7 +54,6 @@ def cmd_operator(args: argparse.Namespace) -> int:
                 termination_grace_seconds=args.stop_grace,
             ),
             default_storage=_default_storage(args),
-            stop_grace_seconds=args.stop_grace,
         ),
         namespaces=None if args.all_namespaces else list(args.namespace),
         resync=args.resync,

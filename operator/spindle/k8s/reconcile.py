@@ -20,14 +20,20 @@ from pydantic import ValidationError
 
 from spindle.api import PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
+from spindle.api.types import APPROVE_ANNOTATION
 from spindle.checkpoint import CheckpointStore, Manifest, PipelineRef, S3Options, open_store
 from spindle.checkpoint.origin import starting_checkpoint
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing
-from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver
+from spindle.k8s.pods import (
+    LABEL_MODE,
+    DriverSettings,
+    current_pod,
+    driver_pod,
+    observed_driver,
+)
 from spindle.lifecycle import Action, Decision, Observation, decide, failed, new_events, report
 
-APPROVE = "spindle.dev/approve"
 log = logging.getLogger("spindle.reconcile")
 
 
@@ -35,7 +41,6 @@ log = logging.getLogger("spindle.reconcile")
 class Settings:
     driver: DriverSettings
     default_storage: StorageSpec | None = None
-    stop_grace_seconds: int = 120
 
 
 @dataclass(frozen=True)
@@ -69,10 +74,9 @@ class Reconciler:
         try:
             spec = PipelineSpec.model_validate(pipeline.get("spec") or {})
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
+            where, problem = first_problem(error)
             raise Unobservable(
-                failed("InvalidSpec", f"spec.{where}: {first['msg']}. Fix the Pipeline spec.")
+                failed("InvalidSpec", f"spec.{where}: {problem}. Fix the Pipeline spec.")
             ) from None
         if spec.storage is None:
             if self.settings.default_storage is None:
@@ -110,16 +114,17 @@ class Reconciler:
             endpoint=storage.endpoint, region=storage.region, access_key=keys[0], secret_key=keys[1]
         )
 
-    def store(self, namespace: str, name: str, spec: PipelineSpec) -> CheckpointStore:
+    def store(
+        self, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
+    ) -> CheckpointStore:
         assert spec.storage is not None
-        s3 = self._s3(namespace, spec.storage)
         key = (f"{spec.storage.uri}|{namespace}|{name}", s3)
         if key not in self._stores:
             self._stores[key] = open_store(spec.storage.uri, namespace=namespace, name=name, s3=s3)
         return self._stores[key]
 
     def _checkpoint(
-        self, store: CheckpointStore, namespace: str, name: str, spec: PipelineSpec
+        self, store: CheckpointStore, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
     ) -> Manifest | None:
         assert spec.storage is not None
         try:
@@ -127,7 +132,7 @@ class Reconciler:
                 store,
                 start_from=spec.storage.start_from,
                 pipeline=PipelineRef(namespace=namespace, name=name),
-                s3=self._s3(namespace, spec.storage),
+                s3=s3,
                 adopt=False,
             )
         except SpindleError as error:
@@ -141,7 +146,7 @@ class Reconciler:
             return None  # driver pods go with it (ownerReferences)
         meta = pipeline["metadata"]
         generation = int(meta.get("generation", 1))
-        approval = (meta.get("annotations") or {}).get(APPROVE)
+        approval = (meta.get("annotations") or {}).get(APPROVE_ANNOTATION)
         previous = _previous(pipeline)
         pods = self.cluster.driver_pods(namespace, name)
         pod = current_pod(pods, owner_uid=meta["uid"])
@@ -149,9 +154,11 @@ class Reconciler:
         root: str | None = None
         try:
             spec = self.spec_of(pipeline)
-            store = self.store(namespace, name, spec)
+            assert spec.storage is not None
+            s3 = self._s3(namespace, spec.storage)  # the Secret is read once per reconcile
+            store = self.store(namespace, name, spec, s3)
             root = store.uri
-            checkpoint = self._checkpoint(store, namespace, name, spec)
+            checkpoint = self._checkpoint(store, namespace, name, spec, s3)
         except Unobservable as problem:
             observation = Observation(
                 spec=PipelineSpec(sql=""), generation=generation, checkpoint=None
@@ -198,7 +205,9 @@ class Reconciler:
         if decision.action is Action.STOP_DRIVER and pod is not None:
             if not pod["metadata"].get("deletionTimestamp"):
                 log.info("stopping driver %s (%s)", pod["metadata"]["name"], decision.reason)
-                self.cluster.delete_pod(pod, grace_seconds=self.settings.stop_grace_seconds)
+                self.cluster.delete_pod(
+                    pod, grace_seconds=self.settings.driver.termination_grace_seconds
+                )
             return pod, 2.0
         if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
             return pod, None
@@ -273,7 +282,9 @@ class Reconciler:
         """`deleteOnPipelineDeletion: true`: remove the pipeline's checkpoints and state."""
         meta = pipeline["metadata"]
         spec = self.spec_of(pipeline)
-        store = self.store(meta["namespace"], meta["name"], spec)
+        assert spec.storage is not None
+        s3 = self._s3(meta["namespace"], spec.storage)
+        store = self.store(meta["namespace"], meta["name"], spec, s3)
         keys = [item.key for item in store.objects.scan("")]
         for start in range(0, len(keys), 500):
             store.objects.delete(keys[start : start + 500])
@@ -305,7 +316,7 @@ def _driver_status(pod: dict[str, Any] | None) -> DriverStatus | None:
     if meta.get("deletionTimestamp"):
         phase = "Terminating"
     return DriverStatus(
-        name=meta["name"], mode=meta.get("labels", {}).get("spindle.dev/mode", "run"), phase=phase
+        name=meta["name"], mode=meta.get("labels", {}).get(LABEL_MODE, "run"), phase=phase
     )
 
 

@@ -143,13 +143,7 @@ class LocalPipeline:
             return f"{base}/{namespace}/{self.name}", None
         root = f"{storage.uri.rstrip('/')}/{namespace}/{self.name}"
         if storage.uri.startswith("s3://"):
-            options = S3Options.from_env()
-            options = S3Options(
-                endpoint=storage.endpoint or options.endpoint,
-                region=storage.region or options.region,
-                access_key=options.access_key,
-                secret_key=options.secret_key,
-            )
+            options = S3Options.from_env().located(endpoint=storage.endpoint, region=storage.region)
             return root, options
         return root, None
 

@@ -18,6 +18,11 @@ from spindle.runtime.engine import Runtime
 Say = Callable[[str], None]
 
 
+def view_line(**fields: Any) -> str:
+    """One view evaluated by a bootstrap, as a progress line."""
+    return f"  [{fields['done']}/{fields['total']}] {fields['view']}: {fields['rows']} rows written"
+
+
 def reporter(say: Say) -> Callable[..., None]:
     """Turn the runtime's progress events into readable lines."""
 
@@ -28,10 +33,7 @@ def reporter(say: Say) -> Callable[..., None]:
                 "evaluate from stored state (no input is read)."
             )
         elif event == "bootstrap-view":
-            say(
-                f"  [{fields['done']}/{fields['total']}] {fields['view']}: "
-                f"{fields['rows']} rows written"
-            )
+            say(view_line(**fields))
         elif event == "bootstrap-done":
             say(
                 f"Bootstrap committed as checkpoint {fields['checkpoint']} "

@@ -48,7 +48,7 @@ crds: venv
 bench: venv
 	@$(BIN)/python bench/plan.py
 	@$(BIN)/python bench/bootstrap.py
-	@$(BIN)/python -P bench/operator.py
+	@$(BIN)/python bench/operator_load.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,8 +1,10 @@
 """Benchmark: `spindle diff` on generated programs of 100, 1,000 and 10,000 views.
 
 Each view joins two earlier relations and aggregates; the new program changes one view in the
-middle. Prints the wall time of the real CLI (a subprocess, as a user runs it) and of the
-in-process plan, plus the growth ratios between sizes (linear growth is a ratio of about 10).
+middle. Prints the wall time of the real CLI (a subprocess, as a user runs it: median and
+fastest of --runs; one run at 10,000 views) and of the in-process plan analyzed serially (what
+the operator does, from a cold cache), plus the growth ratios between sizes (linear growth is a
+ratio of about 10).
 
     python bench/plan.py [--sizes 100,1000,10000]
 """
@@ -11,14 +13,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import sqlglot
+import sqlglot.parser
+
+from spindle.cli import analysis
 from spindle.plan import make_plan
-from spindle.program import parse_program
+from spindle.program import parse_program, statements
 
 TABLES = 5
 
@@ -48,44 +55,44 @@ def timed(fn: object) -> float:
     return time.perf_counter() - start
 
 
+def spindle_diff(old: Path, new: Path) -> float:
+    """Wall time of one `spindle diff --json` process, as a user runs it."""
+    command = [sys.executable, "-m", "spindle.cli.main", "diff", "--json", str(old), str(new)]
+    return timed(lambda: subprocess.run(command, check=True, capture_output=True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,1000,10000")
-    sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
+    parser.add_argument("--runs", type=int, default=5, help="CLI runs per size (median, min)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    compiled = sqlglot.parser.__file__.endswith(".so")
+    print(
+        f"sqlglot {sqlglot.__version__} ({'compiled' if compiled else 'pure Python'}), "
+        f"{analysis.worker_count()} analysis workers in the CLI, {args.runs} CLI runs per size"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             old, new = Path(tmp, f"old{size}.sql"), Path(tmp, f"new{size}.sql")
             old.write_text(generate(size))
             new.write_text(generate(size, changed=size // 2))
-            cli = timed(
-                lambda old=old, new=new: subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "spindle.cli.main",
-                        "diff",
-                        "--json",
-                        str(old),
-                        str(new),
-                    ],
-                    check=True,
-                    capture_output=True,
-                )
-            )
-            from spindle.program import statements
-
-            statements._analyze.cache_clear()
+            runs = sorted(spindle_diff(old, new) for _ in range(args.runs if size <= 1000 else 1))
+            statements.forget_all()
             old_text, new_text = old.read_text(), new.read_text()
             start = time.perf_counter()
             plan = make_plan(old=parse_program(old_text), new=parse_program(new_text))
             in_process = time.perf_counter() - start
             modified = len(plan.diff.program_diff.modified_views)
-            rows.append((size, cli, in_process, modified))
-    print(f"{'views':>7} {'spindle diff (s)':>17} {'in-process (s)':>15} {'modified':>9}")
-    for size, cli, in_process, modified in rows:
-        print(f"{size:>7} {cli:>17.3f} {in_process:>15.3f} {modified:>9}")
-    for (a, cli_a, in_a, _), (b, cli_b, in_b, _) in itertools.pairwise(rows):
+            rows.append((size, statistics.median(runs), runs[0], in_process, modified))
+    print(
+        f"{'views':>7} {'spindle diff median (s)':>24} {'min (s)':>8} "
+        f"{'in-process serial (s)':>22} {'modified':>9}"
+    )
+    for size, median, fastest, in_process, modified in rows:
+        print(f"{size:>7} {median:>24.3f} {fastest:>8.3f} {in_process:>22.3f} {modified:>9}")
+    for (a, cli_a, _, in_a, _), (b, cli_b, _, in_b, _) in itertools.pairwise(rows):
         print(
             f"growth {a}->{b} views (x{b / a:.0f}): cli x{cli_b / cli_a:.2f}, "
             f"in-process x{in_b / in_a:.2f}"

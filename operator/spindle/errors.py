@@ -8,9 +8,10 @@ driver's reports all speak the same shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # pydantic is not imported by commands that only read SQL
+    from pydantic import ValidationError
 
 
 class SpindleError(Exception):

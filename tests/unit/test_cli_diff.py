@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 GRADES = Path("examples/grades")
 
 
-def spindle(*args: str) -> subprocess.CompletedProcess[str]:
+def spindle(*args: str, workers: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **({"SPINDLE_WORKERS": str(workers)} if workers else {})}
     return subprocess.run(
         [sys.executable, "-m", "spindle.cli.main", *args],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
 
 
@@ -84,3 +88,60 @@ def test_missing_file_is_a_clear_error() -> None:
     result = spindle("diff", "--json", "nope.sql", str(GRADES / "v1.sql"))
     assert result.returncode == 1
     assert json.loads(result.stdout)["error_code"] == "FileUnreadable"
+
+
+def large_program(views: int, *, changed: int = -1, broken: int = -1) -> str:
+    """Tables with lateness and a UDF, then views over CTEs, joins and the UDF."""
+    lines = [
+        "create function bump(x int) returns int as x + 1;",
+        "create table t0 (id bigint, k int, ts timestamp lateness interval 1 hour);",
+        "create table t1 (id bigint, k int) with ('materialized' = 'true');",
+    ]
+    names = ["t0", "t1"]
+    for i in range(views):
+        left, right = names[(i * 7) % len(names)], names[(i * 3 + 1) % len(names)]
+        threshold = 1 if i == changed else 0
+        where = "wher" if i == broken else "where"
+        lines.append(
+            f"create view v{i} as with base as (select id, k from {left}) "
+            f"select b.id, bump(b.k) as k from base b join {right} r on b.id = r.id "
+            f"{where} b.k > {threshold};"
+        )
+        names.append(f"v{i}")
+    return "\n".join(lines) + "\n"
+
+
+def test_large_programs_are_analyzed_in_parallel_with_the_same_result(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.sql", tmp_path / "new.sql"
+    old.write_text(large_program(300))
+    new.write_text(large_program(300, changed=150))
+    serial = spindle("diff", "--json", str(old), str(new), workers=1)
+    parallel = spindle("diff", "--json", str(old), str(new), workers=2)
+    assert serial.returncode == parallel.returncode == 0, serial.stderr + parallel.stderr
+    assert json.loads(parallel.stdout) == json.loads(serial.stdout)
+    modified = json.loads(serial.stdout)["program_diff"]["modified_views"]
+    assert "v150" in modified and "v149" not in modified
+
+
+def test_parallel_analysis_fills_the_statement_cache() -> None:
+    from spindle.cli import analysis
+    from spindle.program import parse_program, statements
+
+    statements.forget_all()
+    text = large_program(300)
+    assert analysis.prime([text], workers=2) == 303
+    assert all(statements.known(s.text) for s in statements.split(text))
+    assert analysis.prime([text], workers=2) == 0  # nothing left to analyze
+    assert parse_program(text).views["v299"].query.find(exp.Join) is not None  # lazy AST
+
+
+def test_a_broken_statement_in_a_large_program_is_located_in_parallel_too(tmp_path: Path) -> None:
+    old, new = tmp_path / "old.sql", tmp_path / "new.sql"
+    old.write_text(large_program(300))
+    new.write_text(large_program(300, broken=250))
+    bodies = [
+        json.loads(spindle("diff", "--json", str(old), str(new), workers=n).stdout) for n in (1, 2)
+    ]
+    assert bodies[0] == bodies[1]
+    assert bodies[0]["error_code"] == "InvalidProgram"
+    assert bodies[0]["details"]["line"] == 254, bodies[0]

@@ -72,6 +72,47 @@ def test_connectors_are_parsed_and_unnamed_ones_named_with_a_warning() -> None:
     assert len(program.warnings) == 1 and "unnamed-0" in program.warnings[0]
 
 
+def test_lateness_is_lifted_from_sqlglot_tokens_not_text() -> None:
+    program = parse_program(
+        """create table t (
+             lateness int,                                -- a column named lateness
+             "Ts" timestamp not null lateness interval '1:30' hour to minute,
+             at timestamp lateness interval 5 minutes not null primary key,
+             note varchar default 'lateness interval 1 hour',
+             day date lateness interval (1 + 1) day
+           );
+           create view v as select lateness, note from t;"""
+    )
+    table = program.tables["t"]
+    assert [c.name for c in table.columns] == ["lateness", "Ts", "at", "note", "day"]
+    assert [c.lateness for c in table.columns] == [
+        None,
+        "INTERVAL '1:30' HOUR TO MINUTE",
+        "INTERVAL '5' MINUTES",
+        None,
+        "INTERVAL (1 + 1) DAY",
+    ]
+    assert not table.columns[1].nullable and not table.columns[2].nullable
+    assert table.primary_key == ("at",)
+    assert program.views["v"].dependencies == ("t",)
+
+
+@pytest.mark.parametrize(
+    ("sql", "column", "words"),
+    [
+        ("create table t (a int, primary key (a) lateness interval 1 hour);", 40, "column"),
+        ("create table t (ts timestamp lateness 1 hour);", 39, "one expression"),
+        ("create table t (ts timestamp lateness interval);", 39, "a constant"),
+        ("create table t (ts timestamp lateness interval 1 hour + x);", 39, "a constant"),
+    ],
+)
+def test_misplaced_lateness_is_located(sql: str, column: int, words: str) -> None:
+    error = error_of(sql)
+    assert error.reason == "InvalidProgram"
+    assert (error.details["line"], error.details["column"]) == (1, column), error.message
+    assert words in error.message
+
+
 @pytest.mark.parametrize(
     ("sql", "reason", "line", "column"),
     [

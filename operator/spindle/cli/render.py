@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
+    from rich.console import Console
+    from rich.table import Table
 
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
@@ -17,6 +18,8 @@ STATUS_STYLE = {"added": "green", "removed": "red", "modified": "yellow"}
 
 
 def console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
@@ -27,6 +30,8 @@ def plan_table(plan: ChangePlan) -> Table:
 
 def change_table(change_id: str, changes: dict[str, Any], diff: dict[str, Any]) -> Table:
     """The change table from a plan's JSON, or a recorded one (`status.pendingChange`)."""
+    from rich.table import Table
+
     table = Table(title=f"Change {change_id}", title_justify="left")
     for column in ("object", "kind", "status", "reasons", "category"):
         table.add_column(column)

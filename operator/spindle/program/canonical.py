@@ -14,7 +14,7 @@ unquoted identifier case and alias spelling therefore never count as a change.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -32,11 +32,26 @@ def _alias_owner(alias: exp.TableAlias) -> bool:
     return isinstance(alias.parent, exp.Table | exp.Subquery | exp.CTE | exp.Lateral | exp.Unnest)
 
 
-def positional_aliases(tree: exp.Expr) -> list[Edit]:
+CENSUS_TYPES: tuple[type[exp.Expr], ...] = (
+    exp.TableAlias,
+    exp.Column,
+    exp.Table,
+    exp.CTE,
+    exp.Join,
+    exp.Func,
+)
+
+
+def census(tree: exp.Expr) -> list[exp.Expr]:
+    """The nodes the passes (and `called_functions`) look at, in walk order: one walk serves
+    them all."""
+    return list(tree.find_all(*CENSUS_TYPES))
+
+
+def positional_aliases(nodes: Sequence[exp.Expr]) -> list[Edit]:
     """Edits that give every source a positional alias; the renaming is injective, so
     different queries never share a canonical form."""
     mapping: dict[str, str] = {}
-    nodes = list(tree.walk())
     for node in nodes:
         if (isinstance(node, exp.TableAlias) and _alias_owner(node) and node.this) or (
             isinstance(node, exp.Table) and not node.alias and not node.db
@@ -44,7 +59,7 @@ def positional_aliases(tree: exp.Expr) -> list[Edit]:
             mapping.setdefault(node.name, f"{_ALIAS_PREFIX}{len(mapping)}")
     if not mapping:
         return []
-    cte_names = {cte.alias for cte in tree.find_all(exp.CTE)}
+    cte_names = {node.alias for node in nodes if isinstance(node, exp.CTE)}
 
     def fresh(name: str) -> exp.Identifier:
         return exp.Identifier(this=mapping[name], quoted=True)
@@ -63,15 +78,18 @@ def positional_aliases(tree: exp.Expr) -> list[Edit]:
     return edits
 
 
-def optional_inner(tree: exp.Expr) -> list[Edit]:
+def optional_inner(nodes: Sequence[exp.Expr]) -> list[Edit]:
     return [
         (join, "kind", None)
-        for join in tree.find_all(exp.Join)
-        if (join.args.get("kind") or "").upper() == "INNER"
+        for join in nodes
+        if isinstance(join, exp.Join) and (join.args.get("kind") or "").upper() == "INNER"
     ]
 
 
-PASSES: tuple[Callable[[exp.Expr], list[Edit]], ...] = (positional_aliases, optional_inner)
+PASSES: tuple[Callable[[Sequence[exp.Expr]], list[Edit]], ...] = (
+    positional_aliases,
+    optional_inner,
+)
 
 # Trees are shared through the statement cache; edits are serialized so that concurrent
 # readers (the operator runs sync handlers in threads) never see a half-edited tree.
@@ -79,17 +97,18 @@ _EDITING = threading.RLock()
 
 
 @contextmanager
-def canonical_form(tree: exp.Expr) -> Iterator[exp.Expr]:
-    """Temporarily put `tree` in canonical form; it is restored on exit."""
+def canonical_form(tree: exp.Expr, nodes: Sequence[exp.Expr] | None = None) -> Iterator[exp.Expr]:
+    """Temporarily put `tree` in canonical form; it is restored on exit. `nodes` is the tree's
+    `census`, when the caller has it already."""
     undo: list[Edit] = []
     with _EDITING:
-        yield from _edited(tree, undo)
+        yield from _edited(tree, census(tree) if nodes is None else nodes, undo)
 
 
-def _edited(tree: exp.Expr, undo: list[Edit]) -> Iterator[exp.Expr]:
+def _edited(tree: exp.Expr, nodes: Sequence[exp.Expr], undo: list[Edit]) -> Iterator[exp.Expr]:
     try:
         for make_edits in PASSES:
-            for node, key, value in make_edits(tree):
+            for node, key, value in make_edits(nodes):
                 undo.append((node, key, node.args.get(key)))
                 node.set(key, value)
         yield tree
@@ -102,8 +121,8 @@ def render(tree: exp.Expr) -> str:
     return tree.sql(dialect=DIALECT, comments=False, copy=False)
 
 
-def canonical_sql(tree: exp.Expr) -> str:
-    with canonical_form(tree) as canonical:
+def canonical_sql(tree: exp.Expr, nodes: Sequence[exp.Expr] | None = None) -> str:
+    with canonical_form(tree, nodes) as canonical:
         return render(canonical)
 
 

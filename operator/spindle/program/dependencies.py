@@ -6,6 +6,8 @@ not a dependency on that table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import traverse_scope
@@ -47,10 +49,15 @@ def function_name(node: exp.Func) -> str:
     return node.sql_name().lower()
 
 
-def called_functions(tree: exp.Expr) -> tuple[Reference, ...]:
-    """Every function call in the tree (built-in or not), by lower-cased name."""
+def called_functions(
+    tree: exp.Expr, nodes: Iterable[exp.Expr] | None = None
+) -> tuple[Reference, ...]:
+    """Every function call in the tree (built-in or not), by lower-cased name. `nodes`, when
+    given, are the tree's nodes in walk order (a census taken for other passes too)."""
     found: dict[str, Reference] = {}
-    for node in tree.find_all(exp.Func):
+    for node in tree.find_all(exp.Func) if nodes is None else nodes:
+        if not isinstance(node, exp.Func):
+            continue
         name = function_name(node)
         found.setdefault(name, Reference(name=name, offset=_offset(node)))
     return tuple(found.values())

@@ -104,8 +104,6 @@ class Reference:
 @dataclass(frozen=True)
 class View:
     name: str
-    query: exp.Query
-    """The query AST. Shared and cached: never mutate it, copy it first."""
     materialized: bool
     dependencies: tuple[str, ...]
     """Tables and views the query really reads (CTEs resolved), sorted."""
@@ -117,18 +115,33 @@ class View:
     canonical: str
     """The canonical form of the query: what decides whether the query changed."""
 
+    @property
+    def query(self) -> exp.Query:
+        """The query AST, parsed from `text` on first use and cached. Shared: never mutate it,
+        copy it first."""
+        query = _tree(self.text).expression
+        assert isinstance(query, exp.Query)
+        return query
+
 
 @dataclass(frozen=True)
 class Function:
     name: str
     parameters: tuple[tuple[str, str], ...]
     returns: str
-    body: exp.Expr
     calls: tuple[str, ...]
     """Other user-defined functions this function calls, sorted."""
     position: Position
     text: str
     canonical: str
+
+    @property
+    def body(self) -> exp.Expr:
+        """The body expression, parsed from `text` on first use and cached. Shared: never
+        mutate it, copy it first."""
+        body = _tree(self.text).expression
+        assert isinstance(body, exp.Expr)
+        return body
 
 
 @dataclass(frozen=True)
@@ -153,3 +166,10 @@ class Program:
         for view in self.views.values():
             found.extend(view.connectors)
         return tuple(found)
+
+
+def _tree(text: str) -> exp.Create:
+    # Imported here: the statements module builds these values, so it imports this one.
+    from spindle.program.statements import parsed
+
+    return parsed(text).create

@@ -109,7 +109,6 @@ def parse_program(text: str) -> Program:
             view_reads[facts.name] = (statement, facts)
             views[facts.name] = View(
                 name=facts.name,
-                query=facts.query,
                 materialized=facts.materialized,
                 dependencies=tuple(sorted({r.name for r in facts.reads})),
                 functions=(),
@@ -123,7 +122,6 @@ def parse_program(text: str) -> Program:
                 name=facts.name,
                 parameters=facts.parameters,
                 returns=facts.returns,
-                body=facts.body,
                 calls=tuple(sorted({c.name for c in facts.calls} - {facts.name})),
                 position=position,
                 text=statement.text,

@@ -9,22 +9,26 @@ share most statements (the usual diff) parse and canonicalize the shared ones on
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.errors import located
-from spindle.program.canonical import canonical_sql, render
+from spindle.program.canonical import canonical_sql, census, render
 from spindle.program.dependencies import called_functions, read_relations
-from spindle.program.dialect import DIALECT, LatenessColumnConstraint
+from spindle.program.dialect import DIALECT
+from spindle.program.lateness import LatenessClause, lift_lateness
 from spindle.program.model import Column, Position, Reference
 
 _TYPE_ALIASES = {"TEXT": "VARCHAR", "STRING": "VARCHAR"}
+_NONE: Mapping[int, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,10 @@ class Statement:
 
     def locate(self, offset: int) -> Position:
         """The program position of a character offset within this statement."""
-        before = self.text[:offset]
-        newlines = before.count("\n")
+        newlines = self.text.count("\n", 0, offset)
         if newlines == 0:
             return Position(self.line, self.column + offset)
-        return Position(self.line + newlines, offset - before.rfind("\n"))
+        return Position(self.line + newlines, offset - self.text.rfind("\n", 0, offset))
 
     def locate_line_col(self, line: int, col: int) -> Position:
         if line <= 1:
@@ -89,6 +92,7 @@ def _statement_end(program: str, index: int) -> int:
     return end
 
 
+@lru_cache(maxsize=8)
 def split(program: str) -> tuple[Statement, ...]:
     """Statements in program order; comments and whitespace around them are dropped.
 
@@ -130,7 +134,6 @@ class TableFacts:
 class ViewFacts:
     name: str
     name_offset: int
-    query: exp.Query
     materialized: bool
     properties: tuple[tuple[str, str], ...]
     reads: tuple[Reference, ...]
@@ -144,7 +147,6 @@ class FunctionFacts:
     name_offset: int
     parameters: tuple[tuple[str, str], ...]
     returns: str
-    body: exp.Expr
     calls: tuple[Reference, ...]
     canonical: str
 
@@ -164,6 +166,13 @@ class _Problem(Exception):
             col,
             details,
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries (parallel analysis)
+        return (_problem, (self.reason, self.message, self.line, self.col, self.details))
+
+
+def _problem(reason: str, message: str, line: int, col: int, details: dict[str, Any]) -> _Problem:
+    return _Problem(reason=reason, message=message, line=line, col=col, **details)
 
 
 def _meta_offset(node: exp.Expr | None) -> int:
@@ -192,7 +201,7 @@ def _string_properties(create: exp.Create) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def _table_facts(create: exp.Create) -> TableFacts:
+def _table_facts(create: exp.Create, *, lateness: Mapping[int, str] = _NONE) -> TableFacts:
     schema = create.this
     if not isinstance(schema, exp.Schema) or create.expression is not None:
         raise _Problem(
@@ -204,10 +213,9 @@ def _table_facts(create: exp.Create) -> TableFacts:
     table = schema.this
     columns: list[Column] = []
     primary_key: list[str] = []
-    for item in schema.expressions:
+    for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True
-            lateness: str | None = None
             for constraint in item.constraints:
                 kind = constraint.kind
                 if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get(
@@ -217,8 +225,6 @@ def _table_facts(create: exp.Create) -> TableFacts:
                 elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
                     primary_key.append(item.name)
                     nullable = False
-                elif isinstance(kind, LatenessColumnConstraint):
-                    lateness = render(kind.this)
             kind_node = item.args.get("kind")
             if not isinstance(kind_node, exp.DataType):
                 raise _Problem(
@@ -227,7 +233,14 @@ def _table_facts(create: exp.Create) -> TableFacts:
                     line=1,
                     col=1,
                 )
-            columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness))
+            columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness.get(element)))
+        elif element in lateness:
+            raise _Problem(
+                reason="InvalidProgram",
+                message="LATENESS belongs to a column definition: `col TYPE LATENESS <interval>`",
+                line=1,
+                col=1,
+            )
         elif isinstance(item, exp.PrimaryKey):
             primary_key.extend(
                 e.name for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)
@@ -256,17 +269,17 @@ def _view_facts(create: exp.Create) -> ViewFacts:
     table = target.this if isinstance(target, exp.Schema) else target
     props = create.args.get("properties")
     materialized = bool(props and props.find(exp.MaterializedProperty))
-    canonical = canonical_sql(query)
+    nodes = census(query)
+    canonical = canonical_sql(query, nodes)
     if isinstance(target, exp.Schema):
         canonical = f"({', '.join(c.name for c in target.expressions)}) {canonical}"
     return ViewFacts(
         name=table.name,
         name_offset=_meta_offset(table),
-        query=query,
         materialized=materialized,
         properties=_string_properties(create),
         reads=read_relations(query),
-        calls=called_functions(query),
+        calls=called_functions(query, nodes),
         canonical=canonical,
     )
 
@@ -294,7 +307,6 @@ def _function_facts(create: exp.Create) -> FunctionFacts:
         name_offset=_meta_offset(udf.this),
         parameters=parameters,
         returns=_type_sql(return_type) if isinstance(return_type, exp.DataType) else "",
-        body=body,
         calls=called_functions(body),
         canonical=canonical_sql(create),
     )
@@ -307,14 +319,30 @@ _ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {
 }
 
 
-@lru_cache(maxsize=65536)
-def _analyze(text: str) -> Facts:
+def _normalized_identifiers(statement: exp.Expr) -> bool:
+    """Lower-case unquoted identifiers (they are case-insensitive, as in sqlglot's default
+    dialect; quoted ones are kept exactly). False when the statement holds an opaque `Command`
+    (what sqlglot keeps of syntax it cannot parse), which is refused."""
+    for node in statement.find_all(exp.Identifier, exp.Command):
+        if isinstance(node, exp.Command):
+            return False
+        if isinstance(node, exp.Identifier) and not node.quoted:
+            name = node.this
+            lowered = name.lower()
+            if lowered != name:
+                node.set("this", lowered)
+    return True
+
+
+def _at(text: str, token: Token) -> dict[str, int]:
+    """The statement-relative line and column where `token` starts."""
+    line_start = text.rfind("\n", 0, token.start) + 1
+    return {"line": text.count("\n", 0, token.start) + 1, "col": token.start - line_start + 1}
+
+
+def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
     try:
-        parsed = DIALECT.parse(text)
-    except TokenError as error:
-        raise _Problem(
-            reason="InvalidProgram", message=f"Cannot tokenize: {error}", line=1, col=1
-        ) from None
+        return DIALECT.parser().parse(tokens, text)
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
         description = first.get("description") or str(error)
@@ -324,11 +352,98 @@ def _analyze(text: str) -> Facts:
             line=int(first.get("line") or 1),
             col=max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1),
         ) from None
-    statement = parsed[0] if parsed else None
+
+
+def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]) -> dict[int, str]:
+    """Each LATENESS interval (canonical SQL) by the index of its column definition."""
+    schema = create.this
+    items = schema.expressions if isinstance(schema, exp.Schema) else []
+    found: dict[int, str] = {}
+    for clause in clauses:
+        if not clause.interval:
+            raise _Problem(
+                reason="InvalidProgram",
+                message="Expecting an interval after LATENESS, for example INTERVAL 1 HOUR",
+                **_at(text, clause.following or clause.keyword),
+            )
+        if clause.element >= len(items) or not isinstance(items[clause.element], exp.ColumnDef):
+            raise _Problem(
+                reason="InvalidProgram",
+                message="LATENESS belongs to a column definition: `col TYPE LATENESS <interval>`",
+                **_at(text, clause.keyword),
+            )
+        parsed = _parse(text, list(clause.interval))
+        interval = parsed[0] if len(parsed) == 1 else None
+        if interval is None or isinstance(interval, exp.Alias):
+            raise _Problem(
+                reason="InvalidProgram",
+                message="LATENESS takes one expression, for example INTERVAL 1 HOUR",
+                **_at(text, clause.interval[0]),
+            )
+        if interval.find(exp.Column, exp.Query) is not None:
+            raise _Problem(
+                reason="InvalidProgram",
+                message="LATENESS takes a constant, for example INTERVAL 1 HOUR (or 10 for a "
+                "numeric column)",
+                **_at(text, clause.interval[0]),
+            )
+        found[clause.element] = render(interval)
+    return found
+
+
+_SCAN_LIMIT = 4096
+
+
+def _parses_cleanly(text: str, tokens: list[Token]) -> bool:
+    try:
+        parsed = DIALECT.parser().parse(tokens, text)
+    except ParseError:
+        return False
+    return len(parsed) == 1 and parsed[0] is not None and not parsed[0].find(exp.Command)
+
+
+def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
+    """Where sqlglot gave up on a CREATE it could only keep as an opaque `Command`: the token
+    after the longest prefix that parses on its own. (The compiled parser cannot be hooked to
+    report it, so the error path re-parses; valid programs never pay for this.)"""
+    if not tokens or tokens[0].token_type != TokenType.CREATE or len(tokens) > _SCAN_LIMIT:
+        return None
+    for end in range(len(tokens) - 1, 1, -1):
+        if _parses_cleanly(text, tokens[:end]):
+            return tokens[end]
+    return None
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One statement's normalized AST, and the LATENESS clauses lifted out before parsing."""
+
+    create: exp.Create
+    lateness: tuple[LatenessClause, ...]
+
+
+@lru_cache(maxsize=65536)
+def parsed(text: str) -> Parsed:
+    """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
+    shared: never mutate it (copy it first)."""
+    try:
+        tokens, lateness = lift_lateness(DIALECT.tokenize(text))
+    except TokenError as error:
+        raise _Problem(
+            reason="InvalidProgram", message=f"Cannot tokenize: {error}", line=1, col=1
+        ) from None
+    trees = _parse(text, tokens)
+    statement = trees[0] if trees else None
     if statement is None:
         raise _Problem(reason="InvalidProgram", message="Empty statement", line=1, col=1)
-    command = statement if isinstance(statement, exp.Command) else statement.find(exp.Command)
-    if command is not None:
+    if not _normalized_identifiers(statement):
+        stop = _stopping_token(text, tokens)
+        if stop is not None:
+            raise _Problem(
+                reason="InvalidProgram",
+                message=f"Syntax error: Unexpected '{stop.text}'",
+                **_at(text, stop),
+            )
         raise _Problem(
             reason="InvalidProgram",
             message=f"Unsupported statement '{text.split()[0].upper()} ...': Spindle programs "
@@ -339,8 +454,7 @@ def _analyze(text: str) -> Facts:
     kind = (
         str(statement.args.get("kind") or "").upper() if isinstance(statement, exp.Create) else ""
     )
-    analyzer = _ANALYZERS.get(kind)
-    if analyzer is None:
+    if kind not in _ANALYZERS:
         raise _Problem(
             reason="InvalidProgram",
             message=f"Unsupported statement '{statement.key.upper()}': Spindle programs contain "
@@ -348,15 +462,63 @@ def _analyze(text: str) -> Facts:
             line=1,
             col=1,
         )
-    normalized = normalize_identifiers(statement, dialect=DIALECT)
-    assert isinstance(normalized, exp.Create)
-    return analyzer(normalized)
+    assert isinstance(statement, exp.Create)
+    return Parsed(statement, lateness)
+
+
+def _analyze(text: str) -> Facts:
+    tree = parsed(text)
+    create = tree.create
+    kind = str(create.args.get("kind") or "").upper()
+    if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
+        return _table_facts(create, lateness=_lateness(text, create, tree.lateness))
+    return _ANALYZERS[kind](create)
+
+
+# Facts by statement text. Filled by `analyze`, or ahead of it by `remember` (the CLI analyzes
+# large programs in parallel processes); evicted oldest first. Facts hold no ASTs, so they are
+# small and cross process boundaries cheaply.
+_FACTS: dict[str, Facts] = {}
+_FACTS_LIMIT = 65536
+_FACTS_LOCK = threading.Lock()
+
+
+def remember(text: str, facts: Facts) -> None:
+    with _FACTS_LOCK:
+        _FACTS[text] = facts
+        while len(_FACTS) > _FACTS_LIMIT:
+            del _FACTS[next(iter(_FACTS))]
+
+
+def known(text: str) -> bool:
+    return text in _FACTS
+
+
+def forget_all() -> None:
+    """Empty the caches (benchmarks measure cold analysis)."""
+    with _FACTS_LOCK:
+        _FACTS.clear()
+    parsed.cache_clear()
+
+
+def analyze_texts(texts: Sequence[str]) -> list[Facts | _Problem]:
+    """Facts (or the problem) of each statement text; what a parallel worker computes."""
+    results: list[Facts | _Problem] = []
+    for text in texts:
+        try:
+            results.append(_analyze(text))
+        except _Problem as problem:
+            results.append(problem)
+    return results
 
 
 def analyze(statement: Statement) -> Facts:
     """Parse and analyze one statement; errors carry program line and column."""
+    facts = _FACTS.get(statement.text)
+    if facts is not None:
+        return facts
     try:
-        return _analyze(statement.text)
+        facts = _analyze(statement.text)
     except _Problem as problem:
         where = statement.locate_line_col(problem.line, problem.col)
         raise located(
@@ -366,3 +528,5 @@ def analyze(statement: Statement) -> Facts:
             column=where.column,
             **problem.details,
         ) from None
+    remember(statement.text, facts)
+    return facts

@@ -7,7 +7,7 @@ agent runs, so the pods stay Pending: this measures the operator, not Spark).
 Baseline, in the same run: one pipeline applied alone. Prints p50/p95 and their ratio to it,
 and the operator's peak RSS.
 
-    python -P bench/operator.py [--pipelines 200]   (-P: this file shadows the stdlib `operator`)
+    python bench/operator_load.py [--pipelines 200]
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import sqlglot.parser
 
 from spindle.cli import analysis
 from spindle.plan import make_plan
-from spindle.program import parse_program, statements
+from spindle.program import facts, parse_program
 
 TABLES = 5
 
@@ -79,7 +79,7 @@ def main() -> None:
             old.write_text(generate(size))
             new.write_text(generate(size, changed=size // 2))
             runs = sorted(spindle_diff(old, new) for _ in range(args.runs if size <= 1000 else 1))
-            statements.forget_all()
+            facts.forget_all()
             old_text, new_text = old.read_text(), new.read_text()
             start = time.perf_counter()
             plan = make_plan(old=parse_program(old_text), new=parse_program(new_text))

@@ -125,12 +125,12 @@ def test_large_programs_are_analyzed_in_parallel_with_the_same_result(tmp_path: 
 
 def test_parallel_analysis_fills_the_statement_cache() -> None:
     from spindle.cli import analysis
-    from spindle.program import parse_program, statements
+    from spindle.program import facts, parse_program, statements
 
-    statements.forget_all()
+    facts.forget_all()
     text = large_program(300)
     assert analysis.prime([text], workers=2) == 303
-    assert all(statements.known(s.text) for s in statements.split(text))
+    assert all(facts.known(s.text) for s in statements.split(text))
     assert analysis.prime([text], workers=2) == 0  # nothing left to analyze
     assert parse_program(text).views["v299"].query.find(exp.Join) is not None  # lazy AST
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from spindle.program import statements
+from spindle.program import facts, statements
 
 MIN_STATEMENTS = 256
 """Below this, forking costs more than it saves."""
@@ -38,7 +38,7 @@ def prime(programs: Iterable[str], *, workers: int) -> int:
             statement.text
             for program in programs
             for statement in statements.split(program)
-            if not statements.known(statement.text)
+            if not facts.known(statement.text)
         )
     )
     if workers < 2 or len(pending) < MIN_STATEMENTS:
@@ -55,11 +55,11 @@ def prime(programs: Iterable[str], *, workers: int) -> int:
         with ProcessPoolExecutor(
             max_workers=len(chunks), mp_context=context, initializer=gc.disable
         ) as pool:
-            results = pool.map(statements.analyze_texts, chunks)
-            for chunk, facts_of_chunk in zip(chunks, results, strict=True):
-                for text, facts in zip(chunk, facts_of_chunk, strict=True):
-                    if not isinstance(facts, Exception):
-                        statements.remember(text, facts)
+            results = pool.map(facts.analyze_texts, chunks)
+            for chunk, analyzed in zip(chunks, results, strict=True):
+                for text, found in zip(chunk, analyzed, strict=True):
+                    if not isinstance(found, Exception):
+                        facts.remember(text, found)
     except (OSError, BrokenProcessPool):  # no processes to be had: analyze serially instead
         return 0
     return len(pending)

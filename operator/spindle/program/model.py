@@ -169,7 +169,7 @@ class Program:
 
 
 def _tree(text: str) -> exp.Create:
-    # Imported here: the statements module builds these values, so it imports this one.
-    from spindle.program.statements import parsed
+    # Imported here: parsing builds these values, so it imports this module.
+    from spindle.program.syntax import parsed
 
     return parsed(text).create

@@ -7,15 +7,9 @@ from dataclasses import replace
 
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
+from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
 from spindle.program.model import Direction, Function, Position, Program, Table, View
-from spindle.program.statements import (
-    FunctionFacts,
-    Statement,
-    TableFacts,
-    ViewFacts,
-    analyze,
-    split,
-)
+from spindle.program.statements import Statement, split
 
 _TRUE = {"true", "1", "yes", "on"}
 

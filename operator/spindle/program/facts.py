@@ -1,0 +1,244 @@
+"""What each statement declares (its facts), analyzed once per distinct statement text.
+
+The analysis is a pure function of the statement text, so it is memoized: two programs that share
+most statements (the usual diff) parse and canonicalize the shared ones once. Facts hold no ASTs
+(`View.query` is parsed again from the text when needed), so they are small and cross process
+boundaries cheaply: the CLI analyzes large programs in parallel workers and `remember`s the
+results.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from sqlglot import exp
+
+from spindle.errors import located
+from spindle.program.canonical import canonical_sql, census
+from spindle.program.dependencies import called_functions, read_relations
+from spindle.program.dialect import DIALECT
+from spindle.program.model import Column, Reference
+from spindle.program.statements import Statement
+from spindle.program.syntax import Problem, invalid, parsed
+
+_TYPE_ALIASES = {"TEXT": "VARCHAR", "STRING": "VARCHAR"}
+_NONE: Mapping[int, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    name: str
+    name_offset: int
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ViewFacts:
+    name: str
+    name_offset: int
+    materialized: bool
+    properties: tuple[tuple[str, str], ...]
+    reads: tuple[Reference, ...]
+    calls: tuple[Reference, ...]
+    canonical: str
+
+
+@dataclass(frozen=True)
+class FunctionFacts:
+    name: str
+    name_offset: int
+    parameters: tuple[tuple[str, str], ...]
+    returns: str
+    calls: tuple[Reference, ...]
+    canonical: str
+
+
+Facts = TableFacts | ViewFacts | FunctionFacts
+
+
+def _meta_offset(node: exp.Expr | None) -> int:
+    if node is None:
+        return 0
+    for candidate in (node, *node.find_all(exp.Identifier)):
+        meta = candidate.meta if candidate._meta else {}
+        if "start" in meta:
+            return int(meta["start"])
+    return 0
+
+
+def _type_sql(kind: exp.DataType) -> str:
+    text = kind.sql(dialect=DIALECT)
+    return _TYPE_ALIASES.get(text.upper(), text.upper())
+
+
+def _string_properties(create: exp.Create) -> tuple[tuple[str, str], ...]:
+    props = create.args.get("properties")
+    found: list[tuple[str, str]] = []
+    for prop in props.expressions if props else []:
+        if isinstance(prop, exp.Property) and isinstance(prop.this, exp.Literal | exp.Var):
+            value = prop.args.get("value")
+            text = value.this if isinstance(value, exp.Literal) else (value.sql() if value else "")
+            found.append((str(prop.this.this).lower(), str(text)))
+    return tuple(found)
+
+
+def _table_facts(create: exp.Create, *, lateness: Mapping[int, str] = _NONE) -> TableFacts:
+    schema = create.this
+    if not isinstance(schema, exp.Schema) or create.expression is not None:
+        raise invalid("CREATE TABLE needs a column list and no AS query; declare the columns")
+    table = schema.this
+    columns: list[Column] = []
+    primary_key: list[str] = []
+    for element, item in enumerate(schema.expressions):
+        if isinstance(item, exp.ColumnDef):
+            nullable = True
+            for constraint in item.constraints:
+                kind = constraint.kind
+                if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get(
+                    "allow_null"
+                ):
+                    nullable = False
+                elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
+                    primary_key.append(item.name)
+                    nullable = False
+            kind_node = item.args.get("kind")
+            if not isinstance(kind_node, exp.DataType):
+                raise invalid(f"column '{item.name}' has no type; give it one")
+            columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness.get(element)))
+        elif isinstance(item, exp.PrimaryKey):
+            primary_key.extend(
+                e.name for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)
+            )
+    pk = set(primary_key)
+    columns = [Column(c.name, c.type, False, c.lateness) if c.name in pk else c for c in columns]
+    return TableFacts(
+        name=table.name,
+        name_offset=_meta_offset(table),
+        columns=tuple(columns),
+        primary_key=tuple(primary_key),
+        properties=_string_properties(create),
+    )
+
+
+def _view_facts(create: exp.Create) -> ViewFacts:
+    query = create.expression
+    if not isinstance(query, exp.Query):
+        raise invalid("CREATE VIEW needs AS followed by a query")
+    target = create.this
+    table = target.this if isinstance(target, exp.Schema) else target
+    props = create.args.get("properties")
+    materialized = bool(props and props.find(exp.MaterializedProperty))
+    nodes = census(query)
+    canonical = canonical_sql(query, nodes)
+    if isinstance(target, exp.Schema):
+        canonical = f"({', '.join(c.name for c in target.expressions)}) {canonical}"
+    return ViewFacts(
+        name=table.name,
+        name_offset=_meta_offset(table),
+        materialized=materialized,
+        properties=_string_properties(create),
+        reads=read_relations(query),
+        calls=called_functions(query, nodes),
+        canonical=canonical,
+    )
+
+
+def _function_facts(create: exp.Create) -> FunctionFacts:
+    udf = create.this
+    body = create.expression
+    props = create.args.get("properties")
+    returns = props.find(exp.ReturnsProperty) if props else None
+    if not isinstance(udf, exp.UserDefinedFunction) or body is None or returns is None:
+        raise invalid("CREATE FUNCTION needs (parameters) RETURNS <type> AS <expression>")
+    parameters = tuple(
+        (p.name, _type_sql(p.args["kind"]))
+        for p in udf.expressions
+        if isinstance(p, exp.ColumnDef) and isinstance(p.args.get("kind"), exp.DataType)
+    )
+    return_type = returns.this
+    return FunctionFacts(
+        name=udf.this.name,
+        name_offset=_meta_offset(udf.this),
+        parameters=parameters,
+        returns=_type_sql(return_type) if isinstance(return_type, exp.DataType) else "",
+        calls=called_functions(body),
+        canonical=canonical_sql(create),
+    )
+
+
+_ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {
+    "TABLE": _table_facts,
+    "VIEW": _view_facts,
+    "FUNCTION": _function_facts,
+}
+
+
+def _analyze(text: str) -> Facts:
+    tree = parsed(text)
+    create = tree.create
+    kind = str(create.args.get("kind") or "").upper()
+    if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
+        return _table_facts(create, lateness=tree.lateness)
+    return _ANALYZERS[kind](create)
+
+
+# Facts by statement text. Filled by `analyze`, or ahead of it by `remember` (the CLI analyzes
+# large programs in parallel processes); evicted oldest first. Facts hold no ASTs, so they are
+# small and cross process boundaries cheaply.
+_FACTS: dict[str, Facts] = {}
+_FACTS_LIMIT = 65536
+_FACTS_LOCK = threading.Lock()
+
+
+def remember(text: str, facts: Facts) -> None:
+    with _FACTS_LOCK:
+        _FACTS[text] = facts
+        while len(_FACTS) > _FACTS_LIMIT:
+            del _FACTS[next(iter(_FACTS))]
+
+
+def known(text: str) -> bool:
+    return text in _FACTS
+
+
+def forget_all() -> None:
+    """Empty the caches (benchmarks measure cold analysis)."""
+    with _FACTS_LOCK:
+        _FACTS.clear()
+    parsed.cache_clear()
+
+
+def analyze_texts(texts: Sequence[str]) -> list[Facts | Problem]:
+    """Facts (or the problem) of each statement text; what a parallel worker computes."""
+    results: list[Facts | Problem] = []
+    for text in texts:
+        try:
+            results.append(_analyze(text))
+        except Problem as problem:
+            results.append(problem)
+    return results
+
+
+def analyze(statement: Statement) -> Facts:
+    """Parse and analyze one statement; errors carry program line and column."""
+    facts = _FACTS.get(statement.text)
+    if facts is not None:
+        return facts
+    try:
+        facts = _analyze(statement.text)
+    except Problem as problem:
+        where = statement.locate_line_col(problem.line, problem.col)
+        raise located(
+            reason=problem.reason,
+            message=problem.message,
+            line=where.line,
+            column=where.column,
+            **problem.details,
+        ) from None
+    remember(statement.text, facts)
+    return facts

@@ -1,0 +1,183 @@
+"""One statement's text to its normalized sqlglot tree, or a problem at a position in it.
+
+The steps: tokenize, lift Feldera's LATENESS clauses out of the tokens (`spindle.program.lateness`),
+parse with the stock (compiled) parser, refuse what sqlglot could only keep as an opaque
+`Command`, and lower-case unquoted identifiers. Problems carry statement-relative positions;
+`spindle.program.facts` locates them in the program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from spindle.program.canonical import render
+from spindle.program.dialect import DIALECT
+from spindle.program.lateness import LatenessClause, lift_lateness
+
+KINDS = frozenset({"TABLE", "VIEW", "FUNCTION"})
+"""What a Spindle program declares: CREATE TABLE, CREATE [MATERIALIZED] VIEW, CREATE FUNCTION."""
+
+
+class Problem(Exception):
+    """A problem at a position relative to the statement, located later by the caller."""
+
+    def __init__(self, *, reason: str, message: str, line: int, col: int, **details: Any):
+        super().__init__(message)
+        self.reason, self.message, self.line, self.col, self.details = (
+            reason,
+            message,
+            line,
+            col,
+            details,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses process boundaries (parallel analysis)
+        return (_problem, (self.reason, self.message, self.line, self.col, self.details))
+
+
+def invalid(message: str, *, line: int = 1, col: int = 1) -> Problem:
+    """An `InvalidProgram` problem; without a position, at the statement's start."""
+    return Problem(reason="InvalidProgram", message=message, line=line, col=col)
+
+
+def _problem(reason: str, message: str, line: int, col: int, details: dict[str, Any]) -> Problem:
+    return Problem(reason=reason, message=message, line=line, col=col, **details)
+
+
+def _normalized_identifiers(statement: exp.Expr) -> bool:
+    """Lower-case unquoted identifiers (they are case-insensitive, as in sqlglot's default
+    dialect; quoted ones are kept exactly). False when the statement holds an opaque `Command`
+    (what sqlglot keeps of syntax it cannot parse), which is refused."""
+    for node in statement.find_all(exp.Identifier, exp.Command):
+        if isinstance(node, exp.Command):
+            return False
+        if isinstance(node, exp.Identifier) and not node.quoted:
+            name = node.this
+            lowered = name.lower()
+            if lowered != name:
+                node.set("this", lowered)
+    return True
+
+
+def _at(text: str, token: Token) -> dict[str, int]:
+    """The statement-relative line and column where `token` starts."""
+    line_start = text.rfind("\n", 0, token.start) + 1
+    return {"line": text.count("\n", 0, token.start) + 1, "col": token.start - line_start + 1}
+
+
+def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
+    try:
+        return DIALECT.parser().parse(tokens, text)
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        description = first.get("description") or str(error)
+        raise invalid(
+            f"Syntax error: {description}",
+            line=int(first.get("line") or 1),
+            col=max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1),
+        ) from None
+
+
+def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]) -> dict[int, str]:
+    """Each LATENESS interval (canonical SQL) by the index of its column definition."""
+    schema = create.this
+    items = schema.expressions if isinstance(schema, exp.Schema) else []
+    found: dict[int, str] = {}
+    for clause in clauses:
+        if not clause.interval:
+            raise invalid(
+                "Expecting an interval after LATENESS, for example INTERVAL 1 HOUR",
+                **_at(text, clause.following or clause.keyword),
+            )
+        if clause.element >= len(items) or not isinstance(items[clause.element], exp.ColumnDef):
+            raise invalid(
+                "LATENESS belongs to a column definition: `col TYPE LATENESS <interval>`",
+                **_at(text, clause.keyword),
+            )
+        trees = _parse(text, list(clause.interval))
+        interval = trees[0] if len(trees) == 1 else None
+        if interval is None or isinstance(interval, exp.Alias):
+            raise invalid(
+                "LATENESS takes one expression, for example INTERVAL 1 HOUR",
+                **_at(text, clause.interval[0]),
+            )
+        if interval.find(exp.Column, exp.Query) is not None:
+            raise invalid(
+                "LATENESS takes a constant, for example INTERVAL 1 HOUR (or 10 for a "
+                "numeric column)",
+                **_at(text, clause.interval[0]),
+            )
+        found[clause.element] = render(interval)
+    return found
+
+
+_SCAN_LIMIT = 4096
+
+
+def _parses_cleanly(text: str, tokens: list[Token]) -> bool:
+    try:
+        parsed = DIALECT.parser().parse(tokens, text)
+    except ParseError:
+        return False
+    return len(parsed) == 1 and parsed[0] is not None and not parsed[0].find(exp.Command)
+
+
+def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
+    """Where sqlglot gave up on a CREATE it could only keep as an opaque `Command`: the token
+    after the longest prefix that parses on its own. (The compiled parser cannot be hooked to
+    report it, so the error path re-parses; valid programs never pay for this.)"""
+    if not tokens or tokens[0].token_type != TokenType.CREATE or len(tokens) > _SCAN_LIMIT:
+        return None
+    for end in range(len(tokens) - 1, 1, -1):
+        if _parses_cleanly(text, tokens[:end]):
+            return tokens[end]
+    return None
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One statement's normalized AST, and the LATENESS intervals lifted out before parsing."""
+
+    create: exp.Create
+    lateness: Mapping[int, str]
+    """Canonical SQL of each LATENESS interval, by the index of its column definition."""
+
+
+@lru_cache(maxsize=65536)
+def parsed(text: str) -> Parsed:
+    """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
+    shared: never mutate it (copy it first)."""
+    try:
+        tokens, lateness = lift_lateness(DIALECT.tokenize(text))
+    except TokenError as error:
+        raise invalid(f"Cannot tokenize: {error}") from None
+    trees = _parse(text, tokens)
+    statement = trees[0] if trees else None
+    if statement is None:
+        raise invalid("Empty statement")
+    if not _normalized_identifiers(statement):
+        stop = _stopping_token(text, tokens)
+        if stop is not None:
+            raise invalid(f"Syntax error: Unexpected '{stop.text}'", **_at(text, stop))
+        raise invalid(
+            f"Unsupported statement '{text.split()[0].upper()} ...': Spindle programs "
+            "contain only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION"
+        )
+    kind = (
+        str(statement.args.get("kind") or "").upper() if isinstance(statement, exp.Create) else ""
+    )
+    if kind not in KINDS:
+        raise invalid(
+            f"Unsupported statement '{statement.key.upper()}': Spindle programs contain "
+            "only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION"
+        )
+    assert isinstance(statement, exp.Create)
+    return Parsed(statement, MappingProxyType(_lateness(text, statement, lateness)))

@@ -128,6 +128,7 @@ from tests.checkpoints import manifest
 uri = sys.argv[1]
 store = open_store(uri, s3=S3Options.from_env())
 current = store.latest()
+print("ready", flush=True)
 offset = 0
 while True:
     offset += 1
@@ -146,7 +147,7 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
     store_for(uri, env).commit(manifest(None))
     rng = random.Random(20261122)
     child_env = {**os.environ, **env, "PYTHONPATH": str(Path.cwd())}
-    committed_total = 0
+    runs_with_commits = 0
     for run in range(50):
         before = store_for(uri, env).latest()
         assert before is not None
@@ -157,11 +158,14 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(0.8 + rng.uniform(0, 0.6))  # past start-up, into the commit loop
+        assert child.stdout is not None
+        # Past start-up (whose length depends on the machine's load), into the commit loop.
+        assert child.stdout.readline() == "ready\n", child.stderr
+        time.sleep(rng.uniform(0.1, 0.7))
         child.send_signal(signal.SIGKILL)
         out, err = child.communicate()
         committed = out.split()
-        committed_total += len(committed)
+        runs_with_commits += bool(committed)
         after = store_for(uri, env).latest()
         assert after is not None, f"run {run}: latest vanished\n{err}"
         assert after.sequence >= before.sequence
@@ -170,7 +174,7 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
             assert after.id == committed[-1] or after.parent == committed[-1]
         chain = store_for(uri, env).history()
         assert [m.sequence for m in chain] == list(range(after.sequence, -1, -1))
-    assert committed_total > 50  # the kills really landed mid-loop, not before it started
+    assert runs_with_commits >= 25  # the kills really landed mid-loop, not before it started
 
 
 RACE_CHILD = """

@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 export SPINDLE_CACHE ?= $(HOME)/.cache/spindle
 
-.PHONY: venv test lint unit harness demo crds bench dev-cluster clean
+.PHONY: venv test lint unit harness host-packages demo crds bench soak dev-cluster dev-cluster-down clean
 
 venv: $(STAMP)
 
@@ -23,16 +23,34 @@ lint: venv
 	@echo "==> mypy"; $(BIN)/mypy
 	@echo "==> import-linter"; $(BIN)/lint-imports
 
-harness: venv
-	@echo "==> harness: building or reusing etcd, kube-apiserver, versitygw, helm, Spark jars"
+# The node's parts from Debian: containerd, runc, CNI plugins, podman/buildah, debootstrap.
+HOST_PACKAGES := containerd runc containernetworking-plugins podman buildah debootstrap \
+	iptables conntrack socat iproute2 util-linux ethtool
+host-packages:
+	@if ! dpkg-query -W $(HOST_PACKAGES) >/dev/null 2>&1; then \
+	  echo "==> installing the test node's packages from Debian: $(HOST_PACKAGES)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $(HOST_PACKAGES) >/dev/null; fi
+
+harness: venv host-packages
+	@echo "==> harness: building or reusing the cluster's binaries, Spark jars and images"
 	@$(BIN)/python -m tests.harness build
 
-dev-cluster: venv
+dev-cluster: harness
 	@$(BIN)/python -m tests.harness up
+
+dev-cluster-down: venv
+	@$(BIN)/python -m tests.harness down
 
 test: venv lint harness
 	@echo "==> pytest"
-	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+
+# The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process).
+soak: venv harness
+	@SPINDLE_SOAK=1 $(BIN)/python -m pytest --durations=10 $(PYTEST_ARGS) \
+	  tests/integration/test_runtime_crash.py \
+	  "tests/integration/test_checkpoints.py::test_kill_9_at_random_points_never_leaves_a_partial_checkpoint"
 
 unit: venv
 	@$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -1,9 +1,9 @@
 """Shared pytest wiring: session fixtures for the real parts, and CI strictness.
 
-Fixtures: `kube` (a real API server: started locally, or the cluster `KUBECONFIG` names),
-`node_agent` (plays the kubelet locally; None on a real cluster), `s3` (versitygw, or the server
-`SPINDLE_TEST_S3_ENDPOINT` names), `spark` (a local SparkSession with Delta and S3A on `s3`) and
-`helm`. With CI=true a skipped test fails: a test that cannot run is not a passing test.
+Fixtures: `kube` (a real one-node cluster started by `tests.harness.cluster`, one per test run,
+or the cluster `KUBECONFIG` names), `s3` (versitygw, or the server `SPINDLE_TEST_S3_ENDPOINT`
+names), `spark` (a local SparkSession with Delta and S3A on `s3`) and `helm`. With CI=true a
+skipped test fails: a test that cannot run is not a passing test.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.chdir(ROOT)
-# Driver processes started by the node agent get their own HOME; they share the jar cache.
 os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
 
 
@@ -31,6 +30,8 @@ class Kube:
     api: Any
     external: bool
     kubectl_bin: Path | None
+    cluster: Any = None
+    """The harness's `Cluster` (None on an external cluster)."""
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
         binary = str(self.kubectl_bin) if self.kubectl_bin else "kubectl"
@@ -68,33 +69,19 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     if external and Path(external).exists():
         yield Kube(Path(external), config.new_client_from_config(external), True, None)
         return
-    from tests.harness import binaries, control_plane
+    from tests.harness import binaries, cluster
 
-    plane = control_plane.start(tmp_path_factory.mktemp("kube"))
+    running = cluster.start(tmp_path_factory.mktemp("cluster"))
     try:
         yield Kube(
-            plane.kubeconfig,
-            config.new_client_from_config(str(plane.kubeconfig)),
+            running.kubeconfig,
+            config.new_client_from_config(str(running.kubeconfig)),
             False,
             binaries.ensure("kubectl"),
+            running,
         )
     finally:
-        plane.stop()
-
-
-@pytest.fixture(scope="session")
-def node_agent(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if kube.external:
-        yield None  # a real cluster has real kubelets
-        return
-    from tests.harness.node_agent import NodeAgent
-
-    agent = NodeAgent(kube.kubeconfig, tmp_path_factory.mktemp("node")).start()
-    pytest.node_agent = agent  # type: ignore[attr-defined]
-    try:
-        yield agent
-    finally:
-        agent.stop()
+        running.stop()
 
 
 @pytest.fixture(scope="session")
@@ -151,10 +138,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if os.environ.get("CI", "").lower() == "true" and report.skipped and call.when != "teardown":
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which counts as a failure: {report.longrepr}"
-    agent = getattr(pytest, "node_agent", None)
-    if report.failed and agent is not None:
-        for pod, text in agent.all_logs().items():
-            report.sections.append((f"pod {pod} logs", text[-4000:]))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

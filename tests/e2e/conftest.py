@@ -1,24 +1,21 @@
-"""End-to-end wiring: the CRD, the operator under its own service account, pipeline namespaces.
+"""End-to-end wiring: the CRD, the operator installed by `helm install charts/spindle` and
+running as a pod from the operator image, pipeline namespaces.
 
-The operator runs as a local process (no image can run here) with a kubeconfig holding only its
-service account's token, so every request it makes is checked against deploy/rbac. Pipeline
-namespaces enforce the restricted Pod Security profile, so a driver pod that does not meet it is
-rejected by the API server. With KUBECONFIG naming a real cluster the same tests run there (the
-driver image must be loadable by its nodes and the S3 endpoint reachable from its pods).
+Tests talk to the operator only through the API server, as a user does. The operator's and the
+pipelines' namespaces enforce the restricted Pod Security profile, so a pod that does not meet
+it is rejected by the API server. The S3 server is reached by pods through a relay on the
+host's end of the node's link. With KUBECONFIG naming another real cluster the same tests run
+there: load the two images into its nodes and point SPINDLE_TEST_S3_ENDPOINT at an S3 server
+its pods can reach.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, Kube
+from tests.waiting import wait_for
 
 DRIVER_IMAGE = "ghcr.io/spindle-dev/spindle-spark:0.1.0"
 SYSTEM = "spindle-system"
@@ -36,17 +34,6 @@ def apply_documents(kube: Kube, path: Path, **replace: str) -> None:
     for key, value in replace.items():
         text = text.replace(key, value)
     kube.kubectl("apply", "-f", "-", input=text)
-
-
-def wait_for(what: str, check: Callable[[], Any], *, timeout: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def token_kubeconfig(kube: Kube, namespace: str, account: str, target: Path) -> Path:
@@ -81,58 +68,117 @@ def token_kubeconfig(kube: Kube, namespace: str, account: str, target: Path) -> 
 
 
 @dataclass
-class OperatorProcess:
-    kubeconfig: Path
-    log: Path
-    args: list[str]
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    env: dict[str, str] = field(default_factory=dict)
+class Operator:
+    """The operator as users run it: a pod of the chart's Deployment, from the operator image.
+    Tests reach it only through the API server (get, logs, the service proxy, scale)."""
 
-    def start(self) -> OperatorProcess:
-        env = {**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)}
-        with self.log.open("ab") as out:
-            out.write(f"\n===== operator start {self.starts + 1} =====\n".encode())
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "spindle.cli.main", "operator", *self.args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=ROOT,
-                start_new_session=True,
-            )
-        self.starts += 1
-        wait_for("the operator's /healthz", self.healthy, timeout=60)
-        return self
+    kube: Kube
+    namespace: str = SYSTEM
+    deployment: str = "spindle-operator"
+
+    def pods(self) -> list[dict[str, Any]]:
+        body = self.kube.kubectl(
+            "get",
+            "pods",
+            "-n",
+            self.namespace,
+            "-l",
+            "app.kubernetes.io/name=spindle",
+            "-o",
+            "json",
+        )
+        return list(json.loads(body)["items"])
+
+    def ready(self) -> bool:
+        pods = [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
+        return len(pods) == 1 and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pods[0]["status"].get("conditions", [])
+        )
 
     def healthy(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"the operator exited:\n{self.log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        """Ready, and its container never restarted (the operator never crashed)."""
+        assert self.ready(), "the operator pod is not ready"
+        [pod] = self.pods()
+        restarts = [s["restartCount"] for s in pod["status"]["containerStatuses"]]
+        assert restarts == [0], f"the operator restarted: {self.logs(previous=True)[-3000:]}"
+        return True
+
+    def logs(self, *, previous: bool = False) -> str:
+        args = ["logs", f"deployment/{self.deployment}", "-n", self.namespace, "--tail=400"]
+        return self.kube.kubectl(*args, *(["--previous"] if previous else []), check=False)
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return str(r.read().decode())
+        path = (
+            f"/api/v1/namespaces/{self.namespace}/services/"
+            f"{self.deployment}-metrics:8080/proxy/metrics"
+        )
+        return self.kube.kubectl("get", "--raw", path)
 
     def kill(self) -> None:
-        """SIGKILL: no chance to clean up, like a node loss."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        """Down at once, with no chance to clean up (like a node loss): scale to zero and
+        force-delete the pod."""
+        self.kube.kubectl(
+            "scale", f"deployment/{self.deployment}", "-n", self.namespace, "--replicas=0"
+        )
+        for pod in self.pods():
+            self.kube.kubectl(
+                "delete",
+                "pod",
+                pod["metadata"]["name"],
+                "-n",
+                self.namespace,
+                "--grace-period=0",
+                "--force",
+                check=False,
+            )
+        wait_for("the operator pod to go", lambda: not self.pods(), timeout=60)
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+    def start(self) -> Operator:
+        self.kube.kubectl(
+            "scale", f"deployment/{self.deployment}", "-n", self.namespace, "--replicas=1"
+        )
+        wait_for("the operator pod to be ready", self.ready, timeout=120)
+        return self
+
+
+def install_operator(kube: Kube, helm: Path, namespace: str, *sets: str) -> None:
+    """`helm install` the chart from this checkout, with the images the harness built."""
+    command = [
+        str(helm),
+        "upgrade",
+        "--install",
+        "spindle",
+        str(ROOT / "charts" / "spindle"),
+        "-n",
+        namespace,
+        "--kubeconfig",
+        str(kube.kubeconfig),
+        "--wait",
+        "--timeout",
+        "180s",
+    ]
+    for value in sets:
+        command += ["--set", value]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def restricted(kube: Kube, namespace: str) -> None:
+    """Enforce the restricted Pod Security profile in `namespace`."""
+    from kubernetes import client
+
+    client.CoreV1Api(kube.api).patch_namespace(
+        namespace,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
 
 
 @pytest.fixture(scope="session")
@@ -144,37 +190,38 @@ def crd(kube: Kube) -> None:
 
 
 @pytest.fixture(scope="session")
-def operator(
-    kube: Kube, crd: None, node_agent: Any, s3: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    from tests.harness import processes
+def pod_s3(kube: Kube, s3: Any) -> Iterator[Any]:
+    """The S3 server at an address the cluster's pods reach (the same server as `s3`)."""
+    if kube.cluster is None:
+        yield s3  # SPINDLE_TEST_S3_ENDPOINT must then be reachable from the cluster's pods
+        return
+    from tests.harness import cluster
 
-    kube.kubectl("create", "namespace", SYSTEM, check=False)
-    apply_documents(kube, ROOT / "deploy" / "rbac" / "operator.yaml", SPINDLE_NAMESPACE=SYSTEM)
-    workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = token_kubeconfig(kube, SYSTEM, "spindle-operator", workdir / "kubeconfig")
-    port = processes.free_port()
-    handle = OperatorProcess(
-        kubeconfig=kubeconfig,
-        log=workdir / "operator.log",
-        port=port,
-        args=[
-            "--all-namespaces",
-            "--resync",
-            "3",
-            "--port",
-            str(port),
-            "--stop-grace",
-            "90",
-            "--driver-image",
-            DRIVER_IMAGE,
-        ],
-    ).start()
-    pytest.operator_log = handle.log  # type: ignore[attr-defined]
+    relay = s3.reachable_at(
+        kube.cluster.layout.host_ip, registry=cluster.registry(kube.cluster.layout)
+    )
     try:
-        yield handle
+        yield relay
     finally:
-        handle.stop()
+        relay.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(kube: Kube, crd: None, helm: Path, pod_s3: Any) -> Iterator[Operator]:
+    kube.kubectl("create", "namespace", SYSTEM, check=False)
+    restricted(kube, SYSTEM)
+    install_operator(
+        kube,
+        helm,
+        SYSTEM,
+        "operator.resyncSeconds=3",
+        "driver.stopGraceSeconds=90",
+        "resources.limits.memory=768Mi",
+    )
+    handle = Operator(kube)
+    wait_for("the operator pod to be ready", handle.ready, timeout=120)
+    pytest.spindle_operator = handle  # type: ignore[attr-defined]
+    yield handle
 
 
 @dataclass
@@ -232,31 +279,21 @@ class Space:
 
 
 @pytest.fixture
-def space(kube: Kube, s3: Any, operator: OperatorProcess) -> Iterator[Space]:
+def space(kube: Kube, pod_s3: Any, operator: Operator) -> Iterator[Space]:
     from kubernetes import client
 
     name = kube.namespace("e2e")
+    restricted(kube, name)
     core = client.CoreV1Api(kube.api)
-    core.patch_namespace(
-        name,
-        {
-            "metadata": {
-                "labels": {
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                    "pod-security.kubernetes.io/enforce-version": "latest",
-                }
-            }
-        },
-    )
     apply_documents(kube, ROOT / "deploy" / "rbac" / "driver.yaml", PIPELINE_NAMESPACE=name)
     core.create_namespaced_secret(
         name,
         client.V1Secret(
             metadata=client.V1ObjectMeta(name="s3"),
-            string_data={"accessKeyId": s3.access_key, "secretAccessKey": s3.secret_key},
+            string_data={"accessKeyId": pod_s3.access_key, "secretAccessKey": pod_s3.secret_key},
         ),
     )
-    yield Space(kube, name, s3.bucket("e2e"), s3)
+    yield Space(kube, name, pod_s3.bucket("e2e"), pod_s3)
     # Stop this test's drivers (Spark processes) before the next test starts its own.
     kube.kubectl("delete", "pipelines", "--all", "-n", name, "--wait=false", check=False)
     kube.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=5", check=False)
@@ -267,6 +304,17 @@ def space(kube: Kube, s3: Any, operator: OperatorProcess) -> Iterator[Space]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    log = getattr(pytest, "operator_log", None)
-    if report.failed and log is not None and Path(log).exists():
-        report.sections.append(("operator log", Path(log).read_text()[-6000:]))
+    handle = getattr(pytest, "spindle_operator", None)
+    if report.failed and handle is not None:
+        report.sections.append(("operator log", handle.logs()[-6000:]))
+        for namespace in {
+            n for n in getattr(item, "funcargs", {}).values() if isinstance(n, Space)
+        }:
+            report.sections.append(
+                (
+                    "pods",
+                    namespace.kube.kubectl(
+                        "get", "pods,events", "-n", namespace.name, "-o", "wide", check=False
+                    )[-4000:],
+                )
+            )

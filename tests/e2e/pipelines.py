@@ -31,6 +31,25 @@ GRADES = [
 ]
 
 
+V1_ENRICHED = [
+    ("Alice", "algebra", "97.00"),
+    ("Alice", "physics", "89.00"),
+    ("Bob", "algebra", "85.00"),
+    ("Bob", "physics", "93.00"),
+]
+V2_ENRICHED = [
+    ("Alice", "algebra", "96.00"),
+    ("Alice", "physics", "88.00"),
+    ("Bob", "algebra", "91.50"),
+    ("Bob", "physics", "92.00"),
+]
+V2_ALL_COURSES = [(1, "92.00"), (2, "91.75")]
+"""The reference's numbers: `avg_grade_enriched` ordered by student and class, before and after
+the v2 bootstrap, and `avg_grade_all_courses` by student after it."""
+ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
+ALL_COURSES = "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+
+
 def grades(version: str, space: Any, *, name: str = "grades", **spec: Any) -> dict[str, Any]:
     document = yaml.safe_load((EXAMPLE / f"pipeline-{version}.yaml").read_text())
     document = copy.deepcopy(document)

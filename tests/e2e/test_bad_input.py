@@ -9,14 +9,14 @@ import pytest
 
 from spindle.checkpoint.objects import open_objects
 from spindle.local.adhoc import write_batch
-from tests.e2e.conftest import SYSTEM, OperatorProcess, Space, wait_for
+from tests.e2e.conftest import SYSTEM, Operator, Space, wait_for
 from tests.e2e.pipelines import grades, root, s3_options
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3]
 
 
 def test_invalid_sql_and_missing_secret_fail_clearly_and_others_are_served(
-    space: Space, operator: OperatorProcess
+    space: Space, operator: Operator
 ) -> None:
     broken = grades("v1", space, name="broken")
     broken["spec"]["sql"] = "create table t (id bigint);\n\ncreate view v as select idd frm t;\n"
@@ -45,7 +45,32 @@ def test_invalid_sql_and_missing_secret_fail_clearly_and_others_are_served(
     operator.healthy()
 
 
-def test_the_crd_rejects_a_malformed_spec(space: Space, operator: OperatorProcess) -> None:
+def test_an_image_that_cannot_be_pulled_and_executors_that_cannot_start_fail_clearly(
+    space: Space, operator: Operator
+) -> None:
+    unpullable = grades("v1", space, name="unpullable")
+    unpullable["spec"]["spark"] = {"image": "registry.invalid/spindle/nope:1.0"}
+    space.apply(unpullable)
+    starved = grades("v1", space, name="starved")
+    starved["spec"]["spark"] = {
+        "mode": "kubernetes",
+        "executorInstances": 1,
+        "executor": {"memory": "512Gi"},  # no node has that much
+        "conf": {"spindle.executors.startTimeoutSeconds": "20"},
+    }
+    space.apply(starved)
+
+    pulled = space.wait_phase("unpullable", "Failed", timeout=180)["conditions"][0]
+    assert pulled["reason"] == "ImagePullFailed", pulled
+    assert "registry.invalid/spindle/nope:1.0" in pulled["message"]
+    assert "spec.spark.image" in pulled["message"]
+    started = space.wait_phase("starved", "Failed", timeout=300)["conditions"][0]
+    assert started["reason"] == "ExecutorsNotStarted", started
+    assert "spec.spark.executor" in started["message"]
+    assert operator.healthy()
+
+
+def test_the_crd_rejects_a_malformed_spec(space: Space, operator: Operator) -> None:
     document = grades("v1", space, name="malformed", bootstrapPolicy="sometimes")
     document["metadata"]["namespace"] = space.name
     result = space.kube.kubectl("apply", "-f", "-", input=json.dumps(document), check=False)
@@ -69,7 +94,7 @@ def test_the_crd_rejects_a_malformed_spec(space: Space, operator: OperatorProces
 
 
 def test_delete_on_pipeline_deletion_removes_the_data_and_nothing_else_blocks(
-    space: Space, operator: OperatorProcess
+    space: Space, operator: Operator
 ) -> None:
     doomed = grades("v1", space, name="doomed", desiredState="Stopped")
     doomed["spec"]["storage"]["deleteOnPipelineDeletion"] = True
@@ -87,9 +112,9 @@ def test_delete_on_pipeline_deletion_removes_the_data_and_nothing_else_blocks(
     assert open_objects(root(space, "kept"), s3=s3_options(space)).scan("") != []
 
 
-def test_the_operator_holds_only_its_own_rights(kube: Any, operator: OperatorProcess) -> None:
-    config = operator.kubeconfig.read_text()
-    assert "token:" in config and "client-certificate" not in config
+def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -> None:
+    [pod] = operator.pods()
+    assert pod["spec"]["serviceAccountName"] == "spindle-operator"
     account = f"system:serviceaccount:{SYSTEM}:spindle-operator"
 
     def can(*args: str) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import OperatorProcess, Space
+from tests.e2e.conftest import Operator, Space
 from tests.e2e.pipelines import grades, ingest_grades, query
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
@@ -54,7 +54,7 @@ def _plugin(space: Space, *args: str) -> str:
 
 
 def test_committed_approval_bootstraps_and_the_plugin_approves(
-    space: Space, operator: OperatorProcess, spark: Any, tmp_path: Path
+    space: Space, operator: Operator, spark: Any, tmp_path: Path
 ) -> None:
     ingest_grades(space)
     space.apply(grades("v1", space))

@@ -13,7 +13,7 @@ import yaml
 
 from tests.checkpoints import seed
 from tests.conftest import ROOT, Kube
-from tests.e2e.conftest import DRIVER_IMAGE, OperatorProcess, Space, token_kubeconfig
+from tests.e2e.conftest import Operator, Space, restricted, wait_for
 from tests.e2e.pipelines import EXAMPLE, grades, store
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3]
@@ -88,10 +88,11 @@ def helm_lint(binary: Path) -> str:
 
 
 def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
-    helm: Path, kube: Kube, space: Space, operator: OperatorProcess, tmp_path: Path
+    helm: Path, kube: Kube, space: Space, operator: Operator, tmp_path: Path
 ) -> None:
     release = f"r{space.name[-8:]}"
     system = kube.namespace("spindle-helm")
+    restricted(kube, system)
     run_helm(
         helm,
         kube,
@@ -122,23 +123,15 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
             scope = ["-n", namespace] if namespace else []
             kube.kubectl("get", kind, name, *scope)
 
-        # The operator under the chart's service account (no image runs here), namespaced.
-        operator.stop()
-        from tests.harness import processes
-
-        port = processes.free_port()
-        charted = OperatorProcess(
-            kubeconfig=token_kubeconfig(kube, system, "spindle-operator", tmp_path / "sa"),
-            log=tmp_path / "operator.log",
-            port=port,
-            args=[
-                f"--namespace={space.name}",
-                f"--port={port}",
-                "--driver-service-account=spindle-helm-driver",
-                f"--driver-image={DRIVER_IMAGE}",
-            ],
-        ).start()
+        # The chart's own operator pod, namespaced, under the chart's RBAC: the session's
+        # cluster-wide operator is down meanwhile, so only this one can reconcile.
+        operator.kill()
         try:
+            charted = Operator(kube, namespace=system)
+            wait_for("the namespaced operator to be ready", charted.ready, timeout=180)
+            [pod] = charted.pods()
+            args = pod["spec"]["containers"][0]["args"]
+            assert f"--namespace={space.name}" in args and "--all-namespaces" not in args
             seed(
                 store(space),
                 namespace=space.name,
@@ -146,10 +139,11 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
                 program=(EXAMPLE / "v1.sql").read_text(),
             )
             space.apply(grades("v2", space))
-            status = space.wait_phase("grades", "AwaitingApproval", timeout=60)
+            status = space.wait_phase("grades", "AwaitingApproval", timeout=120)
             change = status["pendingChange"]["id"]
+            charted.healthy()
         finally:
-            charted.stop()
+            Operator(kube, namespace=system).kill()
             operator.start()
 
         # Approving is separate from editing: only the named group may set the annotation.

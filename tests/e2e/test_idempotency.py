@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Space, wait_for
+from tests.e2e.conftest import Operator, Space, wait_for
 from tests.e2e.pipelines import grades, ingest_grades, query, store
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
@@ -18,7 +18,7 @@ def _uids(space: Space) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in space.pods()}
 
 
-def test_operator_killed_in_each_phase(space: Space, operator: OperatorProcess, spark: Any) -> None:
+def test_operator_killed_in_each_phase(space: Space, operator: Operator, spark: Any) -> None:
     seen: dict[str, set[str]] = {}
 
     def record() -> dict[str, str]:

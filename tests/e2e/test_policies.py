@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Space, wait_for
+from tests.e2e.conftest import Operator, Space, wait_for
 from tests.e2e.pipelines import grades, ingest_grades, query, store
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
@@ -22,7 +22,7 @@ def _active(space: Space, name: str) -> list[dict[str, Any]]:
 
 
 def test_allow_bootstraps_and_reject_stops_with_the_checkpoint_untouched(
-    space: Space, operator: OperatorProcess, spark: Any
+    space: Space, operator: Operator, spark: Any
 ) -> None:
     for name in ("allowed", "rejected"):
         ingest_grades(space, name)

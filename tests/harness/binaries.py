@@ -3,11 +3,15 @@
 A declarative table: each tool names its version and how it is built. Kubernetes components
 come from a small wrapper module (gomod/kubernetes) whose go.mod pins every k8s.io staging module
 to the matching v0.x.y with `replace` directives; etcd from a wrapper around its server module;
-versitygw and helm with a plain `go install module/cmd/...@version`.
+versitygw, helm and CoreDNS with a plain `go install module/cmd/...@version`; the pod sandbox's
+pause process from a tiny module of our own. Kubernetes binaries carry version ldflags, so the
+server and the node report v1.34.4, not v0.0.0. A binary's cache name includes a hash of its
+build recipe, so changing the recipe rebuilds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -22,6 +26,17 @@ KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.6.5"
 VERSITYGW_VERSION = "v1.8.0"
 HELM_VERSION = "v3.19.5"
+COREDNS_VERSION = "v1.12.4"
+PAUSE_VERSION = "3.10-spindle1"
+_K8S_LDFLAGS = " ".join(
+    f"-X k8s.io/component-base/version.{key}={value}"
+    for key, value in (
+        ("gitVersion", KUBERNETES_VERSION),
+        ("gitMajor", KUBERNETES_VERSION.split(".")[0].lstrip("v")),
+        ("gitMinor", KUBERNETES_VERSION.split(".")[1]),
+        ("gitTreeState", "clean"),
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -36,20 +51,29 @@ class Tool:
     ldflags: str = ""
 
 
+def _kubernetes(name: str) -> Tool:
+    return Tool(
+        name, KUBERNETES_VERSION, wrapper="kubernetes", package=f"./{name}", ldflags=_K8S_LDFLAGS
+    )
+
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
         Tool("etcd", ETCD_VERSION, wrapper="etcd"),
-        Tool(
-            "kube-apiserver", KUBERNETES_VERSION, wrapper="kubernetes", package="./kube-apiserver"
+        *(
+            _kubernetes(name)
+            for name in (
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubelet",
+                "kube-proxy",
+                "kubectl",
+            )
         ),
-        Tool(
-            "kube-controller-manager",
-            KUBERNETES_VERSION,
-            wrapper="kubernetes",
-            package="./kube-controller-manager",
-        ),
-        Tool("kubectl", KUBERNETES_VERSION, wrapper="kubernetes", package="./kubectl"),
+        Tool("pause", PAUSE_VERSION, wrapper="pause"),
+        Tool("coredns", COREDNS_VERSION, install="github.com/coredns/coredns"),
         Tool("versitygw", VERSITYGW_VERSION, install="github.com/versity/versitygw/cmd/versitygw"),
         Tool(
             "helm",
@@ -63,7 +87,8 @@ TOOLS: dict[str, Tool] = {
 
 def path_of(name: str) -> Path:
     tool = TOOLS[name]
-    return cache.root() / "bin" / f"{tool.name}-{tool.version}"
+    recipe = hashlib.sha256(f"{tool.wrapper}|{tool.package}|{tool.install}|{tool.ldflags}".encode())
+    return cache.root() / "bin" / f"{tool.name}-{tool.version}-{recipe.hexdigest()[:8]}"
 
 
 def _go_env() -> dict[str, str]:
@@ -73,11 +98,16 @@ def _go_env() -> dict[str, str]:
     return env
 
 
+_ANNOUNCED: set[str] = set()
+
+
 def ensure(name: str) -> Path:
     """The tool's binary, built first if the cache does not have it."""
     tool, target = TOOLS[name], path_of(name)
     if target.exists():
-        cache.record(f"{name} {tool.version}", "reused", 0.0)
+        if name not in _ANNOUNCED:
+            _ANNOUNCED.add(name)
+            cache.record(f"{name} {tool.version}", "reused", 0.0)
         return target
     with cache.locked(f"build-{name}"):
         if target.exists():

@@ -1,78 +1,223 @@
-"""How the test node agent turns a container image into a local command. Explicit, on purpose.
+"""Container images built here, since no registry is reachable: a Debian base by debootstrap,
+the pause and CoreDNS images from binaries built by `binaries`, and the project's own
+Dockerfiles (`Dockerfile`, `spark-images/Dockerfile`) built with podman `FROM` that base.
 
-No container runtime runs here, so each image the tests use is mapped to what it would run:
+Every image is keyed by a hash of its inputs (packages, Dockerfile, the files it copies, build
+arguments, binaries), saved as an archive under `$SPINDLE_CACHE/images/`, and rebuilt only when
+that hash changes. `load()` imports the archives into a node's containerd. Tags are versions,
+never `latest`, so the kubelet never tries to pull.
 
-| image repository                       | what runs                                            |
-|----------------------------------------|------------------------------------------------------|
-| ghcr.io/spindle-dev/spindle-spark      | the container command from this project's .venv/bin |
-| ghcr.io/spindle-dev/spindle-operator   | the container command from this project's .venv/bin |
-| docker.io/library/busybox              | the container command with the host's own utilities  |
-
-Any other image makes the pod fail with reason `ImageNotMapped`, never run something else.
+The machine's package-index settings reach the builds only as build-time inputs: the build
+runs on the host network (the registries are reached as from the host), and the CA bundle of a
+TLS-intercepting proxy is lent as the build secret `ca`; neither is written into an image.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
-from collections.abc import Callable, Sequence
+import subprocess
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+from tests.harness import binaries, cache
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = "bookworm"
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+OPERATOR_IMAGE = "ghcr.io/spindle-dev/spindle-operator:0.1.0"
+SPARK_IMAGE = "ghcr.io/spindle-dev/spindle-spark:0.1.0"
+PAUSE_IMAGE = f"localhost/spindle/pause:{binaries.PAUSE_VERSION}"
+COREDNS_IMAGE = f"localhost/spindle/coredns:{binaries.COREDNS_VERSION}"
+CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore")
+CONTEXT_DIRS = ("operator", "spark-images")
 
 
-class ImageNotMapped(Exception):
-    pass
+def _digest(parts: Iterable[bytes | str]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
 
 
-def repository(image: str) -> str:
-    """`busybox:1.36` → `docker.io/library/busybox`; tags and digests are dropped."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    if "/" not in name:
-        name = f"library/{name}"
-    first = name.split("/", 1)[0]
-    if "." not in first and ":" not in first and first != "localhost":
-        name = f"docker.io/{name}"
-    return name
+def _files(paths: Iterable[Path]) -> Iterable[bytes | str]:
+    for path in sorted(paths):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        yield str(path.relative_to(ROOT))
+        yield path.read_bytes()
 
 
-def _from_venv(argv: Sequence[str]) -> list[str]:
-    program = VENV_BIN / argv[0]
-    if not program.exists():
-        raise ImageNotMapped(f"{argv[0]} is not installed in {VENV_BIN}")
-    return [str(program), *argv[1:]]
+def _store() -> Path:
+    path = cache.root() / "images"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
-def _from_host(argv: Sequence[str]) -> list[str]:
-    program = shutil.which(argv[0])
-    if program is None:
-        raise ImageNotMapped(f"{argv[0]} is not available on this host")
-    return [program, *argv[1:]]
+def _podman_env() -> dict[str, str]:
+    """podman with the settings this sandbox needs, and storage in the cache."""
+    home = cache.root() / "podman"
+    home.mkdir(parents=True, exist_ok=True)
+    conf, storage = home / "containers.conf", home / "storage.conf"
+    conf.write_text(
+        '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=20000:20000"]\n'
+        "[engine]\n"
+        'cgroup_manager = "cgroupfs"\nevents_logger = "file"\nruntime = "runc"\n'
+    )
+    storage.write_text(
+        '[storage]\ndriver = "overlay"\n'
+        f'graphroot = "{home / "storage"}"\nrunroot = "/run/spindle-podman"\n'
+    )
+    return {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
+
+
+def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["podman", *args], env=_podman_env(), capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"podman {' '.join(args[:3])} failed:\n{result.stderr[-4000:]}")
+    return result
+
+
+def _mirror() -> str:
+    """The Debian mirror this machine's apt uses (its package-index setting)."""
+    for source in [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]:
+        if not source.is_file() or source.name.endswith("disabled-by-farm"):
+            continue
+        for line in source.read_text().splitlines():
+            words = line.split()
+            if words[:1] == ["URIs:"] and "security" not in words[1]:
+                return words[1]
+            if words[:1] == ["deb"] and "security" not in line:
+                return next(w for w in words[1:] if "://" in w)
+    return "http://deb.debian.org/debian"
 
 
 @dataclass(frozen=True)
-class ImageRule:
-    repository: str
-    resolve: Callable[[Sequence[str]], list[str]]
+class Built:
+    reference: str
+    archive: Path
 
 
-RULES: tuple[ImageRule, ...] = (
-    ImageRule("ghcr.io/spindle-dev/spindle-spark", _from_venv),
-    ImageRule("ghcr.io/spindle-dev/spindle-operator", _from_venv),
-    ImageRule("docker.io/library/busybox", _from_host),
-)
+def _saved(reference: str, key: str, build: object) -> Built:
+    """Run `build()` unless the archive for `key` exists, then save `reference` as that archive."""
+    name = reference.rsplit("/", 1)[-1].replace(":", "-")
+    archive = _store() / f"{name}-{key}.tar"
+    if archive.exists():
+        cache.record(f"image {reference}", "reused", 0.0)
+        return Built(reference, archive)
+    with cache.locked(f"image-{name}"):
+        if archive.exists():
+            return Built(reference, archive)
+        cache.say(f"building image {reference} (inputs {key}, first run only)")
+        with cache.timed(f"image {reference}", "built"):
+            build()  # type: ignore[operator]
+            partial = archive.with_suffix(f".part{os.getpid()}")
+            podman("save", "--format", "docker-archive", "-o", str(partial), reference)
+            partial.replace(archive)
+            for stale in _store().glob(f"{name}-*.tar"):
+                if stale != archive:
+                    stale.unlink(missing_ok=True)
+    return Built(reference, archive)
 
 
-def command_for(image: str, argv: Sequence[str]) -> list[str]:
-    wanted = repository(image)
-    for rule in RULES:
-        if rule.repository == wanted:
-            if not argv:
-                raise ImageNotMapped(f"image {image} needs an explicit command here")
-            return rule.resolve(argv)
-    raise ImageNotMapped(
-        f"image {image} is not mapped to a local command (see tests/harness/images.py)"
-    )
+def base() -> Built:
+    """Debian bookworm (minbase) with Python 3.11 and venv, from debootstrap."""
+    version = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "debootstrap"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    key = _digest([SUITE, *BASE_PACKAGES, version])
+    reference = f"localhost/spindle/base:{SUITE}-{key}"
+
+    def build() -> None:
+        with tempfile.TemporaryDirectory(dir=cache.root()) as scratch:
+            rootfs = Path(scratch) / "rootfs"
+            subprocess.run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    SUITE,
+                    str(rootfs),
+                    _mirror(),
+                ],
+                capture_output=True,
+                check=True,
+            )
+            shutil.rmtree(rootfs / "var" / "cache" / "apt" / "archives", ignore_errors=True)
+            tarball = Path(scratch) / "rootfs.tar"
+            subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+            podman("import", "--change", 'CMD ["/bin/bash"]', str(tarball), reference)
+
+    return _saved(reference, key, build)
+
+
+def _from_scratch(reference: str, binary: Path, entrypoint: list[str]) -> Built:
+    """An image holding one static binary (pause, CoreDNS)."""
+    key = _digest([reference, binary.read_bytes(), *entrypoint])
+
+    def build() -> None:
+        with tempfile.TemporaryDirectory(dir=cache.root()) as context:
+            shutil.copy2(binary, Path(context) / "binary")
+            (Path(context) / "Containerfile").write_text(
+                "FROM scratch\nCOPY binary /binary\nUSER 65534:65534\n"
+                f"ENTRYPOINT {entrypoint!r}\n".replace("'", '"')
+            )
+            podman("build", "--pull=never", "-t", reference, context)
+
+    return _saved(reference, key, build)
+
+
+def pause() -> Built:
+    return _from_scratch(PAUSE_IMAGE, binaries.ensure("pause"), ["/binary"])
+
+
+def coredns() -> Built:
+    return _from_scratch(COREDNS_IMAGE, binaries.ensure("coredns"), ["/binary"])
+
+
+def _project(reference: str, dockerfile: Path, base_image: Built) -> Built:
+    inputs = [ROOT / name for name in CONTEXT_FILES]
+    for directory in CONTEXT_DIRS:
+        inputs.extend((ROOT / directory).rglob("*"))
+    key = _digest([reference, base_image.reference, dockerfile.read_bytes(), *_files(inputs)])
+
+    def build() -> None:
+        args = [
+            "build",
+            "--pull=never",
+            "--network=host",
+            "--build-arg",
+            f"BASE={base_image.reference}",
+            "-f",
+            str(dockerfile),
+            "-t",
+            reference,
+        ]
+        if HOST_CA_BUNDLE.exists():
+            args += ["--secret", f"id=ca,src={HOST_CA_BUNDLE}"]
+        podman(*args, str(ROOT))
+
+    return _saved(reference, key, build)
+
+
+def ensure_all() -> list[Built]:
+    """Every image the test cluster runs, built or reused."""
+    debian = base()
+    if podman("image", "exists", debian.reference, check=False).returncode != 0:
+        podman("load", "-i", str(debian.archive))
+    return [
+        pause(),
+        coredns(),
+        _project(OPERATOR_IMAGE, ROOT / "Dockerfile", debian),
+        _project(SPARK_IMAGE, ROOT / "spark-images" / "Dockerfile", debian),
+    ]

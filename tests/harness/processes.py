@@ -1,5 +1,10 @@
 """Child processes of the harness: started in their own session, logged to files, and torn
-down by PID (SIGTERM, a grace period, then SIGKILL) when the session ends."""
+down by PID (SIGTERM, a grace period, then SIGKILL) when the session ends.
+
+A process started with a `registry` directory also leaves `<registry>/<pid>` holding its start
+time, so a later run can stop it by PID after this one was killed (`kill_registered`); the
+start time guards against a recycled PID.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +28,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def kill_registered(registry: Path) -> int:
+    """SIGKILL every process recorded in `registry` that is still the same process."""
+    killed = 0
+    for entry in registry.glob("*") if registry.exists() else []:
+        pid = int(entry.name)
+        if _start_time(pid) == entry.read_text().strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        entry.unlink(missing_ok=True)
+    return killed
+
+
 def start(
-    args: Sequence[str], *, log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+    args: Sequence[str],
+    *,
+    log: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    registry: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
@@ -37,6 +67,9 @@ def start(
             start_new_session=True,
         )
     _RUNNING.append(process)
+    if registry is not None:
+        registry.mkdir(parents=True, exist_ok=True)
+        (registry / str(process.pid)).write_text(_start_time(process.pid) or "")
     return process
 
 

@@ -100,6 +100,31 @@ class S3Server:
             processes.stop(self._process)
             self._process = None
 
+    def reachable_at(self, host: str, *, registry: Path | None = None) -> S3Server:
+        """The same server, also reachable on `host` (an address of this machine that the test
+        cluster's pods can reach), through a TCP relay (socat) started here."""
+        port = processes.free_port()
+        target = self.endpoint.removeprefix("http://")
+        relay = S3Server(
+            self.workdir,
+            endpoint=f"http://{host}:{port}",
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            region=self.region,
+        )
+        relay._process = processes.start(
+            ["socat", f"TCP-LISTEN:{port},bind={host},fork,reuseaddr", f"TCP:{target}"],
+            log=self.workdir / f"relay-{port}.log",
+            registry=registry,
+        )
+        processes.wait_until(
+            lambda: relay.client().list_buckets() is not None,
+            timeout=30,
+            what="the S3 relay",
+            process=relay._process,
+        )
+        return relay
+
 
 def start(workdir: Path | None = None) -> S3Server:
     return S3Server(workdir or Path(tempfile.mkdtemp(prefix="spindle-s3-"))).start()

@@ -19,6 +19,7 @@ import pytest
 from spindle.checkpoint import RetryPolicy, S3Options, load_manifest, open_store
 from spindle.checkpoint.store import manifest_key
 from spindle.errors import SpindleError
+from tests import soak
 from tests.checkpoints import manifest
 from tests.harness.fault_proxy import FaultProxy
 
@@ -148,7 +149,8 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
     rng = random.Random(20261122)
     child_env = {**os.environ, **env, "PYTHONPATH": str(Path.cwd())}
     runs_with_commits = 0
-    for run in range(50):
+    runs = soak.count(ci=20, soak=50)
+    for run in range(runs):
         before = store_for(uri, env).latest()
         assert before is not None
         child = subprocess.Popen(
@@ -174,7 +176,8 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
             assert after.id == committed[-1] or after.parent == committed[-1]
         chain = store_for(uri, env).history()
         assert [m.sequence for m in chain] == list(range(after.sequence, -1, -1))
-    assert runs_with_commits >= 25  # the kills really landed mid-loop, not before it started
+    # the kills really landed mid-loop, not before it started
+    assert runs_with_commits >= runs // 2, f"{runs_with_commits} of {runs} runs committed"
 
 
 RACE_CHILD = """

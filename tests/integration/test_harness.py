@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import threading
 import time
@@ -127,82 +126,6 @@ def test_service_account_without_rights_gets_403(kube: Any, tmp_path: Path) -> N
     with pytest.raises(ApiException) as denied:
         limited.list_namespaced_secret(namespace)
     assert denied.value.status == 403
-
-
-def pod(name: str, command: list[str], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "busybox:1.36", "command": command}],
-            **spec,
-        },
-    }
-
-
-def test_node_agent_runs_a_pod_and_reports_its_exit_code(kube: Any, node_agent: Any) -> None:
-    core = client.CoreV1Api(kube.api)
-    namespace = kube.namespace("pod")
-    core.create_namespaced_secret(
-        namespace,
-        client.V1Secret(metadata=client.V1ObjectMeta(name="s"), string_data={"token": "sekret"}),
-    )
-    body = pod("exits", ["sh", "-c", 'echo "name=$POD token=$TOKEN"; exit 3'])
-    body["spec"]["containers"][0]["env"] = [
-        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}},
-    ]
-    core.create_namespaced_pod(namespace, body)
-    done = wait_for(
-        lambda: (p := core.read_namespaced_pod("exits", namespace)).status.phase == "Failed" and p,
-        what="pod to fail",
-    )
-    terminated = done.status.container_statuses[0].state.terminated
-    assert terminated.exit_code == 3
-    assert done.status.pod_ip == "127.0.0.1"
-    assert "name=exits token=sekret" in node_agent.logs(namespace, "exits")
-
-
-def test_deleting_a_pod_delivers_sigterm(kube: Any, node_agent: Any) -> None:
-    core = client.CoreV1Api(kube.api)
-    namespace = kube.namespace("term")
-    script = "trap 'echo got-sigterm; exit 0' TERM; echo started; while true; do sleep 0.1; done"
-    core.create_namespaced_pod(namespace, pod("sleeper", ["sh", "-c", script]))
-    wait_for(
-        lambda: core.read_namespaced_pod("sleeper", namespace).status.phase == "Running",
-        what="pod running",
-    )
-    wait_for(lambda: "started" in node_agent.logs(namespace, "sleeper"), what="process started")
-    core.delete_namespaced_pod("sleeper", namespace)
-
-    def gone() -> bool:
-        try:
-            core.read_namespaced_pod("sleeper", namespace)
-        except ApiException as error:
-            return error.status == 404
-        return False
-
-    wait_for(gone, what="pod removed")
-    assert "got-sigterm" in node_agent.logs(namespace, "sleeper")
-    assert signal.SIGTERM  # the trap above is what printed got-sigterm
-
-
-def test_unknown_image_fails_the_pod_with_a_clear_reason(kube: Any, node_agent: Any) -> None:
-    core = client.CoreV1Api(kube.api)
-    namespace = kube.namespace("img")
-    body = pod("mystery", ["true"])
-    body["spec"]["containers"][0]["image"] = "example.com/not-mapped:1"
-    core.create_namespaced_pod(namespace, body)
-    failed = wait_for(
-        lambda: (
-            (p := core.read_namespaced_pod("mystery", namespace)).status.phase == "Failed" and p
-        ),
-        what="pod failed",
-    )
-    assert failed.status.reason == "ImageNotMapped"
-    assert "not mapped" in failed.status.message
 
 
 def test_s3_conditional_writes_behave_like_aws(s3: Any) -> None:

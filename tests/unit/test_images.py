@@ -54,7 +54,7 @@ def test_every_version_is_pinned(dockerfile: Path) -> None:
     assert f"pyspark=={jars.SPARK_VERSION}" in constraints
     if "spark-images" in str(dockerfile):
         assert "openjdk-17-jre-headless=17.0.*" in dockerfile.read_text()
-        assert "python -m spindle.runtime.jars" in dockerfile.read_text()
+        assert "python /tmp/jars.py" in dockerfile.read_text()
         assert "USER 185:185" in dockerfile.read_text()
     else:
         assert "USER 10001:10001" in dockerfile.read_text()
@@ -79,7 +79,10 @@ def test_the_entrypoints_run(argv: list[str]) -> None:
 
 def test_the_jar_step_of_the_spark_image_runs() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "spindle.runtime.jars"], capture_output=True, text=True, check=False
+        [sys.executable, str(ROOT / "operator" / "spindle" / "runtime" / "jars.py")],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert all(path.exists() for path in jars.ensure_jars(log=False))

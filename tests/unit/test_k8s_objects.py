@@ -119,6 +119,29 @@ def test_kubernetes_mode_configures_client_mode_spark() -> None:
     assert conf["spark.executor.instances"] == "3"
     assert conf["spark.executor.memory"] == "2g"
     assert conf["spark.kubernetes.container.image"] == SETTINGS.image
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    template = json.loads(env["SPINDLE_EXECUTOR_POD_TEMPLATE"]["value"])
+    assert template["spec"]["securityContext"] == pod["spec"]["securityContext"]
+    [executor] = template["spec"]["containers"]
+    assert executor["securityContext"] == pod["spec"]["containers"][0]["securityContext"]
+
+
+@pytest.mark.parametrize(("cpu", "cores"), [("250m", "1"), ("1", "1"), ("1500m", "2"), ("3", "3")])
+def test_executor_cpu_is_requested_as_given_and_counted_in_whole_cores(
+    cpu: str, cores: str
+) -> None:
+    spec = _spec(spark={"mode": "kubernetes", "executor": {"cpu": cpu}})
+    pod = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
+    command = pod["spec"]["containers"][0]["command"]
+    conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+    assert conf["spark.executor.cores"] == cores
+    assert conf["spark.kubernetes.executor.request.cores"] == cpu
+
+
+def test_local_mode_carries_no_executor_template() -> None:
+    pod = driver_pod(pipeline=PIPELINE, spec=_spec(), mode="run", change_id=None, settings=SETTINGS)
+    names = {e["name"] for e in pod["spec"]["containers"][0]["env"]}
+    assert "SPINDLE_EXECUTOR_POD_TEMPLATE" not in names
 
 
 @pytest.mark.parametrize(
@@ -159,6 +182,26 @@ def test_kubernetes_mode_configures_client_mode_spark() -> None:
             },
             "Failed",
             "CreateContainerConfigError",
+        ),
+        (
+            {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+                ],
+            },
+            "Failed",
+            "OOMKilled",
+        ),
+        (
+            {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such"}}}
+                ],
+            },
+            "Failed",
+            "ImagePullFailed",
         ),
     ],
 )
@@ -242,3 +285,20 @@ def test_metrics_count_pipelines_per_phase_and_bootstraps_once() -> None:
     assert 'spindle_pipelines{phase="Running"} 1.0' in text
     assert 'spindle_reconciles_total{result="ok"} 2.0' in text
     assert "spindle_bootstrap_duration_seconds_count 1.0" in text
+
+
+def test_a_driver_killed_for_memory_says_which_limit_to_raise() -> None:
+    pod = {
+        "metadata": {"labels": {"spindle.dev/mode": "run", "spindle.dev/generation": "1"}},
+        "spec": {"containers": [{"resources": {"limits": {"memory": "300Mi"}}}]},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+            ],
+        },
+    }
+    driver = observed_driver(pod)
+    assert driver.reason == "OOMKilled"
+    assert driver.message is not None
+    assert "300Mi" in driver.message and "spec.spark.driver.memory" in driver.message

@@ -8,6 +8,7 @@ so a retried create finds the existing pod (AlreadyExists) instead of starting a
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,22 @@ LABEL_INGEST = "spindle.dev/ingest"
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
+EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
+"""The executor pod template, as JSON; the driver writes it to a file for Spark."""
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": RUN_AS,
+    "runAsGroup": RUN_AS,
+    "fsGroup": RUN_AS,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Driver and executor pods meet the restricted Pod Security profile."""
 
 
 @dataclass(frozen=True)
@@ -57,13 +74,36 @@ def spark_conf(spec: PipelineSpec, *, namespace: str, image: str) -> dict[str, s
         "spark.kubernetes.container.image": spec.spark.image or image,
         "spark.executor.instances": str(spec.spark.executor_instances),
         "spark.kubernetes.executor.podNamePrefix": "$(SPINDLE_POD_NAME)",
+        # executors keep no volumes of their own: no claims to own or reuse
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
     }
     if spec.spark.executor.cpu:
-        conf["spark.executor.cores"] = spec.spark.executor.cpu
+        conf["spark.executor.cores"] = str(_whole_cores(spec.spark.executor.cpu))
         conf["spark.kubernetes.executor.request.cores"] = spec.spark.executor.cpu
+        conf["spark.kubernetes.executor.limit.cores"] = spec.spark.executor.cpu
     if spec.spark.executor.memory:
         conf["spark.executor.memory"] = spec.spark.executor.memory.replace("i", "").lower()
     return conf
+
+
+def _whole_cores(quantity: str) -> int:
+    """Task slots for a CPU quantity ('500m' → 1, '2' → 2): Spark counts whole cores."""
+    amount = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    return max(1, math.ceil(amount))
+
+
+def executor_template() -> dict[str, Any]:
+    """The pod template Spark starts executors from: the driver's security settings."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": dict(MANAGED, **{"app.kubernetes.io/name": "spindle-executor"})},
+        "spec": {
+            "securityContext": POD_SECURITY,
+            "containers": [{"name": "executor", "securityContext": CONTAINER_SECURITY}],
+        },
+    }
 
 
 def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list[dict[str, Any]]:
@@ -78,6 +118,8 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
         {"name": "SPINDLE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "SPINDLE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
+    if spec.spark.mode == "kubernetes":
+        env.append({"name": EXECUTOR_TEMPLATE_ENV, "value": json.dumps(executor_template())})
     storage = spec.storage
     if storage is not None and storage.credentials is not None:
         for variable, ref in (
@@ -150,13 +192,7 @@ def driver_pod(
             "restartPolicy": "Never",
             "serviceAccountName": spec.service_account_name or settings.service_account,
             "terminationGracePeriodSeconds": settings.termination_grace_seconds,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": RUN_AS,
-                "runAsGroup": RUN_AS,
-                "fsGroup": RUN_AS,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": POD_SECURITY,
             "containers": [
                 {
                     "name": "driver",
@@ -165,22 +201,50 @@ def driver_pod(
                     "env": _env(namespace, name, generation, spec),
                     "resources": _resources(spec.spark.driver.cpu, spec.spark.driver.memory),
                     "terminationMessagePolicy": "FallbackToLogsOnError",
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "runAsNonRoot": True,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": CONTAINER_SECURITY,
                 }
             ],
         },
     }
 
 
+WAITING_FAILURES: dict[str, tuple[str, str]] = {
+    "ErrImagePull": (
+        "ImagePullFailed",
+        "The node cannot pull the driver image ({detail}). Load the image into the nodes, or set "
+        "spec.spark.image to an image they can pull.",
+    ),
+    "ImagePullBackOff": (
+        "ImagePullFailed",
+        "The node cannot pull the driver image ({detail}). Load the image into the nodes, or set "
+        "spec.spark.image to an image they can pull.",
+    ),
+    "InvalidImageName": (
+        "ImagePullFailed",
+        "The driver image name is invalid ({detail}). Fix spec.spark.image.",
+    ),
+    "CreateContainerConfigError": (
+        "CreateContainerConfigError",
+        "The driver container cannot be configured ({detail}). Check that the Secrets and keys "
+        "named in spec.storage.credentials exist.",
+    ),
+}
+"""Waiting states that never resolve by themselves: (reason, message template)."""
+
+
 def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The driver's own `{"reason", "message"}` line from its termination message."""
+    """Why the driver failed: killed for memory, its own `{"reason", "message"}` line from the
+    termination message, its exit code, or a waiting state that will not resolve."""
     for status in pod.get("status", {}).get("containerStatuses") or []:
         terminated = (status.get("state") or {}).get("terminated") or {}
+        if terminated.get("reason") == "OOMKilled":
+            limit = (pod.get("spec", {}).get("containers") or [{}])[0].get("resources") or {}
+            memory = (limit.get("limits") or {}).get("memory", "its limit")
+            return "OOMKilled", (
+                f"The driver used more memory than its limit ({memory}) and was killed. Raise "
+                "spec.spark.driver.memory and apply again; the last checkpoint is intact, and "
+                "the next driver resumes from it."
+            )
         for line in reversed((terminated.get("message") or "").strip().splitlines()):
             try:
                 body = json.loads(line)
@@ -193,17 +257,10 @@ def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
                 f"The driver exited with code {terminated['exitCode']} "
                 f"({terminated.get('reason', 'Error')}); see `kubectl logs` of the pod."
             )
-    waiting = [
-        (s.get("state") or {}).get("waiting") or {}
-        for s in pod.get("status", {}).get("containerStatuses") or []
-    ]
-    for state in waiting:
-        if state.get("reason") in (
-            "CreateContainerConfigError",
-            "ErrImagePull",
-            "ImagePullBackOff",
-        ):
-            return state["reason"], state.get("message", "")
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in WAITING_FAILURES:
+            reason, template = WAITING_FAILURES[waiting["reason"]]
+            return reason, template.format(detail=waiting.get("message") or waiting["reason"])
     return None, None
 
 

@@ -3,17 +3,30 @@
 Jars come from the cache (`spindle.runtime.jars`) or, in the Spark image, from
 `$SPINDLE_SPARK_JARS`. S3 settings are the checkpoint store's `S3Options` (arguments or the
 standard AWS environment variables), never files in the image.
+
+On Kubernetes (a `k8s://` master) executors start from the pod template the operator hands
+the driver (`$SPINDLE_EXECUTOR_POD_TEMPLATE`), and the session is returned only once its
+executors have registered: executors that cannot start (an image that cannot be pulled,
+resources no node has) end the driver with `ExecutorsNotStarted` instead of a silent hang.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from spindle.checkpoint import S3Options
+from spindle.errors import SpindleError
 from spindle.runtime.jars import ensure_jars
+
+EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
+EXECUTOR_START_TIMEOUT = "spindle.executors.startTimeoutSeconds"
+"""Spindle's own setting in `spec.spark.conf`: how long to wait for executors (default 180)."""
 
 
 def _class_path() -> str:
@@ -69,6 +82,42 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
     return conf
 
 
+def _executor_template() -> dict[str, str]:
+    text = os.environ.get(EXECUTOR_TEMPLATE_ENV)
+    if not text:
+        return {}
+    path = Path(tempfile.mkdtemp(prefix="spindle-")) / "executor-pod.json"
+    path.write_text(text)  # JSON is YAML: Spark reads it as a pod template
+    return {
+        "spark.kubernetes.executor.podTemplateFile": str(path),
+        "spark.kubernetes.executor.podTemplateContainerName": "executor",
+    }
+
+
+def registered_executors(session: SparkSession) -> int:
+    """Executors registered with the driver right now (the driver itself not counted)."""
+    jvm_context = session.sparkContext._jsc.sc()
+    return int(jvm_context.getExecutorMemoryStatus().size()) - 1
+
+
+def await_executors(session: SparkSession, *, expected: int, timeout: float) -> int:
+    """Wait until `expected` executors registered; after `timeout`, go on with those there
+    are, or fail with `ExecutorsNotStarted` when there are none."""
+    deadline = time.monotonic() + timeout
+    while (count := registered_executors(session)) < expected and time.monotonic() < deadline:
+        time.sleep(1.0)
+    if count == 0:
+        session.stop()
+        raise SpindleError(
+            reason="ExecutorsNotStarted",
+            message=f"No Spark executor registered within {timeout:.0f} s. See why with "
+            "`kubectl get pods -l spark-role=executor` and `kubectl get events` in the "
+            "pipeline's namespace (usually an image the nodes cannot pull, or "
+            "spec.spark.executor resources that no node has), fix the spec and apply again.",
+        )
+    return count
+
+
 def spark_session(
     *,
     app: str = "spindle",
@@ -76,9 +125,17 @@ def spark_session(
     s3: S3Options | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> SparkSession:
+    settings = dict(extra or {})
+    timeout = float(settings.pop(EXECUTOR_START_TIMEOUT, "180"))
+    on_kubernetes = master.startswith("k8s://")
+    if on_kubernetes:
+        settings = {**_executor_template(), **settings}
     builder = SparkSession.builder.appName(app).master(master)
-    for key, value in spark_conf(s3=s3, extra=extra).items():
+    for key, value in spark_conf(s3=s3, extra=settings).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if on_kubernetes:
+        expected = int(session.conf.get("spark.executor.instances", "2") or "2")
+        await_executors(session, expected=expected, timeout=timeout)
     return session

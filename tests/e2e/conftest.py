@@ -184,9 +184,13 @@ def restricted(kube: Kube, namespace: str) -> None:
 @pytest.fixture(scope="session")
 def crd(kube: Kube) -> None:
     kube.kubectl("apply", "-f", str(ROOT / "crds" / "pipeline.yaml"))
-    kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/pipelines.spindle.dev"
-    )
+
+    def established() -> bool:
+        body = json.loads(kube.kubectl("get", "crd", "pipelines.spindle.dev", "-o", "json"))
+        conditions = body.get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_for("the Pipeline CRD to be established", established, timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -307,14 +311,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     handle = getattr(pytest, "spindle_operator", None)
     if report.failed and handle is not None:
         report.sections.append(("operator log", handle.logs()[-6000:]))
-        for namespace in {
-            n for n in getattr(item, "funcargs", {}).values() if isinstance(n, Space)
-        }:
-            report.sections.append(
-                (
-                    "pods",
-                    namespace.kube.kubectl(
-                        "get", "pods,events", "-n", namespace.name, "-o", "wide", check=False
-                    )[-4000:],
-                )
+        spaces = [v for v in getattr(item, "funcargs", {}).values() if isinstance(v, Space)]
+        for space in spaces:
+            listing = space.kube.kubectl(
+                "get", "pods,events", "-n", space.name, "-o", "wide", check=False
             )
+            report.sections.append((f"pods and events in {space.name}", listing[-4000:]))

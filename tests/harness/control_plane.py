@@ -195,5 +195,5 @@ class ControlPlane:
 
     def stop(self) -> None:
         for process in reversed(self._processes):
-            processes.stop(process)
+            processes.stop(process, grace=5.0)
         self._processes.clear()

@@ -267,7 +267,7 @@ class Node:
 
     def stop(self) -> None:
         for process in reversed(self._processes):
-            processes.stop(process, grace=15.0)
+            processes.stop(process, grace=3.0)  # reap() removes the rest
         self._processes.clear()
 
 

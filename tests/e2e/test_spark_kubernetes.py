@@ -105,10 +105,6 @@ def test_a_driver_killed_for_memory_says_so_and_loses_nothing(
     space: Space, operator: Operator, spark: Any
 ) -> None:
     ingest_grades(space)
-    space.apply(grades("v1", space, spark={"driver": {"memory": "1536Mi"}}))
-    space.wait_phase("grades", "Running", lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 10)
-    before = store(space).latest()
-    assert before is not None
     # A JVM that touches 1 GiB at start-up in a 400 MiB container: the kernel kills it.
     hungry = {
         "driver": {"memory": "400Mi"},
@@ -119,11 +115,9 @@ def test_a_driver_killed_for_memory_says_so_and_loses_nothing(
     condition = failed["conditions"][0]
     assert condition["reason"] == "OOMKilled", json.dumps(failed, indent=1)
     assert "400Mi" in condition["message"] and "spec.spark.driver.memory" in condition["message"]
-    latest = store(space).latest()
-    assert latest is not None and latest.sequence >= before.sequence  # complete, readable
-    assert [m.sequence for m in store(space).history()][-1] == 0  # the chain is intact
+    assert store(space).latest() is None  # nothing half-written
 
     space.apply(grades("v1", space, spark={"driver": {"memory": "1536Mi"}}))
-    space.wait_phase("grades", "Running")
-    assert query(spark, space, "SELECT count(*) FROM avg_grade_enriched") == [(4,)]
+    space.wait_phase("grades", "Running", lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 10)
+    assert query(spark, space, ENRICHED) == V1_ENRICHED  # every input row, each once
     assert operator.healthy()

@@ -179,12 +179,21 @@ _ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {
 
 
 def _analyze(text: str) -> Facts:
-    tree = parsed(text)
-    create = tree.create
-    kind = str(create.args.get("kind") or "").upper()
-    if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
-        return _table_facts(create, lateness=tree.lateness)
-    return _ANALYZERS[kind](create)
+    try:
+        tree = parsed(text)
+        create = tree.create
+        kind = str(create.args.get("kind") or "").upper()
+        if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
+            return _table_facts(create, lateness=tree.lateness)
+        return _ANALYZERS[kind](create)
+    except RecursionError:  # deep nesting without parentheses (NOT NOT ..., CASE in CASE)
+        raise Problem(
+            reason="NestingTooDeep",
+            message="The statement nests expressions too deeply for Spindle to analyze; "
+            "move inner expressions into views, CTEs or functions",
+            line=1,
+            col=1,
+        ) from None
 
 
 # Facts by statement text. Filled by `analyze`, or ahead of it by `remember` (the CLI analyzes

@@ -8,6 +8,7 @@ parse with the stock (compiled) parser, refuse what sqlglot could only keep as a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,7 +21,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.program.canonical import render
 from spindle.program.dialect import DIALECT
-from spindle.program.lateness import LatenessClause, lift_lateness
+from spindle.program.lateness import CLOSING, OPENING, LatenessClause, lift_lateness
+from spindle.program.limits import MAX_NAME_LENGTH, MAX_NESTING
 
 KINDS = frozenset({"TABLE", "VIEW", "FUNCTION"})
 """What a Spindle program declares: CREATE TABLE, CREATE [MATERIALIZED] VIEW, CREATE FUNCTION."""
@@ -73,12 +75,16 @@ def _at(text: str, token: Token) -> dict[str, int]:
     return {"line": text.count("\n", 0, token.start) + 1, "col": token.start - line_start + 1}
 
 
+_TOKEN_REPR = re.compile(r"<Token token_type: [^,]*, text: (.*?), line: \d+, col: \d+, start: .*?>")
+"""How sqlglot's messages print a token; a user reads its text instead."""
+
+
 def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
     try:
         return DIALECT.parser().parse(tokens, text)
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        description = first.get("description") or str(error)
+        description = _TOKEN_REPR.sub(r"'\1'", first.get("description") or str(error))
         raise invalid(
             f"Syntax error: {description}",
             line=int(first.get("line") or 1),
@@ -142,6 +148,35 @@ def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
     return None
 
 
+_NAMES = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+
+
+def _within_limits(text: str, tokens: list[Token]) -> None:
+    """Refuse nesting deeper than `MAX_NESTING` (before the recursive parser sees it) and
+    names longer than `MAX_NAME_LENGTH`, at the token that crosses the limit."""
+    depth = 0
+    for token in tokens:
+        kind = token.token_type
+        if kind in OPENING:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise Problem(
+                    reason="NestingTooDeep",
+                    message=f"More than {MAX_NESTING} parentheses are open here; Spindle "
+                    "plans at most that depth. Move inner subqueries into views or CTEs",
+                    **_at(text, token),
+                )
+        elif kind in CLOSING:
+            depth = max(depth - 1, 0)
+        elif kind in _NAMES and len(token.text) > MAX_NAME_LENGTH:
+            raise Problem(
+                reason="NameTooLong",
+                message=f"A name of {len(token.text):,} characters; names have at most "
+                f"{MAX_NAME_LENGTH} characters. Shorten it",
+                **_at(text, token),
+            )
+
+
 @dataclass(frozen=True)
 class Parsed:
     """One statement's normalized AST, and the LATENESS intervals lifted out before parsing."""
@@ -156,9 +191,11 @@ def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
     try:
-        tokens, lateness = lift_lateness(DIALECT.tokenize(text))
+        tokens = DIALECT.tokenize(text)
     except TokenError as error:
         raise invalid(f"Cannot tokenize: {error}") from None
+    _within_limits(text, tokens)
+    tokens, lateness = lift_lateness(tokens)
     trees = _parse(text, tokens)
     statement = trees[0] if trees else None
     if statement is None:

@@ -71,8 +71,8 @@ def parse_connectors(
         return _connectors(declared, relation=relation, direction=direction, invalid=invalid)
     except json.JSONDecodeError as error:
         raise invalid(f"invalid JSON: {error.msg} at character {error.pos}") from None
-    except ValueError as error:  # a number longer than Python converts
-        raise invalid(f"invalid JSON: {error}") from None
+    except ValueError:  # the only other ValueError: a number longer than Python converts
+        raise invalid("invalid JSON: a number has more digits than can be read") from None
     except RecursionError:
         raise invalid("the JSON nests too deeply") from None
 

@@ -71,12 +71,36 @@ def _normalized_identifiers(statement: exp.Expr) -> bool:
 
 def _at(text: str, token: Token) -> dict[str, int]:
     """The statement-relative line and column where `token` starts."""
-    line_start = text.rfind("\n", 0, token.start) + 1
-    return {"line": text.count("\n", 0, token.start) + 1, "col": token.start - line_start + 1}
+    return _at_offset(text, token.start)
 
 
-_TOKEN_REPR = re.compile(r"<Token token_type: [^,]*, text: (.*?), line: \d+, col: \d+, start: .*?>")
+def _at_offset(text: str, offset: int) -> dict[str, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return {"line": text.count("\n", 0, offset) + 1, "col": offset - line_start + 1}
+
+
+_SQLGLOT_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _sqlglot_offset(text: str, line: int, col: int) -> int:
+    """The offset of a line and column as sqlglot counts them: it also breaks lines at a lone
+    carriage return, which Spindle's positions (lines end at LF) do not."""
+    start = 0
+    for number, found in enumerate(_SQLGLOT_LINE_BREAK.finditer(text), start=2):
+        if number > line:
+            break
+        start = found.end()
+    return min(start + col - 1, len(text))
+
+
+_TOKEN_REPR = re.compile(
+    r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: .*?>"
+)
 """How sqlglot's messages print a token; a user reads its text instead."""
+
+
+def _token_text(match: re.Match[str]) -> str:
+    return "the end of the statement" if match.group(1) == "SENTINEL" else f"'{match.group(2)}'"
 
 
 def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
@@ -84,11 +108,11 @@ def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
         return DIALECT.parser().parse(tokens, text)
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        description = _TOKEN_REPR.sub(r"'\1'", first.get("description") or str(error))
+        description = _TOKEN_REPR.sub(_token_text, first.get("description") or str(error))
+        line = int(first.get("line") or 1)
+        col = max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1)
         raise invalid(
-            f"Syntax error: {description}",
-            line=int(first.get("line") or 1),
-            col=max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1),
+            f"Syntax error: {description}", **_at_offset(text, _sqlglot_offset(text, line, col))
         ) from None
 
 

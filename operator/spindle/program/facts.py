@@ -97,8 +97,15 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str] = _NONE) -> 
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True
-            for constraint in item.constraints:
-                kind = constraint.kind
+            for constraint in item.args.get("constraints") or ():
+                if not isinstance(constraint, exp.ColumnConstraint):  # e.g. `x IN t`
+                    raise invalid(
+                        f"column '{item.name}' has '{constraint.sql(dialect=DIALECT)}', which "
+                        "a table column cannot have; write `name TYPE [NOT NULL] [PRIMARY KEY]`"
+                    )
+                # args, not the typed `kind` property: the compiled build raises a TypeError
+                # when sqlglot made a table's PRIMARY KEY (...) a column constraint
+                kind = constraint.args.get("kind")
                 if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get(
                     "allow_null"
                 ):

@@ -320,6 +320,12 @@ def long_chain(rng: random.Random, text: str) -> str:
     return text + declaration + "\n" + "\n".join(reversed(views))
 
 
+def unclosed(rng: random.Random, text: str) -> str:
+    """Thousands of comments, strings or quoted names that never end."""
+    opener = rng.choice(("/* ", "' ", '" ', "( ", "`"))
+    return text[: _at(rng, text)] + opener * 30_000
+
+
 def splice(rng: random.Random, text: str) -> str:
     _, other = rng.choice(seeds())
     statements = [s for s in other.split(";") if s.strip()]
@@ -347,6 +353,7 @@ TEXT_MUTATIONS: dict[str, Callable[[random.Random, str], str]] = {
     "duplicate_name_case": duplicate_name_case,
     "reserved_word_name": reserved_word_name,
     "long_chain": long_chain,
+    "unclosed": unclosed,
     "splice": splice,
 }
 

@@ -4,14 +4,25 @@ never a Python error (docs/limits.md)."""
 from __future__ import annotations
 
 import codecs
+import importlib.util
+from pathlib import Path
 
 import pytest
 
 from spindle.errors import SpindleError
 from spindle.plan import make_plan
 from spindle.program import fingerprint, parse_program
-from spindle.program.limits import MAX_NAME_LENGTH, MAX_NESTING, MAX_PROGRAM_BYTES
+from spindle.program.limits import (
+    MAX_NAME_LENGTH,
+    MAX_NESTING,
+    MAX_PROGRAM_BYTES,
+    MAX_STATEMENTS,
+    MAX_TOKENS,
+    check_statements,
+    check_text,
+)
 from spindle.program.source import program_text
+from spindle.program.statements import split
 
 TABLE = "create table t (a int);\n"
 
@@ -36,6 +47,27 @@ def test_a_program_over_the_size_limit_is_refused_before_it_is_parsed() -> None:
     with pytest.raises(SpindleError) as caught:
         program_text(b"-" * 10 * 1024 * 1024)
     assert caught.value.reason == "ProgramTooLarge"
+
+
+def test_too_many_tokens_or_statements_are_refused_before_parsing() -> None:
+    words = error_of("x " * (MAX_TOKENS + 1))  # a syntax error, if it were parsed
+    assert words.reason == "ProgramTooLarge"
+    assert words.details == {"tokens": MAX_TOKENS + 1, "limit": MAX_TOKENS}
+    tables = "".join(f"create table t{i} (a int);\n" for i in range(MAX_STATEMENTS + 1))
+    statements = error_of(tables + "this is not sql")
+    assert statements.reason == "ProgramTooLarge"
+    assert statements.details == {"statements": MAX_STATEMENTS + 2, "limit": MAX_STATEMENTS}
+
+
+def test_the_largest_benchmark_program_is_within_the_limits() -> None:
+    """`make bench` plans 10,000 views: the limits must not refuse it."""
+    spec = importlib.util.spec_from_file_location("bench_plan", Path("bench/plan.py"))
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    text = bench.generate(10_000)
+    check_text(text)
+    check_statements(len(split(text)))
 
 
 def test_a_program_at_the_size_limit_is_planned() -> None:

@@ -1,7 +1,8 @@
 """The documented limits of a program, checked before any parsing (see docs/limits.md).
 
-A program is refused up front when it is larger than `MAX_PROGRAM_BYTES` (`ProgramTooLarge`) or
-holds text that no SQL can contain: a NUL character or a lone UTF-16 surrogate (`InvalidProgram`,
+A program is refused up front when it is larger than `MAX_PROGRAM_BYTES`, `MAX_TOKENS` or
+`MAX_STATEMENTS` (`ProgramTooLarge`; bytes are counted first, so a huge input is never scanned),
+or holds text that no SQL can contain: a NUL character or a lone UTF-16 surrogate (`InvalidProgram`,
 with line and column). Nesting deeper than `MAX_NESTING` and declared names longer than
 `MAX_NAME_LENGTH` are refused by the statement analysis, which knows where they are. The limits
 keep every input's planning time and memory bounded, and far from Python's recursion limit.
@@ -9,12 +10,22 @@ keep every input's planning time and memory bounded, and far from Python's recur
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 from spindle.errors import SpindleError, located
 from spindle.program.model import Position
 
 MAX_PROGRAM_BYTES = 2 * 1024 * 1024
 """2 MiB of UTF-8: above a 10,000-view program (1.4 MB), and above what a Kubernetes object can
 hold anyway (about 1.5 MiB)."""
+
+MAX_TOKENS = 520_000
+"""Words and symbols: what parsing time and memory grow with. A 10,000-view program has 510,000;
+the costliest shapes at the limit take about 9 s of one CPU and 600 MiB to plan (docs/limits.md)."""
+
+MAX_STATEMENTS = 20_000
+"""Statements: each also costs a fixed amount, so many tiny ones are bounded too."""
 
 MAX_NESTING = 100
 """Parentheses, brackets and braces open at once within one statement."""
@@ -31,14 +42,32 @@ def position(text: str, offset: int) -> Position:
     return Position(text.count("\n", 0, offset) + 1, offset - line_start + 1)
 
 
-def too_large(size: int) -> SpindleError:
+def too_large(size: int, *, unit: str = "bytes", limit: int = MAX_PROGRAM_BYTES) -> SpindleError:
     return SpindleError(
         reason="ProgramTooLarge",
-        message=f"The program is {size:,} bytes; Spindle plans programs of at most "
-        f"{MAX_PROGRAM_BYTES:,} bytes. Split it into several pipelines, or remove unused "
-        "statements.",
-        details={"bytes": size, "limit": MAX_PROGRAM_BYTES},
+        message=f"The program has {size:,} {unit}; Spindle plans programs of at most "
+        f"{limit:,} {unit}. Split it into several pipelines, or remove unused statements.",
+        details={unit: size, "limit": limit},
     )
+
+
+_TOKEN = re.compile(
+    r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*(?:'|\Z)|\"(?:[^\"]|\"\")*(?:\"|\Z)|\w+|[^\w\s]",
+    re.DOTALL,
+)
+"""What sqlglot's tokenizer counts as a token, closely enough to bound the work: a comment or a
+quoted string or name is one, as it is for sqlglot. An unterminated one runs to the end, so the
+count stays linear in the length of the text."""
+
+
+@lru_cache(maxsize=8)
+def _tokens(text: str) -> int:
+    return sum(1 for _ in _TOKEN.finditer(text))
+
+
+def check_statements(count: int) -> None:
+    if count > MAX_STATEMENTS:
+        raise too_large(count, unit="statements", limit=MAX_STATEMENTS)
 
 
 def _invalid_character(text: str, offset: int, what: str) -> SpindleError:
@@ -69,3 +98,6 @@ def check_text(text: str) -> None:
         offset = text.find(character)
         if offset >= 0:
             raise _invalid_character(text, offset, what)
+    tokens = _tokens(text)
+    if tokens > MAX_TOKENS:
+        raise too_large(tokens, unit="tokens", limit=MAX_TOKENS)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
-from spindle.program.limits import check_text
+from spindle.program.limits import check_statements, check_text
 from spindle.program.model import Direction, Function, Position, Program, Table, View
 from spindle.program.statements import Statement, split
 
@@ -74,7 +74,9 @@ def parse_program(text: str) -> Program:
     warnings: list[str] = []
     positions: dict[str, Position] = {}
 
-    for statement in split(text):
+    statements = split(text)
+    check_statements(len(statements))
+    for statement in statements:
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"

@@ -182,3 +182,20 @@ def test_user_text_in_messages_and_plans_is_never_markup(
     new.write_text('create table "[/x]" (a int, b int);\n')
     assert main(["diff", str(old), str(new)]) == 0
     assert "[/x]" in capsys.readouterr().out
+
+
+def test_a_program_over_the_token_limit_is_refused_before_any_analysis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spindle.cli import analysis
+    from spindle.program.limits import MAX_TOKENS
+
+    def no_analysis(*args: object, **kwargs: object) -> int:
+        raise AssertionError("analyzed a program over the limits")
+
+    monkeypatch.setattr(analysis, "prime", no_analysis)
+    wordy = tmp_path / "wordy.sql"
+    wordy.write_text("create table t (a int);\n" * (MAX_TOKENS // 8 + 1))
+    code, body = run(["diff", "--json", V1, str(wordy)], capsys)
+    assert code == 1 and body["error_code"] == "ProgramTooLarge"
+    assert str(wordy) in str(body["message"]) and body["details"]["limit"] == MAX_TOKENS

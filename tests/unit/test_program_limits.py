@@ -18,11 +18,9 @@ from spindle.program.limits import (
     MAX_PROGRAM_BYTES,
     MAX_STATEMENTS,
     MAX_TOKENS,
-    check_statements,
-    check_text,
+    check_program,
 )
 from spindle.program.source import program_text
-from spindle.program.statements import split
 
 TABLE = "create table t (a int);\n"
 
@@ -66,8 +64,7 @@ def test_the_largest_benchmark_program_is_within_the_limits() -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     text = bench.generate(10_000)
-    check_text(text)
-    check_statements(len(split(text)))
+    check_program(text)
 
 
 def test_a_program_at_the_size_limit_is_planned() -> None:

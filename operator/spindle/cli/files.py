@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 
 from spindle.errors import SpindleError
-from spindle.program.limits import MAX_PROGRAM_BYTES, too_large
+from spindle.program.limits import MAX_PROGRAM_BYTES, check_program, too_large
 from spindle.program.source import program_text
 
 MAX_MANIFEST_BYTES = 2 * MAX_PROGRAM_BYTES
@@ -67,9 +67,11 @@ def read_program(path: str) -> str:
     """A program file's text; errors name the file."""
     data = read_bytes(path, limit=MAX_PROGRAM_BYTES, too_large=too_large)
     try:
-        return program_text(data)
+        text = program_text(data)
+        check_program(text)  # before any statement is analyzed, in parallel or not
     except SpindleError as error:
         raise in_file(error, path) from None
+    return text
 
 
 def in_file(error: SpindleError, path: str) -> SpindleError:

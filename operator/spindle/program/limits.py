@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from spindle.errors import SpindleError, located
 from spindle.program.model import Position
+from spindle.program.statements import split
 
 MAX_PROGRAM_BYTES = 2 * 1024 * 1024
 """2 MiB of UTF-8: above a 10,000-view program (1.4 MB), and above what a Kubernetes object can
@@ -65,7 +66,11 @@ def _tokens(text: str) -> int:
     return sum(1 for _ in _TOKEN.finditer(text))
 
 
-def check_statements(count: int) -> None:
+def check_program(text: str) -> None:
+    """Refuse a program over any size limit, or holding characters no SQL text can hold,
+    before any statement is parsed."""
+    check_text(text)
+    count = len(split(text))
     if count > MAX_STATEMENTS:
         raise too_large(count, unit="statements", limit=MAX_STATEMENTS)
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
-from spindle.program.limits import check_statements, check_text
+from spindle.program.limits import check_program
 from spindle.program.model import Direction, Function, Position, Program, Table, View
 from spindle.program.statements import Statement, split
 
@@ -66,7 +66,7 @@ def _topological(views: dict[str, View]) -> dict[str, View]:
 
 def parse_program(text: str) -> Program:
     """Parse and validate a Spindle program. Raises `SpindleError` with line and column."""
-    check_text(text)
+    check_program(text)
     tables: dict[str, Table] = {}
     views: dict[str, View] = {}
     functions: dict[str, Function] = {}
@@ -74,9 +74,7 @@ def parse_program(text: str) -> Program:
     warnings: list[str] = []
     positions: dict[str, Position] = {}
 
-    statements = split(text)
-    check_statements(len(statements))
-    for statement in statements:
+    for statement in split(text):
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"

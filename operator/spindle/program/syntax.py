@@ -149,7 +149,9 @@ def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]
     return found
 
 
-_SCAN_LIMIT = 4096
+_SCAN_BUDGET = 100_000
+"""Tokens re-parsed at most while looking for where sqlglot gave up (each try parses a prefix,
+so an unbounded scan is quadratic: a statement of 7,500 string literals took 90 s)."""
 
 
 def _parses_cleanly(text: str, tokens: list[Token]) -> bool:
@@ -164,9 +166,13 @@ def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
     """Where sqlglot gave up on a CREATE it could only keep as an opaque `Command`: the token
     after the longest prefix that parses on its own. (The compiled parser cannot be hooked to
     report it, so the error path re-parses; valid programs never pay for this.)"""
-    if not tokens or tokens[0].token_type != TokenType.CREATE or len(tokens) > _SCAN_LIMIT:
+    if not tokens or tokens[0].token_type != TokenType.CREATE:
         return None
+    budget = _SCAN_BUDGET
     for end in range(len(tokens) - 1, 1, -1):
+        budget -= end
+        if budget < 0:
+            return None  # the statement is refused all the same, at its start
         if _parses_cleanly(text, tokens[:end]):
             return tokens[end]
     return None

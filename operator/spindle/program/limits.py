@@ -32,7 +32,7 @@ MAX_NESTING = 100
 """Parentheses, brackets and braces open at once within one statement."""
 
 MAX_NAME_LENGTH = 128
-"""Characters in a declared table, view, column or function name (names become storage paths)."""
+"""Characters in a name (any identifier): table and view names become storage paths."""
 
 _FORBIDDEN = {"\x00": "a NUL character (U+0000)"}
 

@@ -36,13 +36,15 @@ def _topological(views: dict[str, View]) -> dict[str, View]:
     first without recursion: a chain of thousands of views is an ordinary program."""
     ordered: dict[str, View] = {}
     for root in views:
-        path: list[str] = []  # the views being visited, each waiting for its dependencies
+        path: dict[str, None] = {}  # the views being visited (in order), each waiting for its
+        # dependencies: a dict, so that a chain of thousands is checked for cycles in O(1)
         pending: list[list[str]] = []  # per entry of `path`, the dependencies left to visit
         step = root
         while True:
             if step not in ordered:
                 if step in path:
-                    cycle = [*path[path.index(step) :], step]
+                    visiting = list(path)
+                    cycle = [*visiting[visiting.index(step) :], step]
                     view = views[step]
                     raise located(
                         reason="CyclicView",
@@ -52,11 +54,11 @@ def _topological(views: dict[str, View]) -> dict[str, View]:
                         column=view.position.column,
                         cycle=cycle,
                     )
-                path.append(step)
+                path[step] = None
                 pending.append([d for d in reversed(views[step].dependencies) if d in views])
             while pending and not pending[-1]:
                 pending.pop()
-                done = path.pop()
+                done, _ = path.popitem()
                 ordered[done] = views[done]
             if not pending:
                 break

@@ -63,6 +63,10 @@ crds: venv
 	@cp crds/pipeline.yaml charts/spindle/crds/pipeline.yaml
 	@echo "==> wrote crds/pipeline.yaml and charts/spindle/crds/pipeline.yaml"
 
+.PHONY: fuzz
+fuzz: venv  # make fuzz N=10000 [SEED=0]: mutated programs through parse + plan, counts by outcome
+	@$(BIN)/python -m tests.fuzz --count $(or $(N),1000) --seed $(or $(SEED),0)
+
 bench: venv
 	@$(BIN)/python bench/plan.py
 	@$(BIN)/python bench/bootstrap.py

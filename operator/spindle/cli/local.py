@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from spindle.api import PipelineManifest, load_manifest_document
-from spindle.cli import render
+from spindle.cli import files, render
 from spindle.errors import SpindleError
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, default_home
@@ -84,13 +83,14 @@ def _show_decision(body: dict[str, Any], plan: ChangePlan | None) -> None:
 
 def read_manifest(path: str) -> PipelineManifest:
     """A Pipeline manifest from a YAML or JSON file (`-`: standard input), validated."""
+    data = files.read_bytes(path, limit=files.MAX_MANIFEST_BYTES)
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-        document = yaml.safe_load(text)
-    except OSError as error:
+        document = yaml.safe_load(data)
+    except (RecursionError, yaml.reader.ReaderError) as error:
         raise SpindleError(
             reason="FileUnreadable",
-            message=f"Cannot read {path}: {error.strerror}.",
+            message=f"Cannot read {path} as a manifest: {error}. Save it as UTF-8 YAML or "
+            "JSON text, holding one Pipeline.",
             details={"path": path},
         ) from None
     except yaml.YAMLError as error:

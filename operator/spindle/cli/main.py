@@ -6,10 +6,9 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from spindle.cli import analysis, render
+from spindle.cli import analysis, files, render
 from spindle.errors import SpindleError
 from spindle.plan import make_plan
 from spindle.program import parse_program
@@ -17,28 +16,15 @@ from spindle.program import parse_program
 Command = Callable[[argparse.Namespace], int]
 
 
-def read_text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise SpindleError(
-            reason="FileUnreadable",
-            message=f"Cannot read {path}: {error.strerror}. Check the path.",
-            details={"path": path},
-        ) from None
-
-
 def _parse_file(path: str, text: str) -> object:
     try:
         return parse_program(text)
     except SpindleError as error:
-        error.details.setdefault("file", path)
-        error.message = f"{path}: {error.message}"
-        raise
+        raise files.in_file(error, path) from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    texts = read_text(args.old), read_text(args.new)
+    texts = files.read_program(args.old), files.read_program(args.new)
     analysis.prime(texts, workers=analysis.worker_count())
     old = _parse_file(args.old, texts[0])
     new = _parse_file(args.new, texts[1])

@@ -29,7 +29,9 @@ def plan_table(plan: ChangePlan) -> Table:
 
 
 def change_table(change_id: str, changes: dict[str, Any], diff: dict[str, Any]) -> Table:
-    """The change table from a plan's JSON, or a recorded one (`status.pendingChange`)."""
+    """The change table from a plan's JSON, or a recorded one (`status.pendingChange`).
+    Names are the user's text: escaped, so that `[...]` in a quoted name is not markup."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"Change {change_id}", title_justify="left")
@@ -39,17 +41,19 @@ def change_table(change_id: str, changes: dict[str, Any], diff: dict[str, Any]) 
         change = changes[name]
         style = STATUS_STYLE[change["status"]]
         table.add_row(
-            name,
+            escape(name),
             change["kind"],
             f"[{style}]{change['status']}[/]",
-            ", ".join(change.get("reasons") or []),
+            escape(", ".join(change.get("reasons") or [])),
             change.get("category") or "",
         )
     for list_name, keys in diff.items():
         if list_name.endswith("_connectors"):
             status, direction, _ = list_name.split("_", 2)
             for key in keys:
-                table.add_row(key, f"{direction} connector", f"[{STATUS_STYLE[status]}]{status}[/]")
+                table.add_row(
+                    escape(key), f"{direction} connector", f"[{STATUS_STYLE[status]}]{status}[/]"
+                )
     return table
 
 
@@ -68,6 +72,8 @@ def query_diffs(plan: ChangePlan) -> list[str]:
 
 
 def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
+    from rich.markup import escape
+
     out = out or console()
     if plan.diff.is_empty:
         out.print("No changes: the programs are equivalent.")
@@ -76,7 +82,7 @@ def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
     for block in query_diffs(plan):
         out.print(block, markup=False)
     for warning in plan.new.warnings:
-        out.print(f"[yellow]warning:[/] {warning}")
+        out.print(f"[yellow]warning:[/] {escape(warning)}")
     if plan.bootstrap.allowed:
         out.print(f"Bootstrap: allowed. Approve with change id [bold]{plan.change_id}[/].")
     else:
@@ -88,8 +94,10 @@ def print_error(error: SpindleError, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(error.body(), indent=2))
         return
+    from rich.markup import escape
+
     err = console(stderr=True)
-    err.print(f"[red]error[/] [bold]{error.reason}[/]: {error.message}", markup=True)
+    err.print(f"[red]error[/] [bold]{error.reason}[/]: {escape(error.message)}", markup=True)
 
 
 def print_json(value: Any) -> None:

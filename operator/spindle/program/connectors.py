@@ -9,12 +9,12 @@ flow-control knobs, which change throughput, never data.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from spindle.errors import SpindleError
-from spindle.program.model import Connector, Direction
+from spindle.errors import SpindleError, located
+from spindle.program.model import Connector, Direction, Position
 
 FLOW_CONTROL_KNOBS = frozenset(
     {
@@ -47,36 +47,54 @@ def canonical_json(value: Any) -> str:
     return json.dumps(_thaw(value), sort_keys=True, separators=(",", ":"))
 
 
-def _invalid(relation: str, problem: str, **details: Any) -> SpindleError:
-    return SpindleError(
-        reason="InvalidConnectors",
-        message=f"Connectors of '{relation}': {problem}. Fix the 'connectors' property: it "
-        "must be a JSON list of objects with a 'transport' object that has a 'name'.",
-        details={"relation": relation, **details},
-    )
-
-
 def parse_connectors(
-    *, relation: str, direction: Direction, raw: str | None
+    *, relation: str, direction: Direction, raw: str | None, at: Position
 ) -> tuple[tuple[Connector, ...], tuple[str, ...]]:
-    """Parse a relation's `'connectors'` JSON into connectors and warnings."""
+    """Parse a relation's `'connectors'` JSON into connectors and warnings; errors are located
+    `at` the relation's declaration."""
+
+    def invalid(problem: str, **details: Any) -> SpindleError:
+        return located(
+            reason="InvalidConnectors",
+            message=f"Connectors of '{relation}': {problem}. Fix the 'connectors' property: it "
+            "must be a JSON list of objects with a 'transport' object that has a 'name'",
+            line=at.line,
+            column=at.column,
+            relation=relation,
+            **details,
+        )
+
     if raw is None:
         return (), ()
     try:
         declared = json.loads(raw)
+        return _connectors(declared, relation=relation, direction=direction, invalid=invalid)
     except json.JSONDecodeError as error:
-        raise _invalid(relation, f"invalid JSON: {error.msg} at character {error.pos}") from None
+        raise invalid(f"invalid JSON: {error.msg} at character {error.pos}") from None
+    except ValueError:  # the only other ValueError: a number longer than Python converts
+        raise invalid("invalid JSON: a number has more digits than can be read") from None
+    except RecursionError:
+        raise invalid("the JSON nests too deeply") from None
+
+
+def _connectors(
+    declared: Any,
+    *,
+    relation: str,
+    direction: Direction,
+    invalid: Callable[..., SpindleError],
+) -> tuple[tuple[Connector, ...], tuple[str, ...]]:
     if not isinstance(declared, list):
-        raise _invalid(relation, "expected a JSON list")
+        raise invalid("expected a JSON list")
     connectors: list[Connector] = []
     warnings: list[str] = []
     seen: set[str] = set()
     for index, entry in enumerate(declared):
         if not isinstance(entry, dict):
-            raise _invalid(relation, f"entry {index} is not an object", index=index)
+            raise invalid(f"entry {index} is not an object", index=index)
         transport = entry.get("transport")
         if not isinstance(transport, dict) or not isinstance(transport.get("name"), str):
-            raise _invalid(relation, f"entry {index} has no transport name", index=index)
+            raise invalid(f"entry {index} has no transport name", index=index)
         name = entry.get("name")
         unnamed = name is None
         if unnamed:
@@ -86,9 +104,9 @@ def parse_connectors(
                 "name it explicitly so that reordering connectors does not look like a change"
             )
         if not isinstance(name, str) or not name:
-            raise _invalid(relation, f"entry {index} has an invalid name", index=index)
+            raise invalid(f"entry {index} has an invalid name", index=index)
         if name in seen:
-            raise _invalid(relation, f"duplicate connector name '{name}'", connector=name)
+            raise invalid(f"duplicate connector name '{name}'", connector=name)
         seen.add(name)
         compared = {
             k: v

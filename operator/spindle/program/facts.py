@@ -97,8 +97,15 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str] = _NONE) -> 
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True
-            for constraint in item.constraints:
-                kind = constraint.kind
+            for constraint in item.args.get("constraints") or ():
+                if not isinstance(constraint, exp.ColumnConstraint):  # e.g. `x IN t`
+                    raise invalid(
+                        f"column '{item.name}' has '{constraint.sql(dialect=DIALECT)}', which "
+                        "a table column cannot have; write `name TYPE [NOT NULL] [PRIMARY KEY]`"
+                    )
+                # args, not the typed `kind` property: the compiled build raises a TypeError
+                # when sqlglot made a table's PRIMARY KEY (...) a column constraint
+                kind = constraint.args.get("kind")
                 if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get(
                     "allow_null"
                 ):
@@ -179,12 +186,21 @@ _ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {
 
 
 def _analyze(text: str) -> Facts:
-    tree = parsed(text)
-    create = tree.create
-    kind = str(create.args.get("kind") or "").upper()
-    if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
-        return _table_facts(create, lateness=tree.lateness)
-    return _ANALYZERS[kind](create)
+    try:
+        tree = parsed(text)
+        create = tree.create
+        kind = str(create.args.get("kind") or "").upper()
+        if kind == "TABLE":  # only a CREATE TABLE's column list has LATENESS clauses
+            return _table_facts(create, lateness=tree.lateness)
+        return _ANALYZERS[kind](create)
+    except RecursionError:  # deep nesting without parentheses (NOT NOT ..., CASE in CASE)
+        raise Problem(
+            reason="NestingTooDeep",
+            message="The statement nests expressions too deeply for Spindle to analyze; "
+            "move inner expressions into views, CTEs or functions",
+            line=1,
+            col=1,
+        ) from None
 
 
 # Facts by statement text. Filled by `analyze`, or ahead of it by `remember` (the CLI analyzes

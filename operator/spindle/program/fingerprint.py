@@ -36,18 +36,48 @@ class Fingerprints:
     program: str
 
 
-def fingerprint(program: Program) -> Fingerprints:
+@dataclass
+class _Frame:
+    """A function whose fingerprint waits for those of the functions it calls."""
+
+    name: str
+    trail: tuple[str, ...]
+    """The callers on the way here: a call back to one of them (recursion) is not followed."""
+    calls: list[str]
+    called: list[tuple[str, str]]
+
+
+def _function_fingerprints(program: Program) -> dict[str, str]:
+    """Each function's fingerprint covers its canonical body and the fingerprints of the
+    functions it calls. Depth first with an explicit stack: call chains can be long."""
     functions: dict[str, str] = {}
 
-    def function_fp(name: str, trail: tuple[str, ...] = ()) -> str:
-        if name not in functions:
-            function = program.functions[name]
-            called = [(c, function_fp(c, (*trail, name))) for c in function.calls if c not in trail]
-            functions[name] = digest("function", function.canonical, called)
-        return functions[name]
+    def frame(name: str, trail: tuple[str, ...]) -> _Frame:
+        calls = [c for c in program.functions[name].calls if c not in trail]
+        return _Frame(name, trail, calls[::-1], [])
 
-    for name in program.functions:
-        function_fp(name)
+    for root in program.functions:
+        stack = [] if root in functions else [frame(root, ())]
+        while stack:
+            top = stack[-1]
+            if top.calls:
+                callee = top.calls.pop()
+                if callee in functions:
+                    top.called.append((callee, functions[callee]))
+                else:
+                    stack.append(frame(callee, (*top.trail, top.name)))
+                continue
+            stack.pop()
+            functions[top.name] = digest(
+                "function", program.functions[top.name].canonical, top.called
+            )
+            if stack:
+                stack[-1].called.append((top.name, functions[top.name]))
+    return functions
+
+
+def fingerprint(program: Program) -> Fingerprints:
+    functions = _function_fingerprints(program)
 
     data: dict[str, str] = {
         name: digest("table", table.schema_signature()) for name, table in program.tables.items()

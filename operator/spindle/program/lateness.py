@@ -17,8 +17,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.program.dialect import DIALECT
 
-_OPENING = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE}
-_CLOSING = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
+OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
+CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
 KEYWORD = "LATENESS"
 _CONSTRAINTS = frozenset(DIALECT.parser_class.CONSTRAINT_PARSERS) | {"CONSTRAINT"}
 """Keywords that start another column constraint, which ends a LATENESS clause."""
@@ -70,11 +70,11 @@ def lift_lateness(tokens: list[Token]) -> tuple[list[Token], tuple[LatenessClaus
                 inner = tokens[end].token_type
                 if nested == 0 and (
                     inner == TokenType.COMMA
-                    or inner in _CLOSING
+                    or inner in CLOSING
                     or tokens[end].text.upper() in _CONSTRAINTS
                 ):
                     break
-                nested += (inner in _OPENING) - (inner in _CLOSING)
+                nested += (inner in OPENING) - (inner in CLOSING)
                 end += 1
             following = tokens[end] if end < len(tokens) else None
             clauses.append(
@@ -83,9 +83,9 @@ def lift_lateness(tokens: list[Token]) -> tuple[list[Token], tuple[LatenessClaus
             index = end
             continue
         starts_element = False
-        if kind in _OPENING:
+        if kind in OPENING:
             depth += 1
-        elif kind in _CLOSING:
+        elif kind in CLOSING:
             depth -= 1
         elif kind == TokenType.COMMA and depth == 1:
             element += 1

@@ -8,6 +8,7 @@ from dataclasses import replace
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
+from spindle.program.limits import check_program
 from spindle.program.model import Direction, Function, Position, Program, Table, View
 from spindle.program.statements import Statement, split
 
@@ -30,43 +31,48 @@ def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: P
     )
 
 
-def _topological(views: dict[str, View], statements: dict[str, Statement]) -> dict[str, View]:
-    """Views ordered so that every view follows the views it reads; cycles are errors."""
+def _topological(views: dict[str, View]) -> dict[str, View]:
+    """Views ordered so that every view follows the views it reads; cycles are errors. Depth
+    first without recursion: a chain of thousands of views is an ordinary program."""
     ordered: dict[str, View] = {}
-    visiting: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        if name in ordered:
-            return
-        if name in visiting:
-            cycle = " -> ".join((*path[path.index(name) :], name))
-            view = views[name]
-            raise located(
-                reason="CyclicView",
-                message=f"Views read each other in a cycle ({cycle}); break the cycle",
-                line=view.position.line,
-                column=view.position.column,
-                cycle=list((*path[path.index(name) :], name)),
-            )
-        visiting.add(name)
-        for dep in views[name].dependencies:
-            if dep in views:
-                visit(dep, (*path, name))
-        visiting.discard(name)
-        ordered[name] = views[name]
-
-    for name in views:
-        visit(name, ())
+    for root in views:
+        path: dict[str, None] = {}  # the views being visited (in order), each waiting for its
+        # dependencies: a dict, so that a chain of thousands is checked for cycles in O(1)
+        pending: list[list[str]] = []  # per entry of `path`, the dependencies left to visit
+        step = root
+        while True:
+            if step not in ordered:
+                if step in path:
+                    visiting = list(path)
+                    cycle = [*visiting[visiting.index(step) :], step]
+                    view = views[step]
+                    raise located(
+                        reason="CyclicView",
+                        message=f"Views read each other in a cycle ({' -> '.join(cycle)}); "
+                        "break the cycle",
+                        line=view.position.line,
+                        column=view.position.column,
+                        cycle=cycle,
+                    )
+                path[step] = None
+                pending.append([d for d in reversed(views[step].dependencies) if d in views])
+            while pending and not pending[-1]:
+                pending.pop()
+                done, _ = path.popitem()
+                ordered[done] = views[done]
+            if not pending:
+                break
+            step = pending[-1].pop()
     return ordered
 
 
 def parse_program(text: str) -> Program:
     """Parse and validate a Spindle program. Raises `SpindleError` with line and column."""
+    check_program(text)
     tables: dict[str, Table] = {}
     views: dict[str, View] = {}
     functions: dict[str, Function] = {}
     view_reads: dict[str, tuple[Statement, ViewFacts]] = {}
-    statements: dict[str, Statement] = {}
     warnings: list[str] = []
     positions: dict[str, Position] = {}
 
@@ -78,11 +84,13 @@ def parse_program(text: str) -> Program:
         if key in positions:
             _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
         positions[key] = position
-        statements[facts.name] = statement
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if isinstance(facts, TableFacts):
             connectors, notes = parse_connectors(
-                relation=facts.name, direction=Direction.INPUT, raw=props.get("connectors")
+                relation=facts.name,
+                direction=Direction.INPUT,
+                raw=props.get("connectors"),
+                at=position,
             )
             warnings.extend(notes)
             tables[facts.name] = Table(
@@ -97,7 +105,10 @@ def parse_program(text: str) -> Program:
             )
         elif isinstance(facts, ViewFacts):
             connectors, notes = parse_connectors(
-                relation=facts.name, direction=Direction.OUTPUT, raw=props.get("connectors")
+                relation=facts.name,
+                direction=Direction.OUTPUT,
+                raw=props.get("connectors"),
+                at=position,
             )
             warnings.extend(notes)
             view_reads[facts.name] = (statement, facts)
@@ -145,7 +156,7 @@ def parse_program(text: str) -> Program:
     return Program(
         text=text,
         tables=tables,
-        views=_topological(views, statements),
+        views=_topological(views),
         functions=functions,
         warnings=tuple(warnings),
         has_lateness=any(t.lateness for t in tables.values()),

@@ -39,7 +39,7 @@ class Statement:
 
 def _skip_space_and_comments(program: str, index: int, end: int) -> int:
     while index < end:
-        if program[index].isspace():
+        if program[index].isspace() or program[index] == "\ufeff":  # a BOM reads as space
             index += 1
         elif program.startswith("--", index):
             newline = program.find("\n", index)

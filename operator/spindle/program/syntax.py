@@ -8,6 +8,7 @@ parse with the stock (compiled) parser, refuse what sqlglot could only keep as a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,7 +21,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.program.canonical import render
 from spindle.program.dialect import DIALECT
-from spindle.program.lateness import LatenessClause, lift_lateness
+from spindle.program.lateness import CLOSING, OPENING, LatenessClause, lift_lateness
+from spindle.program.limits import MAX_NAME_LENGTH, MAX_NESTING
 
 KINDS = frozenset({"TABLE", "VIEW", "FUNCTION"})
 """What a Spindle program declares: CREATE TABLE, CREATE [MATERIALIZED] VIEW, CREATE FUNCTION."""
@@ -69,8 +71,36 @@ def _normalized_identifiers(statement: exp.Expr) -> bool:
 
 def _at(text: str, token: Token) -> dict[str, int]:
     """The statement-relative line and column where `token` starts."""
-    line_start = text.rfind("\n", 0, token.start) + 1
-    return {"line": text.count("\n", 0, token.start) + 1, "col": token.start - line_start + 1}
+    return _at_offset(text, token.start)
+
+
+def _at_offset(text: str, offset: int) -> dict[str, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return {"line": text.count("\n", 0, offset) + 1, "col": offset - line_start + 1}
+
+
+_SQLGLOT_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _sqlglot_offset(text: str, line: int, col: int) -> int:
+    """The offset of a line and column as sqlglot counts them: it also breaks lines at a lone
+    carriage return, which Spindle's positions (lines end at LF) do not."""
+    start = 0
+    for number, found in enumerate(_SQLGLOT_LINE_BREAK.finditer(text), start=2):
+        if number > line:
+            break
+        start = found.end()
+    return min(start + col - 1, len(text))
+
+
+_TOKEN_REPR = re.compile(
+    r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: .*?>"
+)
+"""How sqlglot's messages print a token; a user reads its text instead."""
+
+
+def _token_text(match: re.Match[str]) -> str:
+    return "the end of the statement" if match.group(1) == "SENTINEL" else f"'{match.group(2)}'"
 
 
 def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
@@ -78,11 +108,11 @@ def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
         return DIALECT.parser().parse(tokens, text)
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        description = first.get("description") or str(error)
+        description = _TOKEN_REPR.sub(_token_text, first.get("description") or str(error))
+        line = int(first.get("line") or 1)
+        col = max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1)
         raise invalid(
-            f"Syntax error: {description}",
-            line=int(first.get("line") or 1),
-            col=max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1),
+            f"Syntax error: {description}", **_at_offset(text, _sqlglot_offset(text, line, col))
         ) from None
 
 
@@ -119,7 +149,9 @@ def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]
     return found
 
 
-_SCAN_LIMIT = 4096
+_SCAN_BUDGET = 100_000
+"""Tokens re-parsed at most while looking for where sqlglot gave up (each try parses a prefix,
+so an unbounded scan is quadratic: a statement of 7,500 string literals took 90 s)."""
 
 
 def _parses_cleanly(text: str, tokens: list[Token]) -> bool:
@@ -134,12 +166,45 @@ def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
     """Where sqlglot gave up on a CREATE it could only keep as an opaque `Command`: the token
     after the longest prefix that parses on its own. (The compiled parser cannot be hooked to
     report it, so the error path re-parses; valid programs never pay for this.)"""
-    if not tokens or tokens[0].token_type != TokenType.CREATE or len(tokens) > _SCAN_LIMIT:
+    if not tokens or tokens[0].token_type != TokenType.CREATE:
         return None
+    budget = _SCAN_BUDGET
     for end in range(len(tokens) - 1, 1, -1):
+        budget -= end
+        if budget < 0:
+            return None  # the statement is refused all the same, at its start
         if _parses_cleanly(text, tokens[:end]):
             return tokens[end]
     return None
+
+
+_NAMES = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+
+
+def _within_limits(text: str, tokens: list[Token]) -> None:
+    """Refuse nesting deeper than `MAX_NESTING` (before the recursive parser sees it) and
+    names longer than `MAX_NAME_LENGTH`, at the token that crosses the limit."""
+    depth = 0
+    for token in tokens:
+        kind = token.token_type
+        if kind in OPENING:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise Problem(
+                    reason="NestingTooDeep",
+                    message=f"More than {MAX_NESTING} parentheses are open here; Spindle "
+                    "plans at most that depth. Move inner subqueries into views or CTEs",
+                    **_at(text, token),
+                )
+        elif kind in CLOSING:
+            depth = max(depth - 1, 0)
+        elif kind in _NAMES and len(token.text) > MAX_NAME_LENGTH:
+            raise Problem(
+                reason="NameTooLong",
+                message=f"A name of {len(token.text):,} characters; names have at most "
+                f"{MAX_NAME_LENGTH} characters. Shorten it",
+                **_at(text, token),
+            )
 
 
 @dataclass(frozen=True)
@@ -156,9 +221,11 @@ def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
     try:
-        tokens, lateness = lift_lateness(DIALECT.tokenize(text))
+        tokens = DIALECT.tokenize(text)
     except TokenError as error:
         raise invalid(f"Cannot tokenize: {error}") from None
+    _within_limits(text, tokens)
+    tokens, lateness = lift_lateness(tokens)
     trees = _parse(text, tokens)
     statement = trees[0] if trees else None
     if statement is None:

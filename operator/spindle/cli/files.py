@@ -1,0 +1,82 @@
+"""Reading the files a user names on the command line (programs, manifests; `-` is stdin).
+
+Whatever is wrong with the file (missing, a directory, no permission, empty, endless, binary)
+becomes a `SpindleError` that names the file and says what to do, never a traceback: most
+failures are `FileUnreadable`, a program that is not UTF-8 is `InvalidProgram` at the line and
+column of the first bad byte, and one over the size limit is `ProgramTooLarge`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable
+
+from spindle.errors import SpindleError
+from spindle.program.limits import MAX_PROGRAM_BYTES, check_program, too_large
+from spindle.program.source import program_text
+
+MAX_MANIFEST_BYTES = 2 * MAX_PROGRAM_BYTES
+"""A manifest holds one program and a little YAML around it."""
+
+_HINTS = {
+    errno.ENOENT: "check the path",
+    errno.EISDIR: "pass a file, not a directory",
+    errno.EACCES: "check its permissions, or run as a user who may read it",
+    errno.EPERM: "check its permissions, or run as a user who may read it",
+}
+
+
+def _unreadable(path: str, problem: str, hint: str) -> SpindleError:
+    return SpindleError(
+        reason="FileUnreadable",
+        message=f"Cannot read {path}: {problem}; {hint}.",
+        details={"path": path},
+    )
+
+
+def read_bytes(
+    path: str, *, limit: int, too_large: Callable[[int], SpindleError] | None = None
+) -> bytes:
+    """The bytes of a file. Missing, unreadable, empty and larger than `limit` (`too_large`
+    builds that error) are refused; an endless stream is read no further than the limit."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+            size = len(data)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(limit + 1)
+                size = max(len(data), os.fstat(file.fileno()).st_size)
+    except OSError as error:
+        problem = error.strerror or type(error).__name__
+        raise _unreadable(path, problem, _HINTS.get(error.errno or 0, "check the path")) from None
+    if size > limit:
+        if too_large is not None:
+            raise in_file(too_large(size), path)
+        raise _unreadable(
+            path, f"it is {size:,} bytes, more than {limit:,}", "is it the file you meant?"
+        )
+    if not data.strip():
+        raise _unreadable(path, "it is empty", "check that it is the file you meant, and saved")
+    return data
+
+
+def read_program(path: str) -> str:
+    """A program file's text; errors name the file."""
+    data = read_bytes(path, limit=MAX_PROGRAM_BYTES, too_large=too_large)
+    try:
+        text = program_text(data)
+        check_program(text)  # before any statement is analyzed, in parallel or not
+    except SpindleError as error:
+        raise in_file(error, path) from None
+    return text
+
+
+def in_file(error: SpindleError, path: str) -> SpindleError:
+    """The error with the file it is about in its message and details."""
+    error.details.setdefault("file", path)
+    if not error.message.startswith(f"{path}: "):
+        error.message = f"{path}: {error.message}"
+    return error

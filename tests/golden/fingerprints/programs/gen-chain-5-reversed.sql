@@ -1,0 +1,19 @@
+create table customers (
+  id bigint not null,
+  name varchar,
+  region varchar(32),
+  primary key (id)
+) with ('materialized' = 'true');
+create table orders (
+  id bigint not null primary key,
+  customer_id bigint,
+  amount decimal(10, 2),
+  status varchar,
+  ts timestamp
+) with ('materialized' = 'true');
+create table items (order_id bigint, sku varchar, qty int, price double);
+create view v4 as select id, amount + 4 as amount from v3 where amount > 4;
+create view v3 as select id, amount + 3 as amount from v2 where amount > 3;
+create view v2 as select id, amount + 2 as amount from v1 where amount > 2;
+create view v1 as select id, amount + 1 as amount from v0 where amount > 1;
+create view v0 as select id, amount + 0 as amount from orders where amount > 0;

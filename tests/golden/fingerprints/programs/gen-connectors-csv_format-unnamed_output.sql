@@ -1,0 +1,2 @@
+create table orders (id bigint, amount decimal(10, 2)) with ('materialized' = 'true', 'connectors' = '[{"name": "csv", "transport": {"name": "file_input", "config": {"path": "a.csv"}}, "format": {"name": "csv", "config": {"delimiter": ";", "headers": true}}}]');
+create materialized view totals with ('connectors' = '[{"transport": {"name": "file_output", "config": {"path": "out.json"}}}]') as select count(*) as n, sum(amount) as total from orders;

@@ -1,0 +1,2 @@
+create table orders (id bigint, amount decimal(10, 2)) with ('materialized' = 'true', 'connectors' = '[{"name": "delta", "transport": {"name": "delta_table_input", "config": {"uri": "s3://b/orders"}}, "max_batch_size": 1000, "max_queued_records": 50000, "paused": false}]');
+create materialized view totals with ('connectors' = '[{"name": "lake", "transport": {"name": "delta_table_output", "config": {"uri": "s3://b/totals", "mode": "truncate"}}}]') as select count(*) as n, sum(amount) as total from orders;

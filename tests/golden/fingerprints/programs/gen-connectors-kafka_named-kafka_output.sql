@@ -1,0 +1,2 @@
+create table orders (id bigint, amount decimal(10, 2)) with ('materialized' = 'true', 'connectors' = '[{"name": "kafka", "transport": {"name": "kafka_input", "config": {"topic": "orders", "bootstrap.servers": "kafka:9092"}}, "format": {"name": "json", "config": {"update_format": "raw"}}}]');
+create materialized view totals with ('connectors' = '[{"name": "out", "transport": {"name": "kafka_output", "config": {"topic": "totals"}}, "format": {"name": "json"}}]') as select count(*) as n, sum(amount) as total from orders;

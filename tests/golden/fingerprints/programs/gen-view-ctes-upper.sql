@@ -1,0 +1,16 @@
+create table customers (
+  id bigint not null,
+  name varchar,
+  region varchar(32),
+  primary key (id)
+) with ('materialized' = 'true');
+create table orders (
+  id bigint not null primary key,
+  customer_id bigint,
+  amount decimal(10, 2),
+  status varchar,
+  ts timestamp
+) with ('materialized' = 'true');
+create table items (order_id bigint, sku varchar, qty int, price double);
+create view v_ctes as WITH A AS (SELECT ID, CUSTOMER_ID FROM ORDERS), B AS (SELECT ID, NAME FROM CUSTOMERS) SELECT A.ID, B.NAME FROM A JOIN B ON A.CUSTOMER_ID = B.ID;
+create view v_ctes_count as select count(*) as n from v_ctes;

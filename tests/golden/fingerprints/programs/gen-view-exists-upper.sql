@@ -1,0 +1,16 @@
+create table customers (
+  id bigint not null,
+  name varchar,
+  region varchar(32),
+  primary key (id)
+) with ('materialized' = 'true');
+create table orders (
+  id bigint not null primary key,
+  customer_id bigint,
+  amount decimal(10, 2),
+  status varchar,
+  ts timestamp
+) with ('materialized' = 'true');
+create table items (order_id bigint, sku varchar, qty int, price double);
+create view v_exists as SELECT C.ID FROM CUSTOMERS C WHERE EXISTS (SELECT 1 FROM ORDERS O WHERE O.CUSTOMER_ID = C.ID);
+create view v_exists_count as select count(*) as n from v_exists;

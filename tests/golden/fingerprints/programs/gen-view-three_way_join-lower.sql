@@ -1,0 +1,16 @@
+create table customers (
+  id bigint not null,
+  name varchar,
+  region varchar(32),
+  primary key (id)
+) with ('materialized' = 'true');
+create table orders (
+  id bigint not null primary key,
+  customer_id bigint,
+  amount decimal(10, 2),
+  status varchar,
+  ts timestamp
+) with ('materialized' = 'true');
+create table items (order_id bigint, sku varchar, qty int, price double);
+create view v_three_way_join as select c.name, i.sku, i.qty from customers c join orders o on o.customer_id = c.id join items i on i.order_id = o.id;
+create view v_three_way_join_count as select count(*) as n from v_three_way_join;

@@ -1,0 +1,1 @@
+create table t (id bigint, x in t) with ('materialized' = 'true');

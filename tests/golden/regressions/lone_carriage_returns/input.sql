@@ -1,0 +1,1 @@
+create table t (a int);create view v as  select a from t where (a > 1;

@@ -1,0 +1,2 @@
+create table t (a int);
+create view v as select a from t where a > ÿþ 1;

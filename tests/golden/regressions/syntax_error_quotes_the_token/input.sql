@@ -1,0 +1,1 @@
+create table join (a int);

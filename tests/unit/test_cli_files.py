@@ -1,0 +1,201 @@
+"""Every CLI command that reads a file, given a file that cannot be used: a reason and a message
+that names the file, exit status 1, never an internal error or a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from spindle.cli.main import main
+
+GRADES = Path("examples/grades")
+V1 = str(GRADES / "v1.sql")
+MANIFEST = str(GRADES / "pipeline-v1.yaml")
+BINARY = bytes(range(256)) * 8  # NUL bytes and bytes that are not UTF-8
+
+
+def commands(home: Path) -> dict[str, Callable[[str], list[str]]]:
+    """Each command that reads a user's file, as argv with that file in it."""
+    return {
+        "diff old": lambda path: ["diff", "--json", path, V1],
+        "diff new": lambda path: ["diff", "--json", V1, path],
+        "local apply": lambda path: ["local", "apply", "--home", str(home), "--json", "-f", path],
+        "plan": lambda path: ["plan", "--json", "-f", path, "--checkpoint", str(home / "none")],
+    }
+
+
+COMMANDS = ["diff old", "diff new", "local apply", "plan"]
+PROGRAM = {"diff old", "diff new"}
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    code = main(argv)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    return code, json.loads(out.out)
+
+
+@pytest.fixture
+def bad_files(tmp_path: Path) -> Iterator[dict[str, str]]:
+    (tmp_path / "empty.sql").write_bytes(b"")
+    (tmp_path / "blank.sql").write_bytes(b" \n\t\n")
+    (tmp_path / "binary.sql").write_bytes(BINARY)
+    (tmp_path / "latin1.sql").write_bytes("create table caf\xe9 (a int);".encode("latin-1"))
+    (tmp_path / "folder").mkdir()
+    yield {
+        "missing": str(tmp_path / "missing.sql"),
+        "directory": str(tmp_path / "folder"),
+        "empty": str(tmp_path / "empty.sql"),
+        "blank": str(tmp_path / "blank.sql"),
+        "binary": str(tmp_path / "binary.sql"),
+        "latin1": str(tmp_path / "latin1.sql"),
+        "endless": "/dev/zero",
+    }
+
+
+EXPECTED = {
+    # kind: (reason for a program file, reason for a manifest file, words in the message)
+    "missing": ("FileUnreadable", "FileUnreadable", "No such file"),
+    "directory": ("FileUnreadable", "FileUnreadable", "not a directory"),
+    "empty": ("FileUnreadable", "FileUnreadable", "it is empty"),
+    "blank": ("FileUnreadable", "FileUnreadable", "it is empty"),
+    "binary": ("InvalidProgram", "FileUnreadable", "UTF-8"),
+    "latin1": ("InvalidProgram", "FileUnreadable", "UTF-8"),
+    "endless": ("ProgramTooLarge", "FileUnreadable", "bytes"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+@pytest.mark.parametrize("command", COMMANDS)
+def test_unusable_files_are_user_errors(
+    command: str,
+    kind: str,
+    bad_files: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = bad_files[kind]
+    code, body = run(commands(tmp_path)[command](path), capsys)
+    program_reason, manifest_reason, words = EXPECTED[kind]
+    assert code == 1
+    assert body["error_code"] == (program_reason if command in PROGRAM else manifest_reason)
+    message = str(body["message"])
+    assert path in message and words in message, message
+
+
+def test_a_program_that_is_not_utf8_is_located(
+    bad_files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, body = run(["diff", "--json", V1, bad_files["latin1"]], capsys)
+    assert body["details"] == {
+        "line": 1,
+        "column": 17,
+        "byte_offset": 16,
+        "file": bad_files["latin1"],
+    }
+
+
+@pytest.mark.parametrize("command", ["local apply", "plan"])
+def test_binary_standard_input_is_a_user_error(
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(BINARY)))
+    code, body = run(commands(tmp_path)[command]("-"), capsys)
+    assert code == 1 and body["error_code"] == "FileUnreadable"
+
+
+NOBODY = 65534
+
+
+def outcomes_as_nobody(argvs: list[list[str]], locked: str) -> list[dict[str, object]]:
+    """Run the commands in a forked child that, when this is root (for whom every file is
+    readable), becomes `nobody` first. The child only forks, no exec (the interpreter under
+    /root stays usable), so the commands first run here on a missing file: what they import
+    is imported before the fork."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        for argv in argvs:
+            main([arg.replace(locked, f"{locked}.missing") for arg in argv])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report the outcomes through the pipe, whatever happens
+        lines = []
+        try:
+            if os.geteuid() == 0:
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            for argv in argvs:
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                    code = main(argv)
+                lines.append(json.dumps({"code": code, "body": json.loads(out.getvalue())}))
+        except BaseException:
+            lines.append(json.dumps({"crash": traceback.format_exc()}))
+        finally:
+            os.write(write, "\n".join(lines).encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        output = pipe.read()
+    os.waitpid(pid, 0)
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def test_files_without_read_permission_are_user_errors() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)
+        locked = Path(folder) / "locked.sql"
+        locked.write_text(Path(V1).read_text())
+        locked.chmod(0o000)
+        home = Path(folder) / "home"
+        argvs = [commands(home)[name](str(locked)) for name in COMMANDS]
+        outcomes = outcomes_as_nobody(argvs, str(locked))
+    assert len(outcomes) == len(COMMANDS), outcomes
+    for outcome in outcomes:
+        body = outcome["body"]
+        assert isinstance(body, dict), outcome
+        assert outcome["code"] == 1 and body["error_code"] == "FileUnreadable"
+        assert "Permission denied" in body["message"] and str(locked) in body["message"]
+
+
+def test_user_text_in_messages_and_plans_is_never_markup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "old.sql", tmp_path / "new.sql"
+    old.write_text('create table "[/x]" (a int);\n')
+    new.write_text('create table "[/x]" (a int, b int);\ncreate table "[/x]" (c int);\n')
+    assert main(["diff", str(old), str(old)]) == 0
+    assert main(["diff", str(old), str(new)]) == 1
+    out = capsys.readouterr()
+    assert "DuplicateRelation" in out.err and "'[/x]' is declared twice" in out.err
+    new.write_text('create table "[/x]" (a int, b int);\n')
+    assert main(["diff", str(old), str(new)]) == 0
+    assert "[/x]" in capsys.readouterr().out
+
+
+def test_a_program_over_the_token_limit_is_refused_before_any_analysis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spindle.cli import analysis
+    from spindle.program.limits import MAX_TOKENS
+
+    def no_analysis(*args: object, **kwargs: object) -> int:
+        raise AssertionError("analyzed a program over the limits")
+
+    monkeypatch.setattr(analysis, "prime", no_analysis)
+    wordy = tmp_path / "wordy.sql"
+    wordy.write_text("create table t (a int);\n" * (MAX_TOKENS // 8 + 1))
+    code, body = run(["diff", "--json", V1, str(wordy)], capsys)
+    assert code == 1 and body["error_code"] == "ProgramTooLarge"
+    assert str(wordy) in str(body["message"]) and body["details"]["limit"] == MAX_TOKENS

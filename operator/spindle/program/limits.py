@@ -23,7 +23,7 @@ hold anyway (about 1.5 MiB)."""
 
 MAX_TOKENS = 520_000
 """Words and symbols: what parsing time and memory grow with. A 10,000-view program has 510,000;
-the costliest shapes at the limit take about 9 s of one CPU and 600 MiB to plan (docs/limits.md)."""
+the costliest shapes at the limit take about 8 s of one CPU to plan (docs/limits.md)."""
 
 MAX_STATEMENTS = 15_000
 """Statements: each also costs a fixed amount, so many tiny ones are bounded too."""

@@ -119,7 +119,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def spark(s3: Any) -> Iterator[Any]:
-    from spindle.checkpoint import S3Options
+    from spindle.checkpoint.objects import S3Options
     from spindle.runtime.session import spark_session
 
     session = spark_session(

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from spindle.api import PipelineSpec
-from spindle.checkpoint import PipelineRef, S3Options, open_store
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import open_store
 from spindle.errors import SpindleError
 from spindle.lifecycle import Action, Observation, decide
 

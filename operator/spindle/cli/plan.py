@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spindle.checkpoint import Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import open_store
 from spindle.cli import render
 from spindle.cli.local import read_manifest
 from spindle.errors import SpindleError

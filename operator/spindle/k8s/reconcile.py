@@ -21,8 +21,10 @@ from pydantic import ValidationError
 from spindle.api import PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
 from spindle.api.types import APPROVE_ANNOTATION
-from spindle.checkpoint import CheckpointStore, Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing
 from spindle.k8s.pods import (

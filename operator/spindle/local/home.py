@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from spindle.api import PipelineManifest
-from spindle.checkpoint import CheckpointStore, S3Options, open_store
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
 from spindle.lifecycle import Driver
 
@@ -140,8 +141,8 @@ class LocalPipeline:
         namespace = manifest.metadata.namespace
         if storage is None:
             base = (self.home / "storage").resolve().as_uri()
-            return f"{base}/{namespace}/{self.name}", None
-        root = f"{storage.uri.rstrip('/')}/{namespace}/{self.name}"
+            return pipeline_root(base, namespace=namespace, name=self.name), None
+        root = pipeline_root(storage.uri, namespace=namespace, name=self.name)
         if storage.uri.startswith("s3://"):
             options = S3Options.from_env().located(endpoint=storage.endpoint, region=storage.region)
             return root, options

@@ -19,13 +19,14 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from spindle.checkpoint import (
     BootstrapRecord,
-    CheckpointStore,
     ConnectorRecord,
     Manifest,
     PipelineRef,
     StateRecord,
 )
+from spindle.checkpoint.manifest import is_uri
 from spindle.checkpoint.records import next_manifest
+from spindle.checkpoint.store import CheckpointStore
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.program import Program, Table, View
@@ -70,7 +71,7 @@ class Runtime:
     # -- paths and schemas -------------------------------------------------------------------
 
     def uri(self, path: str) -> str:
-        if "://" in path:
+        if is_uri(path):
             return storage.spark_uri(path)
         return storage.join(storage.spark_uri(self.root), path)
 
@@ -283,7 +284,7 @@ class Runtime:
             changed.add(name)
             stored = state[name]
             record = stored
-            if "://" in stored.path:  # adopted state is read, never written: write anew
+            if stored.adopted:  # adopted state is read, never written: write anew
                 record = stored.model_copy(update={"path": f"state/views/{name}@{sequence}"})
             version, rows = self._write_view(self._evaluate(program, view, state), record.path)
             state[name] = record.model_copy(update={"version": version, "rows": rows})
@@ -313,7 +314,7 @@ class Runtime:
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an
         absolute URI) is copied into this pipeline's own state first, never written to."""
-        if "://" not in record.path:
+        if not record.adopted:
             return record
         source = self.uri(record.path)
         frame = self.spark.read.format("delta").option("versionAsOf", record.version).load(source)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from spindle.checkpoint import S3Options
+from spindle.checkpoint.objects import S3Options
 from spindle.runtime.jars import ensure_jars
 
 

@@ -213,9 +213,7 @@ class CheckpointStore:
         sequence = 0 if current is None else current.sequence + 1
         state = {
             name: record.model_copy(
-                update={
-                    "path": record.path if record.adopted else join(source.uri, record.path)
-                }
+                update={"path": record.path if record.adopted else join(source.uri, record.path)}
             )
             for name, record in origin.state.items()
         }

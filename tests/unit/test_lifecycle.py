@@ -16,6 +16,7 @@ from spindle.lifecycle import (
     DriverMode,
     Observation,
     ObservedDriver,
+    conclude,
     decide,
     decide_start,
 )
@@ -82,15 +83,18 @@ def test_matching_approval_starts_the_bootstrap() -> None:
 
 
 def test_other_approval_is_ignored_with_an_event_naming_the_pending_id() -> None:
-    decision = decide(observe(approval="0123456789ab"))
+    observed = observe(approval="0123456789ab")
+    decision = decide(observed)
     assert decision.action is Action.NONE and decision.phase is Phase.AWAITING_APPROVAL
-    assert len(decision.events) == 1 and CHANGE in decision.events[0].message
-    assert decision.events[0].reason == "ApprovalIgnored"
+    events = conclude(decision, observed, driver=None, now="t").events
+    assert [e.reason for e in events] == ["ApprovalIgnored"] and CHANGE in events[0].message
 
 
 def test_stale_approval_of_the_last_bootstrap_is_ignored_silently() -> None:
-    decision = decide(observe(approval="0123456789ab", last_bootstrap="0123456789ab"))
-    assert decision.action is Action.NONE and decision.events == ()
+    observed = observe(approval="0123456789ab", last_bootstrap="0123456789ab")
+    decision = decide(observed)
+    assert decision.action is Action.NONE
+    assert conclude(decision, observed, driver=None, now="t").events == ()
 
 
 def test_allow_policy_bootstraps_without_approval() -> None:

@@ -45,7 +45,6 @@ class Decision:
     """The Ready condition's message: what happens, or what to do."""
     pending_change: PendingChange | None = None
     change_id: str | None = None
-    events: tuple[Event, ...] = ()
     plan: ChangePlan | None = field(default=None, compare=False)
     program: Program | None = field(default=None, compare=False)
 

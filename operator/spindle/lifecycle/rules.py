@@ -13,7 +13,7 @@ The first rule whose `when` holds wins. In order:
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
 7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
 8. `allow`, or an approval naming the pending change id: start the bootstrap.
-9. Otherwise `AwaitingApproval`; an approval naming another id is ignored with an Event.
+9. Otherwise `AwaitingApproval` (an approval naming another id is ignored: `status` says so).
 A start the body was not asked for (`spindle local status`) is shown as `Stopped`
 (`NotRunning`), naming the command that starts it.
 """
@@ -27,7 +27,7 @@ from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
 from spindle.api.types import APPROVE_ANNOTATION
 from spindle.errors import SpindleError
-from spindle.lifecycle.decision import Action, Decision, Event, failed
+from spindle.lifecycle.decision import Action, Decision, failed
 from spindle.lifecycle.observation import DriverMode, Observation, ObservedDriver, bootstrapped
 from spindle.plan import ChangePlan, make_plan
 from spindle.program import Program, parse_program
@@ -218,20 +218,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _ignored_approval(s: Situation) -> tuple[Event, ...]:
-    approval = s.observed.approval
-    if not approval or approval in (s.change, s.observed.last_bootstrap):
-        return ()
-    return (
-        Event(
-            "Warning",
-            "ApprovalIgnored",
-            f"Approval {approval} does not name the pending change {s.change}; it was ignored. "
-            f"Approve {s.change} to bootstrap.",
-        ),
-    )
-
-
 def pending_change(plan: ChangePlan) -> PendingChange:
     body = plan.to_json()
     return PendingChange(
@@ -251,7 +237,6 @@ def _apply(rule: Rule, s: Situation) -> Decision:
         message=_text(rule.message, s),
         pending_change=pending_change(s.plan) if rule.shows_change else None,
         change_id=s.change,
-        events=_ignored_approval(s) if rule.phase is Phase.AWAITING_APPROVAL else (),
         plan=s.plan,
         program=s.program,
     )

@@ -83,12 +83,28 @@ def _ready(
     )
 
 
-def _news(decision: Decision, observed: Observation) -> tuple[Event, ...]:
-    """An ignored approval is announced once; a failure once per new reason."""
+def _ignored_approval(decision: Decision, observed: Observation) -> Event | None:
+    """An approval annotation that names neither the pending change nor the last bootstrap."""
+    approval = observed.approval
+    if decision.phase is not Phase.AWAITING_APPROVAL or not approval:
+        return None
+    if approval in (decision.change_id, observed.last_bootstrap):
+        return None
+    return Event(
+        "Warning",
+        "ApprovalIgnored",
+        f"Approval {approval} does not name the pending change {decision.change_id}; it was "
+        f"ignored. Approve {decision.change_id} to bootstrap.",
+    )
+
+
+def _news(decision: Decision, observed: Observation, ignored: Event | None) -> tuple[Event, ...]:
+    """The only place that decides which Events to post: an ignored approval once (until the
+    annotation changes), a failure once per new reason."""
     previous = observed.previous
     news: list[Event] = []
-    if decision.events and (previous is None or previous.ignored_approval != observed.approval):
-        news.extend(decision.events)
+    if ignored and (previous is None or previous.ignored_approval != observed.approval):
+        news.append(ignored)
     before = previous.conditions[0].reason if previous and previous.conditions else None
     if decision.phase is Phase.FAILED and decision.reason != before:
         news.append(Event("Warning", decision.reason, decision.message))
@@ -103,9 +119,7 @@ def conclude(
     last_bootstrap = previous.last_bootstrap if previous else None
     if checkpoint is not None and checkpoint.bootstrap is not None:
         last_bootstrap = bootstrap_status(checkpoint)
-    ignored = previous.ignored_approval if previous else None
-    if any(event.reason == "ApprovalIgnored" for event in decision.events):
-        ignored = observed.approval
+    ignored = _ignored_approval(decision, observed)
     status = PipelineStatus(
         phase=decision.phase,
         observed_generation=observed.generation,
@@ -117,7 +131,9 @@ def conclude(
         else checkpoint_status(checkpoint, uri=observed.checkpoint_uri),
         last_bootstrap=last_bootstrap,
         driver_pod=driver,
-        ignored_approval=ignored,
+        ignored_approval=observed.approval
+        if ignored
+        else (previous.ignored_approval if previous else None),
         conditions=[_ready(decision, generation=observed.generation, previous=previous, now=now)],
     )
-    return Report(status, _news(decision, observed))
+    return Report(status, _news(decision, observed, ignored))

@@ -82,6 +82,9 @@ class RunSettings:
 
 @dataclass
 class LocalBody:
+    """The local body: observe the files under `--home` and the checkpoint, act by running the
+    driver loop in this process (only for `spindle local run`), record `status.json`."""
+
     pipeline: LocalPipeline
     say: Say
     run: RunSettings | None = None

@@ -73,6 +73,9 @@ def pipeline_from_env(env: Mapping[str, str] = os.environ) -> tuple[PipelineRef,
 
 @dataclass
 class DriverPodBody:
+    """The driver pod's body: observe `SPINDLE_PIPELINE` and the checkpoint (adopting
+    `startFrom`), act through the driver loop, record Events as lines."""
+
     settings: PodSettings
     stop: threading.Event
     ref: PipelineRef | None = None

@@ -1,4 +1,5 @@
-"""One reconcile of one Pipeline: observe → decide (the lifecycle) → act → record status.
+"""One reconcile of one Pipeline: the operator's body (`PipelineBody`) in the brain's one cycle,
+observe → decide → act → record status (`lifecycle.cycle`). The body decides nothing itself.
 
 Level-based and idempotent: it reads everything afresh (the Pipeline, its driver pods, its
 Secret, its latest checkpoint), so running it twice, or after a crash at any point, does the

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from spindle.checkpoint import PipelineRef, open_store
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.store import open_store
 from spindle.plan import make_plan
 from spindle.program import parse_program
 from spindle.runtime.engine import Runtime

@@ -38,7 +38,8 @@ from tests.e2e.conftest import (  # noqa: E402
 from tests.harness import binaries, control_plane, processes  # noqa: E402
 from tests.harness.s3 import start as start_s3  # noqa: E402
 
-from spindle.checkpoint import S3Options, open_store  # noqa: E402
+from spindle.checkpoint.objects import S3Options  # noqa: E402
+from spindle.checkpoint.store import open_store  # noqa: E402
 
 V1 = (ROOT / "examples/grades/v1.sql").read_text()
 V2 = (ROOT / "examples/grades/v2.sql").read_text()

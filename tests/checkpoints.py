@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from spindle.checkpoint import (
-    CheckpointStore,
     ConnectorRecord,
     Manifest,
     PipelineRef,
     StateRecord,
 )
 from spindle.checkpoint.records import next_manifest
+from spindle.checkpoint.store import CheckpointStore
 from spindle.program import parse_program
 
 GRADES_V1 = Path("examples/grades/v1.sql").read_text()

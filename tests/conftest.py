@@ -9,56 +9,19 @@ skipped test fails: a test that cannot run is not a passing test.
 from __future__ import annotations
 
 import os
-import subprocess
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.kube import Kube
+
+__all__ = ["ROOT", "Kube"]  # e2e tests import both from here
+
 ROOT = Path(__file__).resolve().parent.parent
 os.chdir(ROOT)
 os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
-
-
-@dataclass
-class Kube:
-    kubeconfig: Path
-    api: Any
-    external: bool
-    kubectl_bin: Path | None
-    cluster: Any = None
-    """The harness's `Cluster` (None on an external cluster)."""
-
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
-        binary = str(self.kubectl_bin) if self.kubectl_bin else "kubectl"
-        result = subprocess.run(
-            [binary, "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            input=input,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result.stdout if check else result.stdout + result.stderr
-
-    def namespace(self, prefix: str = "t") -> str:
-        """A fresh namespace whose default service account exists (pods can be created)."""
-        from kubernetes import client
-
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        core = client.CoreV1Api(self.api)
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if core.list_namespaced_service_account(name).items:
-                return name
-            time.sleep(0.1)
-        raise TimeoutError(f"no default service account in {name}")
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +69,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def spark(s3: Any) -> Iterator[Any]:
-    from spindle.checkpoint import S3Options
+    from spindle.checkpoint.objects import S3Options
     from spindle.runtime.session import spark_session
 
     session = spark_session(
@@ -129,6 +92,19 @@ def helm() -> Path:
     from tests.harness import binaries
 
     return binaries.ensure("helm")
+
+
+MARKED_BY_FIXTURE = {"spark": "spark", "s3": "s3", "kube": "kube"}
+"""A test that uses one of these fixtures gets the marker of the same name, so `-m "not spark"`
+skips every Spark test without each one having to say so."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in MARKED_BY_FIXTURE.items():
+            if fixture in used:
+                item.add_marker(getattr(pytest.mark, marker))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -10,3 +10,4 @@ RUNTIME_VERSION = "v1"
 PARSER_VERSION = "sqlglot-30.30.0/spindle-1"
 PLAN_FORMAT_VERSION = 1
 SUPPORTED_RUNTIME_VERSIONS = ("v1",)
+"""What `spec.runtimeVersion` may pin; anything else is `InvalidSpec`."""

@@ -9,8 +9,9 @@ from typing import Any
 
 import yaml
 
-from spindle.checkpoint import PipelineRef, S3Options, open_store
-from spindle.checkpoint.objects import open_objects
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.objects import S3Options, open_objects
+from spindle.checkpoint.store import open_store
 from spindle.local.adhoc import write_batch
 from spindle.program import parse_program
 

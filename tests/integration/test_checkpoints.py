@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
-from spindle.checkpoint import RetryPolicy, S3Options, load_manifest, open_store
-from spindle.checkpoint.store import manifest_key
+from spindle.checkpoint import load_manifest
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.retry import RetryPolicy
+from spindle.checkpoint.store import manifest_key, open_store
 from spindle.errors import SpindleError
 from tests import soak
 from tests.checkpoints import manifest
@@ -124,7 +126,8 @@ def test_gc_keeps_latest_ancestors_and_young_orphans(backend: tuple[str, dict[st
 
 CRASH_CHILD = """
 import sys
-from spindle.checkpoint import S3Options, open_store
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import open_store
 from tests.checkpoints import manifest
 uri = sys.argv[1]
 store = open_store(uri, s3=S3Options.from_env())
@@ -182,7 +185,8 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
 
 RACE_CHILD = """
 import sys, time, json
-from spindle.checkpoint import S3Options, open_store
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import open_store
 from spindle.errors import SpindleError
 from tests.checkpoints import manifest
 uri, go = sys.argv[1], float(sys.argv[2])

@@ -68,7 +68,9 @@ def test_reference_example_end_to_end(
 ) -> None:
     v1, v2 = manifests
     cli = Cli(tmp_path / "home", capsys)
-    assert cli.json("local", "apply", "-f", str(v1))["phase"] == "Pending"
+    applied = cli.json("local", "apply", "-f", str(v1))
+    assert (applied["phase"], applied["conditions"][0]["reason"]) == ("Stopped", "NotRunning")
+    assert "spindle local run grades" in applied["conditions"][0]["message"]
     cli("local", "execute", "grades", STUDENTS)
     cli("local", "execute", "grades", GRADES)
     cli("local", "run", "grades", "--until-idle")
@@ -117,9 +119,12 @@ def test_reference_example_end_to_end(
     assert cli.json(
         "query", "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
     ) == [{"student_id": 1, "avg": "92.00"}, {"student_id": 2, "avg": "91.75"}]
-    final = cli.json("local", "status", "grades")
-    assert final["phase"] == "Pending" and final["pendingChange"] is None
+    final = cli.json("local", "status", "grades")  # the run returned: nothing runs or starts
+    assert final["phase"] == "Stopped" and "pendingChange" not in final
+    assert final["conditions"][0]["reason"] == "NotRunning"
+    assert "spindle local run grades" in final["conditions"][0]["message"]
     assert final["lastCheckpoint"]["id"] == after.id
+    assert final["lastBootstrap"]["changeId"] == pending["id"]
 
 
 def test_wrong_approval_names_the_pending_id(

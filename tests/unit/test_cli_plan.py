@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spindle.checkpoint import open_store
+from spindle.checkpoint.store import open_store
 from spindle.cli.main import main
 from tests.checkpoints import GRADES_V1, seed
 

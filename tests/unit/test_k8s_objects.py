@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from spindle.api import PipelineSpec
 from spindle.api.crd import crd, render
 from spindle.api.status import PipelineStatus
 from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver, pod_name
-from spindle.lifecycle import Observation, decide, report
+from spindle.lifecycle import Observation, conclude, decide
 from tests.unit.test_lifecycle import V1, V2, checkpoint
 
 SETTINGS = DriverSettings(image="ghcr.io/spindle-dev/spindle-spark:0.1.0")
@@ -230,22 +231,34 @@ def test_current_pod_prefers_the_active_one_of_this_owner() -> None:
     assert pod_name("p", mode="run", generation=7, change_id="c") == "p-g7-driver"
 
 
-def test_report_keeps_transition_times_and_announces_an_ignored_approval_once() -> None:
+def test_status_keeps_transition_times_and_announces_an_ignored_approval_once() -> None:
     observed = Observation(
-        spec=PipelineSpec(sql=V2), generation=2, checkpoint=checkpoint(V1), approval="nope"
+        spec=PipelineSpec(sql=V2),
+        generation=2,
+        checkpoint=checkpoint(V1),
+        approval="nope",
+        checkpoint_uri="s3://b/r/checkpoints/00000001-aaaaaa/manifest.json",
     )
     decision = decide(observed)
-    first = report(decision, observed, root="s3://b/r", driver=None, previous=None, now="t1")
-    body = first.to_json()
+    first = conclude(decision, observed, driver=None, now="t1")
+    body = first.status.to_json()
     assert body["phase"] == "AwaitingApproval" and body["ignoredApproval"] == "nope"
     assert body["pendingChange"]["diff"]["program_diff_error"] is None
-    assert body["lastCheckpoint"]["uri"].startswith("s3://b/r/checkpoints/")
-    again = PipelineStatus.model_validate(body)
-    second = report(decision, observed, root="s3://b/r", driver=None, previous=again, now="t2")
-    assert second.conditions[0].last_transition_time == "t1"
-    from spindle.lifecycle import new_events
+    assert body["lastCheckpoint"]["uri"] == observed.checkpoint_uri
+    assert [e.reason for e in first.events] == ["ApprovalIgnored"]
+    again = replace(observed, previous=PipelineStatus.model_validate(body))
+    second = conclude(decision, again, driver=None, now="t2")
+    assert second.status.conditions[0].last_transition_time == "t1"
+    assert second.events == ()
 
-    assert new_events(decision, None, "nope") and not new_events(decision, again, "nope")
+
+def test_a_failure_is_announced_once_per_reason() -> None:
+    observed = Observation(spec=PipelineSpec(sql="create view"), generation=1, checkpoint=None)
+    decision = decide(observed)
+    first = conclude(decision, observed, driver=None, now="t1")
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", decision.reason)]
+    again = replace(observed, previous=first.status)
+    assert conclude(decision, again, driver=None, now="t2").events == ()
 
 
 def test_watchdog_fails_liveness_when_the_watch_stops_delivering(

@@ -5,10 +5,21 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+import pytest
+
 from spindle.api import BootstrapPolicy, DesiredState, Phase, PipelineSpec
 from spindle.checkpoint import BootstrapRecord, Manifest, PipelineRef
 from spindle.checkpoint.records import program_record
-from spindle.lifecycle import Action, Driver, Observation, decide
+from spindle.errors import SpindleError
+from spindle.lifecycle import (
+    Action,
+    DriverMode,
+    Observation,
+    ObservedDriver,
+    conclude,
+    decide,
+    decide_start,
+)
 from spindle.program import parse_program
 from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 
@@ -62,7 +73,7 @@ def test_change_awaits_approval_with_the_feldera_diff() -> None:
     decision = decide(observe())
     assert (decision.phase, decision.action) == (Phase.AWAITING_APPROVAL, Action.NONE)
     assert decision.pending_change is not None and decision.pending_change.id == CHANGE
-    assert decision.pending_change.diff["program_diff"]["added_views"] == ["avg_grade_all_courses"]
+    assert decision.pending_change.diff.program_diff.added_views == ["avg_grade_all_courses"]
     assert decision.reason == "AwaitingApproval"
 
 
@@ -72,15 +83,18 @@ def test_matching_approval_starts_the_bootstrap() -> None:
 
 
 def test_other_approval_is_ignored_with_an_event_naming_the_pending_id() -> None:
-    decision = decide(observe(approval="0123456789ab"))
+    observed = observe(approval="0123456789ab")
+    decision = decide(observed)
     assert decision.action is Action.NONE and decision.phase is Phase.AWAITING_APPROVAL
-    assert len(decision.events) == 1 and CHANGE in decision.events[0].message
-    assert decision.events[0].reason == "ApprovalIgnored"
+    events = conclude(decision, observed, driver=None, now="t").events
+    assert [e.reason for e in events] == ["ApprovalIgnored"] and CHANGE in events[0].message
 
 
 def test_stale_approval_of_the_last_bootstrap_is_ignored_silently() -> None:
-    decision = decide(observe(approval="0123456789ab", last_bootstrap="0123456789ab"))
-    assert decision.action is Action.NONE and decision.events == ()
+    observed = observe(approval="0123456789ab", last_bootstrap="0123456789ab")
+    decision = decide(observed)
+    assert decision.action is Action.NONE
+    assert conclude(decision, observed, driver=None, now="t").events == ()
 
 
 def test_allow_policy_bootstraps_without_approval() -> None:
@@ -97,11 +111,11 @@ def test_reject_policy_stops_with_bootstrap_rejected() -> None:
 def test_invalid_program_fails_with_line_and_column() -> None:
     decision = decide(observe(spec=spec("create view v as select x from nope;")))
     assert decision.phase is Phase.FAILED and decision.reason == "UnknownRelation"
-    assert "line 1, column" in decision.conditions[0].message
+    assert "line 1, column" in decision.message
 
 
 def test_invalid_program_stops_a_running_driver() -> None:
-    driver = Driver(mode="run", generation=1, phase="Running")
+    driver = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running")
     decision = decide(observe(spec=spec("create view"), driver=driver))
     assert decision.action is Action.STOP_DRIVER
 
@@ -119,27 +133,31 @@ def test_refused_change_fails_with_the_plan_reason() -> None:
 
 
 def test_running_driver_is_running_or_paused() -> None:
-    driver = Driver(mode="run", generation=2, phase="Running")
+    driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
     assert decide(observe(spec=spec(V1), driver=driver)).phase is Phase.RUNNING
     paused = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=driver))
     assert paused.phase is Phase.PAUSED
 
 
 def test_program_change_stops_a_running_driver_gracefully() -> None:
-    decision = decide(observe(driver=Driver(mode="run", generation=1, phase="Running")))
+    decision = decide(
+        observe(driver=ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running"))
+    )
     assert (decision.phase, decision.action) == (Phase.STOPPING, Action.STOP_DRIVER)
     assert decision.reason == "ProgramChanged"
 
 
 def test_bootstrapping_until_the_checkpoint_records_it_then_running() -> None:
-    driver = Driver(mode="bootstrap", generation=2, phase="Running", change_id=CHANGE)
+    driver = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP, generation=2, phase="Running", change_id=CHANGE
+    )
     assert decide(observe(driver=driver, approval=CHANGE)).phase is Phase.BOOTSTRAPPING
     done = decide(observe(driver=driver, checkpoint=checkpoint(V2, bootstrap=CHANGE)))
     assert (done.phase, done.action) == (Phase.RUNNING, Action.NONE)
 
 
 def test_stopped_desired_state_stops_then_is_stopped() -> None:
-    driver = Driver(mode="run", generation=2, phase="Running")
+    driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
     stopping = decide(observe(spec=spec(desiredState=DesiredState.STOPPED), driver=driver))
     assert (stopping.phase, stopping.action) == (Phase.STOPPING, Action.STOP_DRIVER)
     stopped = decide(observe(spec=spec(desiredState=DesiredState.STOPPED)))
@@ -147,8 +165,8 @@ def test_stopped_desired_state_stops_then_is_stopped() -> None:
 
 
 def test_failed_driver_fails_until_the_spec_changes() -> None:
-    driver = Driver(
-        mode="run",
+    driver = ObservedDriver(
+        mode=DriverMode.RUN,
         generation=2,
         phase="Failed",
         reason="UnsupportedSql",
@@ -168,25 +186,27 @@ def test_runtime_upgrade_is_a_change_unless_pinned() -> None:
 
 
 def test_pausing_or_resuming_restarts_a_driver_started_the_other_way() -> None:
-    unpaused = Driver(mode="run", generation=1, phase="Running", paused=False)
+    unpaused = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running", paused=False)
     pause = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=unpaused))
     assert (pause.phase, pause.action, pause.reason) == (
         Phase.STOPPING,
         Action.STOP_DRIVER,
         "DesiredStateChanged",
     )
-    paused = Driver(mode="run", generation=2, phase="Running", paused=True)
+    paused = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running", paused=True)
     held = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=paused))
     assert (held.phase, held.action) == (Phase.PAUSED, Action.NONE)
     resume = decide(observe(spec=spec(V1), driver=paused))
-    assert resume.action is Action.STOP_DRIVER and "resume" in resume.conditions[0].message
+    assert resume.action is Action.STOP_DRIVER and "resume" in resume.message
 
 
 def test_a_new_change_stops_a_driver_that_bootstrapped_the_previous_one() -> None:
     """After a bootstrap the driver keeps running the program it bootstrapped; a later program
     change must stop it and wait for its own approval, like any running driver."""
     v3 = V2.replace("2026-06-10", "2026-06-30")
-    driver = Driver(mode="bootstrap", generation=2, phase="Running", change_id=CHANGE)
+    driver = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP, generation=2, phase="Running", change_id=CHANGE
+    )
     decision = decide(
         observe(
             spec=spec(v3), generation=3, driver=driver, checkpoint=checkpoint(V2, bootstrap=CHANGE)
@@ -197,3 +217,43 @@ def test_a_new_change_stops_a_driver_that_bootstrapped_the_previous_one() -> Non
         Action.STOP_DRIVER,
         "ProgramChanged",
     )
+
+
+def test_a_start_nobody_asked_for_is_shown_as_stopped_naming_the_command() -> None:
+    """`spindle local status` after a run returned: nothing runs, nothing is starting."""
+    decision = decide(observe(spec=spec(V1), start_requested=False, name="grades"))
+    assert (decision.phase, decision.action, decision.reason) == (
+        Phase.STOPPED,
+        Action.NONE,
+        "NotRunning",
+    )
+    assert "`spindle local run grades`" in decision.message
+    approved = decide(observe(approval=CHANGE, start_requested=False, name="grades"))
+    assert approved.phase is Phase.STOPPED and "bootstraps" in approved.message
+    assert approved.pending_change is not None and approved.pending_change.id == CHANGE
+
+
+def test_decision_names_the_driver_mode_it_starts() -> None:
+    assert decide(observe(spec=spec(V1))).mode is DriverMode.RUN
+    assert decide(observe(approval=CHANGE)).mode is DriverMode.BOOTSTRAP
+    assert decide(observe()).mode is None and not decide(observe()).starts_driver
+
+
+def test_an_unknown_pinned_runtime_is_an_invalid_spec() -> None:
+    decision = decide(observe(spec=spec(V1, runtimeVersion="v9")))
+    assert decision.phase is Phase.FAILED and decision.reason == "InvalidSpec"
+    assert "spec.runtimeVersion" in decision.message and "'v9'" in decision.message
+
+
+def test_asked_to_start_but_the_decision_starts_nothing_refuses_with_its_reason() -> None:
+    with pytest.raises(SpindleError) as refused:
+        decide_start(observe())
+    assert refused.value.reason == "AwaitingApproval" and CHANGE in refused.value.message
+
+
+def test_a_driver_pod_refuses_a_change_that_moved_after_approval() -> None:
+    with pytest.raises(SpindleError) as moved:
+        decide_start(observe(approval="0123456789ab"), bootstrap_of="0123456789ab")
+    assert moved.value.reason == "ChangeMoved" and CHANGE in moved.value.message
+    done = observe(spec=spec(V2), checkpoint=checkpoint(V2, bootstrap=CHANGE), approval=CHANGE)
+    assert decide_start(done, bootstrap_of=CHANGE).mode is DriverMode.RUN

@@ -81,7 +81,8 @@ def schema_of(model: type[Any], *, mode: str) -> Schema:
 def crd() -> Schema:
     spec = schema_of(PipelineSpec, mode="validation")
     spec["description"] = "What the pipeline is: its SQL program and how to run it."
-    status = schema_of(PipelineStatus, mode="serialization")
+    # validation mode: the shape the operator reads back (serialization adds no field)
+    status = schema_of(PipelineStatus, mode="validation")
     status["description"] = "What the operator observed and did; written only by Spindle."
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from spindle.api.types import Phase
 
@@ -52,6 +52,13 @@ class ChangeDiff(_Status):
     added_output_connectors: list[str] = Field(description="`relation.connector` keys.")
     removed_output_connectors: list[str] = Field(description="`relation.connector` keys.")
     modified_output_connectors: list[str] = Field(description="`relation.connector` keys.")
+
+    @model_serializer(mode="wrap")
+    def _always_with_error(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Feldera's shape always has `program_diff_error`, even when it is null."""
+        body: dict[str, Any] = handler(self)
+        body["program_diff_error"] = self.program_diff_error
+        return body
 
 
 class PendingChange(_Status):
@@ -132,9 +139,6 @@ class PipelineStatus(_Status):
     )
 
     def to_json(self) -> dict[str, Any]:
+        """The status as written to `.status` (camelCase, no nulls but Feldera's)."""
         body: dict[str, Any] = self.model_dump(by_alias=True, mode="json", exclude_none=True)
-        if self.pending_change is not None:  # Feldera's shape always has the key
-            body["pendingChange"]["diff"]["program_diff_error"] = (
-                self.pending_change.diff.program_diff_error
-            )
         return body

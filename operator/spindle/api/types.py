@@ -139,6 +139,11 @@ class PipelineSpec(_Model):
         default=None, alias="serviceAccountName", description="Service account of driver pods."
     )
 
+    @property
+    def paused(self) -> bool:
+        """Whether ingestion is paused (`desiredState: Paused`)."""
+        return self.desired_state is DesiredState.PAUSED
+
 
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -1,4 +1,10 @@
-"""Checkpoints in object storage: versioned manifests, atomic commits, directory and S3 stores."""
+"""Checkpoints in object storage: versioned manifests, atomic commits, directory and S3 stores.
+
+This package's top level holds only the records a checkpoint is made of (`manifest`), which the
+pure brain (`lifecycle`, `plan`) reads. The I/O lives in its own modules and is imported from
+there: `store` (`CheckpointStore`, `open_store`), `objects` (`open_objects`, `S3Options`),
+`origin` (`starting_checkpoint`) and `retry`.
+"""
 
 from spindle.checkpoint.manifest import (
     FORMAT_VERSION,
@@ -10,22 +16,14 @@ from spindle.checkpoint.manifest import (
     StateRecord,
     load_manifest,
 )
-from spindle.checkpoint.objects import S3Options
-from spindle.checkpoint.retry import RetryPolicy
-from spindle.checkpoint.store import CheckpointStore, new_checkpoint_id, open_store
 
 __all__ = [
     "FORMAT_VERSION",
     "BootstrapRecord",
-    "CheckpointStore",
     "ConnectorRecord",
     "Manifest",
     "PipelineRef",
     "ProgramRecord",
-    "RetryPolicy",
-    "S3Options",
     "StateRecord",
     "load_manifest",
-    "new_checkpoint_id",
-    "open_store",
 ]

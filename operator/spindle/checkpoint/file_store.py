@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spindle.checkpoint.objects import Blob, Listed, ObjectNotFound, PreconditionFailed
+from spindle.checkpoint.blobs import Blob, Listed, ObjectNotFound, PreconditionFailed
 
 
 def _etag(data: bytes) -> str:

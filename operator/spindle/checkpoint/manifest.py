@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import secrets
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -21,6 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from spindle.errors import SpindleError, first_problem
 
 FORMAT_VERSION = 1
+
+
+def new_checkpoint_id(sequence: int) -> str:
+    return f"{sequence:08d}-{secrets.token_hex(3)}"
+
+
+def is_uri(path: str) -> bool:
+    """A state path that names its own location (adopted state) rather than one relative to the
+    pipeline root."""
+    return "://" in path
 
 
 class _Frozen(BaseModel):
@@ -48,6 +59,12 @@ class StateRecord(_Frozen):
     path: str = Field(description="Delta table location: relative to the pipeline root, or a URI.")
     version: int = Field(ge=-1, description="Delta version the checkpoint saw (-1: empty).")
     rows: int | None = None
+
+    @property
+    def adopted(self) -> bool:
+        """State of the checkpoint this pipeline started from (`startFrom`): named by absolute
+        URI, read but never written."""
+        return is_uri(self.path)
 
 
 class ConnectorRecord(_Frozen):

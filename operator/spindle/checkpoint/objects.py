@@ -1,84 +1,39 @@
-"""Object storage as the checkpoint store sees it: a few operations, two backends, by URI.
+"""Object storage by URI: `file:///path` (the embedded default) or `s3://bucket/prefix`.
 
-`file:///path` (the embedded default) and `s3://bucket/prefix` (any S3-compatible server).
-Both offer create-only writes (`If-None-Match: *`) and compare-and-swap (`If-Match: <etag>`);
-that is all the commit protocol needs.
+`open_objects` is the factory; the operations and types live in `blobs` (re-exported here), which
+the backends import, so the factory sits above its backends and not in a cycle with them.
 """
 
 from __future__ import annotations
 
-import datetime
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import urlparse
 
+from spindle.checkpoint.blobs import (
+    Blob,
+    Listed,
+    ObjectNotFound,
+    ObjectStore,
+    PreconditionFailed,
+    S3Options,
+    invalid_uri,
+    join,
+)
+from spindle.checkpoint.file_store import FileStore
 from spindle.checkpoint.retry import RetryPolicy
-from spindle.errors import SpindleError
+from spindle.checkpoint.s3_store import S3Store
 
-
-class PreconditionFailed(Exception):
-    """A conditional write lost: the object exists, or its ETag moved."""
-
-
-class ObjectNotFound(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class Blob:
-    data: bytes
-    etag: str
-
-
-@dataclass(frozen=True)
-class Listed:
-    key: str
-    modified: datetime.datetime
-
-
-class ObjectStore(Protocol):
-    @property
-    def uri(self) -> str: ...
-
-    def read(self, key: str) -> Blob: ...
-
-    def write(
-        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
-    ) -> str: ...
-
-    def scan(self, prefix: str) -> list[Listed]: ...
-
-    def delete(self, keys: list[str]) -> None: ...
-
-    def child(self, key: str) -> ObjectStore: ...
-
-
-@dataclass(frozen=True)
-class S3Options:
-    endpoint: str | None = None
-    region: str | None = None
-    access_key: str | None = None
-    secret_key: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> S3Options:
-        return cls(
-            endpoint=env.get("SPINDLE_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL_S3"),
-            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-            access_key=env.get("AWS_ACCESS_KEY_ID"),
-            secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
-        )
-
-    def located(self, *, endpoint: str | None, region: str | None) -> S3Options:
-        """These options with the endpoint and region a storage spec names, where it names them."""
-        return replace(self, endpoint=endpoint or self.endpoint, region=region or self.region)
-
-
-def join(uri: str, *parts: str) -> str:
-    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+__all__ = [
+    "Blob",
+    "Listed",
+    "ObjectNotFound",
+    "ObjectStore",
+    "PreconditionFailed",
+    "S3Options",
+    "invalid_uri",
+    "join",
+    "open_objects",
+]
 
 
 def open_objects(
@@ -88,22 +43,10 @@ def open_objects(
     parsed = urlparse(uri)
     policy = retry or RetryPolicy()
     if parsed.scheme in ("", "file"):
-        from spindle.checkpoint.file_store import FileStore
-
         path = Path(parsed.path if parsed.scheme else uri).expanduser().resolve()
         return FileStore(path)
     if parsed.scheme in ("s3", "s3a"):
-        from spindle.checkpoint.s3_store import S3Store
-
         if not parsed.netloc:
             raise invalid_uri(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
         return S3Store(parsed.netloc, parsed.path.strip("/"), s3 or S3Options.from_env(), policy)
     raise invalid_uri(uri, "use file:///path or s3://bucket/prefix")
-
-
-def invalid_uri(uri: str, hint: str) -> SpindleError:
-    return SpindleError(
-        reason="InvalidStorageUri",
-        message=f"Storage URI {uri!r} is not supported: {hint}.",
-        details={"uri": uri},
-    )

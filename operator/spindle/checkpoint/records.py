@@ -11,8 +11,8 @@ from spindle.checkpoint.manifest import (
     PipelineRef,
     ProgramRecord,
     StateRecord,
+    new_checkpoint_id,
 )
-from spindle.checkpoint.store import new_checkpoint_id
 from spindle.program import Program, fingerprint
 from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spindle.checkpoint import retry
-from spindle.checkpoint.objects import (
+from spindle.checkpoint.blobs import (
     Blob,
     Listed,
     ObjectNotFound,

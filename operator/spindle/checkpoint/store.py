@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import datetime
 import json
-import secrets
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from spindle.checkpoint.manifest import Manifest, PipelineRef, load_manifest, unreadable
+from spindle.checkpoint.manifest import (
+    Manifest,
+    PipelineRef,
+    load_manifest,
+    new_checkpoint_id,
+    unreadable,
+)
 from spindle.checkpoint.objects import (
     ObjectNotFound,
     ObjectStore,
@@ -40,12 +45,13 @@ _PROVEN: set[str] = set()
 """Store URIs whose conditional writes were proven in this process."""
 
 
-def new_checkpoint_id(sequence: int) -> str:
-    return f"{sequence:08d}-{secrets.token_hex(3)}"
-
-
 def manifest_key(checkpoint_id: str) -> str:
     return f"checkpoints/{checkpoint_id}/manifest.json"
+
+
+def pipeline_root(uri: str, *, namespace: str, name: str) -> str:
+    """Where one pipeline's checkpoints and state live under a storage URI."""
+    return join(uri, namespace, name)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ class CheckpointStore:
     @property
     def uri(self) -> str:
         return self.objects.uri
+
+    def manifest_uri(self, checkpoint_id: str) -> str:
+        return join(self.uri, manifest_key(checkpoint_id))
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -204,9 +213,7 @@ class CheckpointStore:
         sequence = 0 if current is None else current.sequence + 1
         state = {
             name: record.model_copy(
-                update={
-                    "path": record.path if "://" in record.path else join(source.uri, record.path)
-                }
+                update={"path": record.path if record.adopted else join(source.uri, record.path)}
             )
             for name, record in origin.state.items()
         }
@@ -281,5 +288,5 @@ def open_store(
 ) -> CheckpointStore:
     """The store of one pipeline: `<uri>/<namespace>/<name>/`, or `uri` itself when both are
     omitted (a URI that already names a pipeline root)."""
-    root = join(uri, namespace or "", name or "") if namespace and name else uri
+    root = pipeline_root(uri, namespace=namespace, name=name) if namespace and name else uri
     return CheckpointStore(open_objects(root, s3=s3, retry=retry))

@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
-from spindle.checkpoint import Manifest, open_store
+from spindle.checkpoint import Manifest
+from spindle.checkpoint.store import open_store
 from spindle.cli import render
 from spindle.errors import SpindleError
 

@@ -1,11 +1,8 @@
 """`spindle driver`: the entrypoint of a Spark driver pod (the operator names it, with no shell).
 
-The pod carries everything it needs: the pipeline (`SPINDLE_PIPELINE`, JSON: namespace, name,
-generation, spec), the mode and the approved change id as arguments, S3 credentials from a
-Secret through `secretKeyRef`, and Spark settings as `--conf` arguments. The driver plans again
-from the checkpoint it finds and refuses to bootstrap anything but the approved change id, so a
-change that moved after approval is never bootstrapped. On failure the last line it prints is a
-JSON object `{"reason", "message"}`, which the operator reads from the pod's termination message.
+Only the command line lives here; the driver pod's body is `spindle.runtime.pod`. On failure the
+last line it prints is a JSON object `{"reason", "message"}`, which the operator reads from the
+pod's termination message.
 """
 
 from __future__ import annotations
@@ -20,29 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from spindle.api import PipelineSpec
-from spindle.checkpoint import PipelineRef, S3Options, open_store
-from spindle.checkpoint.origin import starting_checkpoint
 from spindle.errors import SpindleError
-from spindle.lifecycle import Action, Observation, decide
 
 TERMINATION_LOG = "/dev/termination-log"
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _pipeline() -> tuple[PipelineRef, int, PipelineSpec]:
-    raw = os.environ.get("SPINDLE_PIPELINE")
-    if not raw:
-        raise SpindleError(
-            reason="DriverMisconfigured",
-            message="SPINDLE_PIPELINE is not set; driver pods are created by the operator.",
-        )
-    body: dict[str, Any] = json.loads(raw)
-    ref = PipelineRef(namespace=body["namespace"], name=body["name"])
-    return ref, int(body["generation"]), PipelineSpec.model_validate(body["spec"])
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -58,64 +35,21 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
-    ref, generation, spec = _pipeline()
-    if spec.storage is None:
-        raise SpindleError(reason="StorageNotConfigured", message="The pipeline has no storage.")
-    s3 = S3Options.from_env()
-    store = open_store(spec.storage.uri, namespace=ref.namespace, name=ref.name, s3=s3)
-    checkpoint = starting_checkpoint(
-        store, start_from=spec.storage.start_from, pipeline=ref, s3=s3, adopt=True
-    )
-    decision = decide(
-        Observation(
-            spec=spec, generation=generation, checkpoint=checkpoint, approval=args.change_id
-        )
-    )
-    if args.mode == "bootstrap" and decision.action is not Action.START_BOOTSTRAP:
-        done = checkpoint is not None and checkpoint.bootstrap is not None
-        if not (done and checkpoint.bootstrap.change_id == args.change_id):  # type: ignore[union-attr]
-            raise SpindleError(
-                reason="ChangeMoved",
-                message=f"This driver was started to bootstrap change {args.change_id}, but the "
-                f"checkpoint and program now give change {decision.change_id}; nothing was "
-                "done. Approve the pending change instead.",
-            )
-        _say(f"Change {args.change_id} is already bootstrapped; running.")
-    if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
-        reason = decision.reason or decision.phase.value
-        message = decision.conditions[0].message if decision.conditions else reason
-        raise SpindleError(reason=reason, message=message)
-
-    from spindle.runtime.driver import drive, reporter
-    from spindle.runtime.engine import Runtime
-    from spindle.runtime.session import spark_session
+    from spindle.lifecycle import DriverMode
+    from spindle.runtime.pod import PodSettings, run_driver_pod
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    conf = {**spec.spark.conf, **_conf(args.conf)}
-    spark = spark_session(
-        app=f"spindle-{ref.namespace}-{ref.name}", s3=s3, master=args.master, extra=conf
-    )
-    runtime = Runtime(
-        spark=spark,
-        store=store,
-        root=store.uri,
-        pipeline=ref,
-        report=reporter(_say),
-        outputs_on_bootstrap=spec.outputs.on_bootstrap,
-    )
-    drive(
-        runtime,
-        decision=decision,
-        checkpoint=checkpoint,
-        stop=stop,
-        until_idle=args.until_idle,
-        paused=lambda: spec.desired_state.value == "Paused",
-        say=_say,
+    settings = PodSettings(
+        mode=DriverMode(args.mode),
+        change_id=args.change_id,
         approved_by=args.approved_by,
+        master=args.master,
+        conf=_conf(args.conf),
+        until_idle=args.until_idle,
         interval=args.interval,
     )
-    return 0
+    return run_driver_pod(settings, stop=stop)
 
 
 def report_failure(error: SpindleError) -> None:

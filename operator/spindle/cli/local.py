@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from spindle.api import PipelineManifest, load_manifest_document
+from spindle.api.status import PipelineStatus
 from spindle.cli import files, render
 from spindle.errors import SpindleError
 from spindle.local import runner
@@ -40,7 +41,7 @@ class BootstrapProgress:
     """A progress bar over the views a bootstrap evaluates (lines when not on a terminal)."""
 
     def __init__(self) -> None:
-        from spindle.runtime.driver import reporter, view_line
+        from spindle.runtime.loop import reporter, view_line
 
         self.lines = reporter(_say)
         self.view_line = view_line
@@ -70,15 +71,15 @@ class BootstrapProgress:
             self.bar = None
 
 
-def _show_decision(body: dict[str, Any], plan: ChangePlan | None) -> None:
+def _show_status(name: str, status: PipelineStatus, plan: ChangePlan | None) -> None:
     out = render.console()
-    out.print(f"Pipeline [bold]{body['name']}[/]: phase [bold]{body['phase']}[/]")
-    for condition in body["conditions"]:
-        out.print(f"  {condition['reason']}: {condition['message']}", markup=False)
-    if body["pendingChange"] and plan is not None:
+    out.print(f"Pipeline [bold]{name}[/]: phase [bold]{status.phase.value}[/]")
+    for condition in status.conditions:
+        out.print(f"  {condition.reason}: {condition.message}", markup=False)
+    if status.pending_change is not None and plan is not None:
         render.print_plan(plan, out)
-    if body["lastCheckpoint"]:
-        out.print(f"  last checkpoint: {body['lastCheckpoint']['id']}")
+    if status.last_checkpoint is not None:
+        out.print(f"  last checkpoint: {status.last_checkpoint.id}")
 
 
 def read_manifest(path: str) -> PipelineManifest:
@@ -106,42 +107,43 @@ def cmd_apply(args: argparse.Namespace) -> int:
     manifest = read_manifest(args.file)
     pipeline = _pipeline(args, manifest.metadata.name)
     generation = pipeline.save(manifest)
-    body, decision = runner.status(pipeline)
+    status, decision = runner.status(pipeline, say=_say)
     if args.json:
-        render.print_json(body)
+        render.print_json(status.to_json())
     else:
         render.console().print(f"pipeline/{pipeline.name} applied (generation {generation})")
-        _show_decision(body, decision.plan)
+        _show_status(pipeline.name, status, decision.plan)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    body, decision = runner.status(_pipeline(args))
+    pipeline = _pipeline(args)
+    status, decision = runner.status(pipeline, say=_say)
     if args.json:
-        render.print_json(body)
+        render.print_json(status.to_json())
     else:
-        _show_decision(body, decision.plan)
+        _show_status(pipeline.name, status, decision.plan)
     return 0
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args)
-    body, _ = runner.status(pipeline)
-    pending = body["pendingChange"]
+    status, _ = runner.status(pipeline, say=_say)
+    pending = status.pending_change
     if pending is None:
         raise SpindleError(
             reason="NoPendingChange",
             message=f"Pipeline '{pipeline.name}' has no change awaiting approval "
-            f"(phase {body['phase']}); nothing was approved.",
-            details={"phase": body["phase"]},
+            f"(phase {status.phase.value}); nothing was approved.",
+            details={"phase": status.phase.value},
         )
-    if args.change_id != pending["id"]:
+    if args.change_id != pending.id:
         raise SpindleError(
             reason="ApprovalMismatch",
             message=f"Change {args.change_id} is not the pending change; the pending change is "
-            f"{pending['id']}. Review it with `spindle local status {pipeline.name}`, then "
-            f"approve {pending['id']}. Nothing was approved.",
-            details={"pending": pending["id"], "given": args.change_id},
+            f"{pending.id}. Review it with `spindle local status {pipeline.name}`, then "
+            f"approve {pending.id}. Nothing was approved.",
+            details={"pending": pending.id, "given": args.change_id},
         )
     pipeline.approve(args.change_id)
     render.console().print(
@@ -151,9 +153,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return runner.run(
-        _pipeline(args), until_idle=args.until_idle, say=_say, report=BootstrapProgress()
-    )
+    runner.run(_pipeline(args), until_idle=args.until_idle, say=_say, report=BootstrapProgress())
+    return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -179,8 +180,8 @@ def _plain(value: Any) -> Any:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from spindle.local.spark import open_runtime
     from spindle.program import parse_program
+    from spindle.runtime.loop import reporter
 
     pipeline = _pipeline(args)
     manifest = pipeline.store().latest()
@@ -189,7 +190,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             reason="CheckpointNotFound",
             message=f"Pipeline '{pipeline.name}' has no checkpoint yet; run it first.",
         )
-    runtime = open_runtime(pipeline, say=_say)
+    runtime = runner.open_runtime(pipeline, report=reporter(_say))
     rows = [
         _plain(r) for r in runtime.query(parse_program(manifest.program.text), manifest, args.sql)
     ]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spindle.checkpoint import Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import open_store, pipeline_root
 from spindle.cli import render
 from spindle.cli.local import read_manifest
 from spindle.errors import SpindleError
@@ -30,7 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 message="The manifest has no spec.storage; pass --checkpoint URI (the "
                 "pipeline's root: <storage uri>/<namespace>/<name>).",
             )
-        uri = f"{storage.uri.rstrip('/')}/{meta.namespace}/{meta.name}"
+        uri = pipeline_root(storage.uri, namespace=meta.namespace, name=meta.name)
     s3 = S3Options.from_env().located(
         endpoint=storage.endpoint if storage else None, region=storage.region if storage else None
     )
@@ -52,7 +54,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "changeId": decision.pending_change.id if decision.pending_change else None,
         "checkpoint": checkpoint.id if checkpoint else None,
         "needsApproval": decision.pending_change is not None,
-        "pendingChange": decision.pending_change.to_json() if decision.pending_change else None,
+        "pendingChange": decision.pending_change.model_dump(mode="json")
+        if decision.pending_change
+        else None,
         "reason": decision.reason,
     }
     if args.json:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
-from spindle.lifecycle import Driver
+from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
 LABEL_MODE = "spindle.dev/mode"
@@ -165,7 +165,7 @@ def driver_pod(
         LABEL_PIPELINE: name,
         LABEL_MODE: mode,
         LABEL_GENERATION: str(generation),
-        LABEL_INGEST: "paused" if spec.desired_state.value == "Paused" else "on",
+        LABEL_INGEST: "paused" if spec.paused else "on",
         "spark-role": "driver",
     }
     if change_id:
@@ -264,15 +264,15 @@ def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def observed_driver(pod: dict[str, Any]) -> Driver:
+def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
     meta = pod["metadata"]
     labels = meta.get("labels", {})
     phase = pod.get("status", {}).get("phase") or "Pending"
     reason, message = _failure(pod)
     if phase == "Pending" and reason is not None:
         phase = "Failed"  # e.g. a missing Secret: it will not start by itself
-    return Driver(
-        mode=labels.get(LABEL_MODE, "run"),
+    return ObservedDriver(
+        mode=DriverMode(labels.get(LABEL_MODE, DriverMode.RUN)),
         generation=int(labels.get(LABEL_GENERATION, "0")),
         phase=phase,
         change_id=labels.get(LABEL_CHANGE),

@@ -1,4 +1,5 @@
-"""One reconcile of one Pipeline: observe → decide (the lifecycle) → act → record status.
+"""One reconcile of one Pipeline: the operator's body (`PipelineBody`) in the brain's one cycle,
+observe → decide → act → record status (`lifecycle.cycle`). The body decides nothing itself.
 
 Level-based and idempotent: it reads everything afresh (the Pipeline, its driver pods, its
 Secret, its latest checkpoint), so running it twice, or after a crash at any point, does the
@@ -11,8 +12,8 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -21,18 +22,25 @@ from pydantic import ValidationError
 from spindle.api import PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
 from spindle.api.types import APPROVE_ANNOTATION
-from spindle.checkpoint import CheckpointStore, Manifest, PipelineRef, S3Options, open_store
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing
-from spindle.k8s.pods import (
-    LABEL_MODE,
-    DriverSettings,
-    current_pod,
-    driver_pod,
-    observed_driver,
+from spindle.k8s.pods import LABEL_MODE, DriverSettings, current_pod, driver_pod, observed_driver
+from spindle.lifecycle import (
+    Acted,
+    Action,
+    Decision,
+    DriverMode,
+    Event,
+    Observation,
+    Unobservable,
+    cycle,
+    failed,
+    timestamp,
 )
-from spindle.lifecycle import Action, Decision, Observation, decide, failed, new_events, report
 
 log = logging.getLogger("spindle.reconcile")
 
@@ -52,13 +60,7 @@ class Outcome:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class Unobservable(Exception):
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.reason)
-        self.decision = decision
+    return timestamp(datetime.datetime.now(datetime.UTC))
 
 
 @dataclass
@@ -68,30 +70,28 @@ class Reconciler:
     on_outcome: Callable[[str, str, Outcome], None] = lambda namespace, name, outcome: None
     _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
 
-    # -- observe -----------------------------------------------------------------------------
+    # -- what a body needs, cached across reconciles -------------------------------------------
 
     def spec_of(self, pipeline: dict[str, Any]) -> PipelineSpec:
         try:
             spec = PipelineSpec.model_validate(pipeline.get("spec") or {})
         except ValidationError as error:
             where, problem = first_problem(error)
-            raise Unobservable(
-                failed("InvalidSpec", f"spec.{where}: {problem}. Fix the Pipeline spec.")
+            raise SpindleError(
+                reason="InvalidSpec", message=f"spec.{where}: {problem}. Fix the Pipeline spec."
             ) from None
         if spec.storage is None:
             if self.settings.default_storage is None:
-                raise Unobservable(
-                    failed(
-                        "StorageNotConfigured",
-                        "The pipeline has no spec.storage and the operator has no default "
-                        "storage; set spec.storage.uri (s3://bucket/prefix), or install the "
-                        "operator with a default storage.",
-                    )
+                raise SpindleError(
+                    reason="StorageNotConfigured",
+                    message="The pipeline has no spec.storage and the operator has no default "
+                    "storage; set spec.storage.uri (s3://bucket/prefix), or install the "
+                    "operator with a default storage.",
                 )
             spec = spec.model_copy(update={"storage": self.settings.default_storage})
         return spec
 
-    def _s3(self, namespace: str, storage: StorageSpec) -> S3Options:
+    def s3(self, namespace: str, storage: StorageSpec) -> S3Options:
         credentials = storage.credentials
         keys: list[str | None] = [None, None]
         if credentials is not None:
@@ -101,14 +101,12 @@ class Reconciler:
                     keys[index] = self.cluster.secret_value(namespace, ref.name, ref.key)
                 except SecretMissing as missing:
                     what = f"has no key {missing.key!r}" if missing.key else "does not exist"
-                    raise Unobservable(
-                        failed(
-                            "SecretNotFound",
-                            f"Secret {namespace}/{ref.name}, named by "
-                            f"spec.storage.credentials, {what}. Create it with the keys "
-                            f"{credentials.access_key_id.key} and "
-                            f"{credentials.secret_access_key.key}.",
-                        )
+                    raise SpindleError(
+                        reason="SecretNotFound",
+                        message=f"Secret {namespace}/{ref.name}, named by "
+                        f"spec.storage.credentials, {what}. Create it with the keys "
+                        f"{credentials.access_key_id.key} and "
+                        f"{credentials.secret_access_key.key}.",
                     ) from None
         return S3Options(
             endpoint=storage.endpoint, region=storage.region, access_key=keys[0], secret_key=keys[1]
@@ -118,25 +116,10 @@ class Reconciler:
         self, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
     ) -> CheckpointStore:
         assert spec.storage is not None
-        key = (f"{spec.storage.uri}|{namespace}|{name}", s3)
+        key = (pipeline_root(spec.storage.uri, namespace=namespace, name=name), s3)
         if key not in self._stores:
-            self._stores[key] = open_store(spec.storage.uri, namespace=namespace, name=name, s3=s3)
+            self._stores[key] = open_store(key[0], s3=s3)
         return self._stores[key]
-
-    def _checkpoint(
-        self, store: CheckpointStore, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
-    ) -> Manifest | None:
-        assert spec.storage is not None
-        try:
-            return starting_checkpoint(
-                store,
-                start_from=spec.storage.start_from,
-                pipeline=PipelineRef(namespace=namespace, name=name),
-                s3=s3,
-                adopt=False,
-            )
-        except SpindleError as error:
-            raise Unobservable(failed(error.reason, error.message)) from None
 
     # -- the loop body -----------------------------------------------------------------------
 
@@ -144,136 +127,15 @@ class Reconciler:
         pipeline = self.cluster.pipeline(namespace, name)
         if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
             return None  # driver pods go with it (ownerReferences)
-        meta = pipeline["metadata"]
-        generation = int(meta.get("generation", 1))
-        approval = (meta.get("annotations") or {}).get(APPROVE_ANNOTATION)
-        previous = _previous(pipeline)
-        pods = self.cluster.driver_pods(namespace, name)
-        pod = current_pod(pods, owner_uid=meta["uid"])
-        driver = observed_driver(pod) if pod else None
-        root: str | None = None
-        try:
-            spec = self.spec_of(pipeline)
-            assert spec.storage is not None
-            s3 = self._s3(namespace, spec.storage)  # the Secret is read once per reconcile
-            store = self.store(namespace, name, spec, s3)
-            root = store.uri
-            checkpoint = self._checkpoint(store, namespace, name, spec, s3)
-        except Unobservable as problem:
-            observation = Observation(
-                spec=PipelineSpec(sql=""), generation=generation, checkpoint=None
-            )
-            return self._record(pipeline, problem.decision, observation, None, pod, previous)
-        observation = Observation(
-            spec=spec,
-            generation=generation,
-            checkpoint=checkpoint,
-            approval=approval,
-            driver=driver,
-            last_bootstrap=previous.last_bootstrap.change_id
-            if previous and previous.last_bootstrap
-            else None,
-        )
-        decision = decide(observation)
-        try:
-            pod, requeue = self._act(decision, pipeline, spec, pod, pods)
-        except ApiException as error:
-            if error.status not in (400, 403, 422):
-                raise
-            decision = failed(
-                "DriverPodRejected",
-                f"The API server refused the driver pod: {_api_message(error)}. Check "
-                "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), "
-                "the namespace's Pod Security level and its quota.",
-            )
-            requeue = 30.0
-        outcome = self._record(pipeline, decision, observation, root, pod, previous)
-        if requeue is not None:
-            return Outcome(outcome.phase, outcome.action, requeue, outcome.checkpoint)
-        return outcome
-
-    # -- act ---------------------------------------------------------------------------------
-
-    def _act(
-        self,
-        decision: Decision,
-        pipeline: dict[str, Any],
-        spec: PipelineSpec,
-        pod: dict[str, Any] | None,
-        pods: list[dict[str, Any]],
-    ) -> tuple[dict[str, Any] | None, float | None]:
-        if decision.action is Action.STOP_DRIVER and pod is not None:
-            if not pod["metadata"].get("deletionTimestamp"):
-                log.info("stopping driver %s (%s)", pod["metadata"]["name"], decision.reason)
-                self.cluster.delete_pod(
-                    pod, grace_seconds=self.settings.driver.termination_grace_seconds
-                )
-            return pod, 2.0
-        if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
-            return pod, None
-        mode = "bootstrap" if decision.action is Action.START_BOOTSTRAP else "run"
-        wanted = driver_pod(
-            pipeline=pipeline,
-            spec=spec,
-            mode=mode,
-            change_id=decision.change_id if mode == "bootstrap" else None,
-            settings=self.settings.driver,
-        )
-        name = wanted["metadata"]["name"]
-        for old in pods:  # finished drivers of earlier runs make way
-            if old["metadata"]["name"] != name and _finished(old):
-                self.cluster.delete_pod(old, grace_seconds=0)
-        if self.cluster.create_pod(wanted):
-            log.info("created driver %s (%s)", name, mode)
-            return wanted, 2.0
-        existing = next((p for p in pods if p["metadata"]["name"] == name), None)
-        if existing is not None and _finished(existing):
-            self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass
-            return existing, 1.0
-        log.info("adopted existing driver %s", name)
-        return existing or wanted, 2.0
-
-    # -- record ------------------------------------------------------------------------------
-
-    def _record(
-        self,
-        pipeline: dict[str, Any],
-        decision: Decision,
-        observation: Observation,
-        root: str | None,
-        pod: dict[str, Any] | None,
-        previous: PipelineStatus | None,
-    ) -> Outcome:
-        status = report(
-            decision,
-            observation,
-            root=root,
-            driver=_driver_status(pod),
-            previous=previous,
-            now=_now(),
-        )
-        approval = observation.approval
-        if new_events(decision, previous, approval):
-            for event in decision.events:
-                self.cluster.event(
-                    pipeline, type=event.type, reason=event.reason, message=event.message
-                )
-        body = status.to_json()
-        if body != _comparable(pipeline.get("status")):
-            self.cluster.write_status(pipeline, body)
-        if decision.phase.value == "Failed" and _transitioned(decision, previous):
-            condition = decision.conditions[0]
-            self.cluster.event(
-                pipeline, type="Warning", reason=condition.reason, message=condition.message
-            )
-        meta = pipeline["metadata"]
+        body = PipelineBody(self, pipeline)
+        acted, _ = cycle(body, now=_now())
         outcome = Outcome(
-            phase=decision.phase.value,
-            action=decision.action,
-            requeue_after=None,
-            checkpoint=observation.checkpoint,
+            phase=acted.decision.phase.value,
+            action=acted.decision.action,
+            requeue_after=body.requeue_after,
+            checkpoint=body.checkpoint,
         )
-        self.on_outcome(meta["namespace"], meta["name"], outcome)
+        self.on_outcome(namespace, name, outcome)
         return outcome
 
     # -- deletion ----------------------------------------------------------------------------
@@ -283,18 +145,12 @@ class Reconciler:
         meta = pipeline["metadata"]
         spec = self.spec_of(pipeline)
         assert spec.storage is not None
-        s3 = self._s3(meta["namespace"], spec.storage)
+        s3 = self.s3(meta["namespace"], spec.storage)
         store = self.store(meta["namespace"], meta["name"], spec, s3)
         keys = [item.key for item in store.objects.scan("")]
         for start in range(0, len(keys), 500):
             store.objects.delete(keys[start : start + 500])
         return len(keys)
-
-
-def _transitioned(decision: Decision, previous: PipelineStatus | None) -> bool:
-    """Whether the Ready condition changes reason (a Warning Event is posted once per failure)."""
-    before = previous.conditions[0].reason if previous and previous.conditions else None
-    return bool(decision.conditions) and decision.conditions[0].reason != before
 
 
 def _api_message(error: ApiException) -> str:
@@ -332,3 +188,117 @@ def _previous(pipeline: dict[str, Any]) -> PipelineStatus | None:
 
 def _comparable(status: Any) -> Any:
     return status if isinstance(status, dict) else None
+
+
+@dataclass
+class PipelineBody:
+    """The operator's body for one reconcile of one Pipeline: observe API objects and the
+    checkpoint, act with driver pods, record `.status` (the subresource only) and Events."""
+
+    reconciler: Reconciler
+    pipeline: dict[str, Any]
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    pod: dict[str, Any] | None = None
+    spec: PipelineSpec | None = None
+    checkpoint: Manifest | None = None
+    requeue_after: float | None = None
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.reconciler.cluster
+
+    def observe(self) -> Observation:
+        meta = self.pipeline["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        self.pods = self.cluster.driver_pods(namespace, name)
+        self.pod = current_pod(self.pods, owner_uid=meta["uid"])
+        previous = _previous(self.pipeline)
+        base = Observation(
+            spec=PipelineSpec(sql=""),
+            generation=int(meta.get("generation", 1)),
+            checkpoint=None,
+            approval=(meta.get("annotations") or {}).get(APPROVE_ANNOTATION),
+            driver=observed_driver(self.pod) if self.pod else None,
+            last_bootstrap=previous.last_bootstrap.change_id
+            if previous and previous.last_bootstrap
+            else None,
+            previous=previous,
+            name=name,
+        )
+        try:
+            spec = self.reconciler.spec_of(self.pipeline)
+            assert spec.storage is not None
+            s3 = self.reconciler.s3(namespace, spec.storage)  # the Secret: once per reconcile
+            store = self.reconciler.store(namespace, name, spec, s3)
+            self.checkpoint = starting_checkpoint(
+                store,
+                start_from=spec.storage.start_from,
+                pipeline=PipelineRef(namespace=namespace, name=name),
+                s3=s3,
+                adopt=False,
+            )
+        except SpindleError as error:
+            return replace(base, problem=Unobservable(error.reason, error.message))
+        self.spec = spec
+        return replace(
+            base,
+            spec=spec,
+            checkpoint=self.checkpoint,
+            checkpoint_uri=store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
+        )
+
+    def act(self, decision: Decision) -> Acted:
+        try:
+            self.pod, self.requeue_after = self._act(decision)
+        except ApiException as error:
+            if error.status not in (400, 403, 422):
+                raise
+            decision = failed(
+                "DriverPodRejected",
+                f"The API server refused the driver pod: {_api_message(error)}. Check "
+                "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), "
+                "the namespace's Pod Security level and its quota.",
+            )
+            self.requeue_after = 30.0
+        return Acted(decision, _driver_status(self.pod))
+
+    def _act(self, decision: Decision) -> tuple[dict[str, Any] | None, float | None]:
+        pod, pods = self.pod, self.pods
+        settings = self.reconciler.settings.driver
+        if decision.action is Action.STOP_DRIVER and pod is not None:
+            if not pod["metadata"].get("deletionTimestamp"):
+                log.info("stopping driver %s (%s)", pod["metadata"]["name"], decision.reason)
+                self.cluster.delete_pod(pod, grace_seconds=settings.termination_grace_seconds)
+            return pod, 2.0
+        if decision.mode is None:
+            return pod, None
+        assert self.spec is not None
+        wanted = driver_pod(
+            pipeline=self.pipeline,
+            spec=self.spec,
+            mode=decision.mode.value,
+            change_id=decision.change_id if decision.mode is DriverMode.BOOTSTRAP else None,
+            settings=settings,
+        )
+        name = wanted["metadata"]["name"]
+        for old in pods:  # finished drivers of earlier runs make way
+            if old["metadata"]["name"] != name and _finished(old):
+                self.cluster.delete_pod(old, grace_seconds=0)
+        if self.cluster.create_pod(wanted):
+            log.info("created driver %s (%s)", name, decision.mode)
+            return wanted, 2.0
+        existing = next((p for p in pods if p["metadata"]["name"] == name), None)
+        if existing is not None and _finished(existing):
+            self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass
+            return existing, 1.0
+        log.info("adopted existing driver %s", name)
+        return existing or wanted, 2.0
+
+    def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
+        for event in events:
+            self.cluster.event(
+                self.pipeline, type=event.type, reason=event.reason, message=event.message
+            )
+        body = status.to_json()
+        if body != _comparable(self.pipeline.get("status")):
+            self.cluster.write_status(self.pipeline, body)

@@ -1,32 +1,39 @@
-"""The pipeline lifecycle: a pure function from what is observed to a phase and the next action.
+"""The brain: pure functions from what a body observed to a decision and the one status shape.
 
-Both bodies call `decide`: the operator (kopf handlers) and the local CLI, so they cannot drift.
+Every body (the operator, the local CLI, the driver pod) runs `cycle`: it observes, the brain
+decides (`decide`, a table of rules) and builds the status (`conclude`), the body acts and
+records. No body decides anything on its own, so they cannot drift. No I/O code is imported here.
 """
 
-from spindle.lifecycle.decide import (
-    Action,
-    Condition,
-    Decision,
-    Driver,
-    Event,
+from spindle.lifecycle.body import Acted, Body, cycle
+from spindle.lifecycle.decision import Action, Decision, Event, failed
+from spindle.lifecycle.observation import (
+    DriverMode,
     Observation,
-    PendingChange,
-    decide,
-    failed,
+    ObservedDriver,
+    Unobservable,
+    bootstrapped,
 )
-from spindle.lifecycle.report import checkpoint_status, new_events, report
+from spindle.lifecycle.rules import decide, decide_start
+from spindle.lifecycle.status import Report, checkpoint_status, conclude, timestamp
 
 __all__ = [
+    "Acted",
     "Action",
-    "Condition",
+    "Body",
     "Decision",
-    "Driver",
+    "DriverMode",
     "Event",
     "Observation",
-    "PendingChange",
+    "ObservedDriver",
+    "Report",
+    "Unobservable",
+    "bootstrapped",
     "checkpoint_status",
+    "conclude",
+    "cycle",
     "decide",
+    "decide_start",
     "failed",
-    "new_events",
-    "report",
+    "timestamp",
 ]

@@ -4,6 +4,7 @@ pipelines/<name>/pipeline.json   the applied manifest, its generation, the last 
 pipelines/<name>/approval        the approved change id
 pipelines/<name>/driver.json     the last run's mode, generation, phase and failure reason
 pipelines/<name>/run.pid         the PID of a running `spindle local run`
+pipelines/<name>/status.json     the last status recorded (the operator's `.status` shape)
 storage/                         default checkpoint and state storage (file://)
 """
 
@@ -17,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from spindle.api import PipelineManifest
-from spindle.checkpoint import CheckpointStore, S3Options, open_store
+from spindle.api.status import PipelineStatus
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
-from spindle.lifecycle import Driver
+from spindle.lifecycle import DriverMode, ObservedDriver
 
 
 def default_home() -> Path:
@@ -41,6 +45,10 @@ class LocalPipeline:
     @property
     def directory(self) -> Path:
         return self.home / "pipelines" / self.name
+
+    @property
+    def ref(self) -> PipelineRef:
+        return PipelineRef(namespace=self.manifest().metadata.namespace, name=self.name)
 
     def exists(self) -> bool:
         return (self.directory / "pipeline.json").exists()
@@ -112,7 +120,7 @@ class LocalPipeline:
         with contextlib.suppress(FileNotFoundError):
             (self.directory / "run.pid").unlink()
 
-    def driver(self) -> Driver | None:
+    def driver(self) -> ObservedDriver | None:
         path = self.directory / "driver.json"
         if not path.exists():
             return None
@@ -120,8 +128,8 @@ class LocalPipeline:
         phase = data.get("phase", "Succeeded")
         if phase in ("Pending", "Running") and self.running_pid() is None:
             phase = "Succeeded"  # the process is gone: it stopped (or was killed)
-        return Driver(
-            mode=data.get("mode", "run"),
+        return ObservedDriver(
+            mode=DriverMode(data.get("mode", DriverMode.RUN)),
             generation=int(data.get("generation", 0)),
             phase=phase,
             change_id=data.get("change_id"),
@@ -132,6 +140,19 @@ class LocalPipeline:
     def set_driver(self, **fields: Any) -> None:
         _write_atomic(self.directory / "driver.json", json.dumps(fields, indent=2))
 
+    # status ----------------------------------------------------------------------------------
+
+    def status(self) -> PipelineStatus | None:
+        """The status recorded last, if it is still readable."""
+        path = self.directory / "status.json"
+        try:
+            return PipelineStatus.model_validate_json(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def save_status(self, body: dict[str, Any]) -> None:
+        _write_atomic(self.directory / "status.json", json.dumps(body, indent=2))
+
     # storage ---------------------------------------------------------------------------------
 
     def storage_root(self) -> tuple[str, S3Options | None]:
@@ -140,8 +161,8 @@ class LocalPipeline:
         namespace = manifest.metadata.namespace
         if storage is None:
             base = (self.home / "storage").resolve().as_uri()
-            return f"{base}/{namespace}/{self.name}", None
-        root = f"{storage.uri.rstrip('/')}/{namespace}/{self.name}"
+            return pipeline_root(base, namespace=namespace, name=self.name), None
+        root = pipeline_root(storage.uri, namespace=namespace, name=self.name)
         if storage.uri.startswith("s3://"):
             options = S3Options.from_env().located(endpoint=storage.endpoint, region=storage.region)
             return root, options

@@ -1,25 +1,48 @@
-"""Local commands on top of the lifecycle: observe a local pipeline, decide, and act.
+"""The local body: a pipeline under `--home`, observed from its files, acted on in process.
 
-`run` is the driver: it bootstraps when the lifecycle says so, then steps until idle (or until
-SIGTERM, when it finishes the step, commits and exits 0).
+`status` (and `apply`) run one cycle that starts nothing: with no run in progress the status
+says `Stopped` and names `spindle local run NAME`. `run` runs one cycle whose act is the driver
+loop in the foreground (bootstrapping first when the brain says so; SIGTERM finishes the step,
+commits and exits 0), then records the status once more, now that nothing runs.
 """
 
 from __future__ import annotations
 
+import datetime
 import getpass
+import os
 import signal
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from spindle.checkpoint import Manifest, PipelineRef
+from spindle.api.status import PipelineStatus
+from spindle.checkpoint import Manifest
 from spindle.checkpoint.origin import starting_checkpoint
 from spindle.errors import SpindleError
-from spindle.lifecycle import Action, Decision, Observation, checkpoint_status, decide
+from spindle.lifecycle import (
+    Acted,
+    Decision,
+    Event,
+    Observation,
+    Report,
+    cycle,
+    decide_start,
+    timestamp,
+)
 from spindle.local.home import LocalPipeline
 
+if TYPE_CHECKING:  # pyspark loads only when something runs
+    from spindle.runtime.engine import Runtime
+
 Say = Callable[[str], None]
+Progress = Callable[..., None]
+
+
+def _now() -> str:
+    return timestamp(datetime.datetime.now(datetime.UTC))
 
 
 def start_from(pipeline: LocalPipeline, *, adopt: bool) -> Manifest | None:
@@ -29,53 +52,120 @@ def start_from(pipeline: LocalPipeline, *, adopt: bool) -> Manifest | None:
     return starting_checkpoint(
         pipeline.store(),
         start_from=storage.start_from if storage else None,
-        pipeline=PipelineRef(namespace=manifest.metadata.namespace, name=pipeline.name),
+        pipeline=pipeline.ref,
         s3=pipeline.storage_root()[1],
         adopt=adopt,
     )
 
 
-def observe(pipeline: LocalPipeline, *, adopt: bool = False) -> tuple[Observation, Manifest | None]:
-    manifest = pipeline.manifest()
-    checkpoint = start_from(pipeline, adopt=adopt)
-    observation = Observation(
-        spec=manifest.spec,
-        generation=pipeline.generation,
-        checkpoint=checkpoint,
-        approval=pipeline.approval,
-        driver=pipeline.driver(),
-        last_bootstrap=pipeline.record().get("lastBootstrap"),
+def open_runtime(pipeline: LocalPipeline, *, report: Progress) -> Runtime:
+    """The runtime of a local pipeline: Spark in local mode on the pipeline's storage."""
+    from spindle.runtime.factory import open_runtime as open_any
+
+    return open_any(
+        pipeline=pipeline.ref,
+        spec=pipeline.manifest().spec,
+        store=pipeline.store(),
+        s3=pipeline.storage_root()[1],
+        report=report,
     )
-    return observation, checkpoint
 
 
-def status(pipeline: LocalPipeline) -> tuple[dict[str, Any], Decision]:
-    observation, checkpoint = observe(pipeline)
-    decision = decide(observation)
-    root, _ = pipeline.storage_root()
-    body: dict[str, Any] = {
-        "name": pipeline.name,
-        "generation": observation.generation,
-        "phase": decision.phase.value,
-        "pendingChange": None,
-        "lastCheckpoint": None,
-        "conditions": [c.to_json() for c in decision.conditions],
-        "running": pipeline.running_pid() is not None,
-    }
-    if decision.pending_change is not None:
-        body["pendingChange"] = decision.pending_change.to_json()
-    if checkpoint is not None:
-        body["lastCheckpoint"] = checkpoint_status(checkpoint, root=root).model_dump(by_alias=True)
-    return body, decision
+@dataclass(frozen=True)
+class RunSettings:
+    """How `spindle local run` runs: in the foreground, until idle or until SIGTERM."""
+
+    until_idle: bool
+    report: Progress
+    interval: float = 1.0
 
 
-def _refuse(decision: Decision) -> SpindleError:
-    condition = decision.conditions[0] if decision.conditions else None
-    return SpindleError(
-        reason=condition.reason if condition else decision.phase.value,
-        message=condition.message if condition else f"The pipeline is {decision.phase.value}.",
-        details={"phase": decision.phase.value},
-    )
+@dataclass
+class LocalBody:
+    """The local body: observe the files under `--home` and the checkpoint, act by running the
+    driver loop in this process (only for `spindle local run`), record `status.json`."""
+
+    pipeline: LocalPipeline
+    say: Say
+    run: RunSettings | None = None
+    """Set for `spindle local run`: the only time this body starts a driver."""
+    checkpoint: Manifest | None = None
+    generation: int = 0
+
+    def observe(self) -> Observation:
+        pipeline = self.pipeline
+        record = pipeline.record()
+        self.generation = int(record["generation"])
+        self.checkpoint = start_from(pipeline, adopt=self.run is not None)
+        return Observation(
+            spec=pipeline.manifest().spec,
+            generation=self.generation,
+            checkpoint=self.checkpoint,
+            approval=pipeline.approval,
+            driver=pipeline.driver(),
+            last_bootstrap=record.get("lastBootstrap"),
+            checkpoint_uri=pipeline.store().manifest_uri(self.checkpoint.id)
+            if self.checkpoint
+            else None,
+            previous=pipeline.status(),
+            start_requested=self.run is not None,
+            name=pipeline.name,
+        )
+
+    def act(self, decision: Decision) -> Acted:
+        if self.run is None or decision.mode is None:
+            return Acted(decision)
+        from spindle.runtime.loop import drive
+
+        pipeline, run, mode = self.pipeline, self.run, decision.mode
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        pipeline.mark_running()
+        driver = {"generation": self.generation, "change_id": decision.change_id}
+        pipeline.set_driver(mode=mode.value, phase="Running", **driver)
+
+        def bootstrapped(_: Manifest) -> None:
+            pipeline.update(lastBootstrap=decision.change_id)
+            pipeline.set_driver(mode="run", phase="Running", **driver)
+
+        try:
+            drive(
+                open_runtime(pipeline, report=run.report),
+                decision=decision,
+                checkpoint=self.checkpoint,
+                stop=stop,
+                until_idle=run.until_idle,
+                paused=lambda: pipeline.manifest().spec.paused,
+                say=self.say,
+                approved_by=getpass.getuser(),
+                on_bootstrapped=bootstrapped,
+                interval=run.interval,
+            )
+            pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
+        except SpindleError as error:
+            pipeline.set_driver(
+                mode=mode.value,
+                generation=self.generation,
+                phase="Failed",
+                reason=error.reason,
+                message=error.message,
+            )
+            raise
+        finally:
+            pipeline.clear_running()
+            signal.signal(signal.SIGTERM, previous)
+        return Acted(decision)
+
+    def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
+        self.pipeline.save_status(status.to_json())
+        for event in events:
+            self.say(f"{event.type} {event.reason}: {event.message}")
+
+
+def status(pipeline: LocalPipeline, *, say: Say) -> tuple[PipelineStatus, Decision]:
+    """One cycle that starts nothing: the status as recorded, and the decision behind it."""
+    acted, report = cycle(LocalBody(pipeline, say=say), now=_now())
+    return report.status, acted.decision
 
 
 def run(
@@ -83,73 +173,24 @@ def run(
     *,
     until_idle: bool,
     say: Say,
+    report: Progress,
     interval: float = 1.0,
-    report: Callable[..., None] | None = None,
-) -> int:
-    """Run the pipeline in the foreground; returns the exit status."""
-    if pipeline.running_pid() is not None:
+) -> Report:
+    """Run the pipeline in the foreground; returns the status recorded once it stopped."""
+    pid = pipeline.running_pid()
+    if pid is not None:
         raise SpindleError(
             reason="AlreadyRunning",
-            message=f"Pipeline '{pipeline.name}' is already running (PID "
-            f"{pipeline.running_pid()}); stop it with `spindle local stop {pipeline.name}`.",
+            message=f"Pipeline '{pipeline.name}' is already running (PID {pid}); stop it with "
+            f"`spindle local stop {pipeline.name}`.",
         )
-    observation, checkpoint = observe(pipeline, adopt=True)
-    decision = decide(observation)
-    if decision.action not in (Action.START_RUN, Action.START_BOOTSTRAP):
-        raise _refuse(decision)
-    assert decision.program is not None and decision.plan is not None
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    pipeline.mark_running()
-    mode = "bootstrap" if decision.action is Action.START_BOOTSTRAP else "run"
-    pipeline.set_driver(
-        mode=mode, generation=observation.generation, phase="Running", change_id=decision.change_id
-    )
-    try:
-        from spindle.local.spark import open_runtime
-        from spindle.runtime.driver import drive
-
-        def bootstrapped(_: Manifest) -> None:
-            pipeline.update(lastBootstrap=decision.change_id)
-            pipeline.set_driver(
-                mode="run",
-                generation=observation.generation,
-                phase="Running",
-                change_id=decision.change_id,
-            )
-
-        checkpoint = drive(
-            open_runtime(pipeline, say=say, report=report),
-            decision=decision,
-            checkpoint=checkpoint,
-            stop=stop,
-            until_idle=until_idle,
-            paused=lambda: pipeline.manifest().spec.desired_state.value == "Paused",
-            say=say,
-            approved_by=getpass.getuser(),
-            on_bootstrapped=bootstrapped,
-            interval=interval,
-        )
-        pipeline.set_driver(mode="run", generation=observation.generation, phase="Succeeded")
-        return 0
-    except SpindleError as error:
-        pipeline.set_driver(
-            mode=mode,
-            generation=observation.generation,
-            phase="Failed",
-            reason=error.reason,
-            message=error.message,
-        )
-        raise
-    finally:
-        pipeline.clear_running()
-        signal.signal(signal.SIGTERM, previous)
+    body = LocalBody(pipeline, say=say, run=RunSettings(until_idle, report, interval))
+    cycle(body, now=_now(), decide=decide_start)
+    return cycle(LocalBody(pipeline, say=say), now=_now())[1]
 
 
 def stop(pipeline: LocalPipeline, *, force: bool, timeout: float = 120.0) -> bool:
     """Stop a running `local run`: SIGTERM (it commits, then exits), or SIGKILL with force."""
-    import os
-
     pid = pipeline.running_pid()
     if pid is None:
         return False

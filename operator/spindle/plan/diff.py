@@ -59,13 +59,3 @@ class Diff:
         }
         body.update({name: list(value) for name, value in self.connector_lists.items()})
         return body
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Diff:
-        program = ProgramDiff(**{k: tuple(v) for k, v in (body.get("program_diff") or {}).items()})
-        lists = {
-            f.name: tuple(body.get(f.name) or ())
-            for f in fields(cls)
-            if f.name.endswith("_connectors")
-        }
-        return cls(program_diff=program, program_diff_error=body.get("program_diff_error"), **lists)

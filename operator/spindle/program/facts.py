@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from sqlglot import exp
 
@@ -25,7 +24,6 @@ from spindle.program.statements import Statement
 from spindle.program.syntax import Problem, invalid, parsed
 
 _TYPE_ALIASES = {"TEXT": "VARCHAR", "STRING": "VARCHAR"}
-_NONE: Mapping[int, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def _string_properties(create: exp.Create) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def _table_facts(create: exp.Create, *, lateness: Mapping[int, str] = _NONE) -> TableFacts:
+def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFacts:
     schema = create.this
     if not isinstance(schema, exp.Schema) or create.expression is not None:
         raise invalid("CREATE TABLE needs a column list and no AS query; declare the columns")
@@ -178,8 +176,7 @@ def _function_facts(create: exp.Create) -> FunctionFacts:
     )
 
 
-_ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {
-    "TABLE": _table_facts,
+_ANALYZERS: dict[str, Callable[[exp.Create], Facts]] = {  # TABLE: `_analyze`, with LATENESS
     "VIEW": _view_facts,
     "FUNCTION": _function_facts,
 }

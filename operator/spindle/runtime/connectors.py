@@ -52,7 +52,13 @@ def _location(connector: Connector, *keys: str) -> str:
 
 
 class Input(Protocol):
-    def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]: ...
+    def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
+        """New rows since `offset`, and the offset after them (None: nothing new)."""
+        ...
+
+    def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
+        """Exactly the rows between offsets `before` and `wanted` (a crashed step's intent)."""
+        ...
 
 
 class Output(Protocol):
@@ -79,6 +85,9 @@ class FileInput:
             return None, offset or []
         return self.read(spark, new), sorted(seen | set(new))
 
+    def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
+        return self.read(spark, sorted(set(wanted) - set(before or [])))
+
     def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
         reader = spark.read.schema(self.schema).format(FORMATS[self.format])
         if self.format == "csv":
@@ -96,13 +105,17 @@ class DeltaInput:
         latest = storage.delta_version(spark, self.uri)
         if latest <= before:
             return None, before
+        return self.replay(spark, before, latest), latest
+
+    def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
+        """The table at version `wanted` minus the table at `before` (None or -1: nothing)."""
         names = [f.name for f in self.schema.fields]
-        now = storage.read_delta(spark, self.uri, latest, self.schema).select(*names)
-        if before >= 0:
+        now = storage.read_delta(spark, self.uri, int(wanted), self.schema).select(*names)
+        if before is not None and int(before) >= 0:
             now = now.exceptAll(
-                storage.read_delta(spark, self.uri, before, self.schema).select(*names)
+                storage.read_delta(spark, self.uri, int(before), self.schema).select(*names)
             )
-        return now, latest
+        return now
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,14 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from spindle.checkpoint import (
     BootstrapRecord,
-    CheckpointStore,
     ConnectorRecord,
     Manifest,
     PipelineRef,
     StateRecord,
 )
+from spindle.checkpoint.manifest import is_uri
 from spindle.checkpoint.records import next_manifest
+from spindle.checkpoint.store import CheckpointStore
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.program import Program, Table, View
@@ -70,7 +71,7 @@ class Runtime:
     # -- paths and schemas -------------------------------------------------------------------
 
     def uri(self, path: str) -> str:
-        if "://" in path:
+        if is_uri(path):
             return storage.spark_uri(path)
         return storage.join(storage.spark_uri(self.root), path)
 
@@ -231,26 +232,48 @@ class Runtime:
     def step(
         self, program: Program, manifest: Manifest, *, ingest: bool = True
     ) -> tuple[Manifest, StepStats]:
-        """One step from `manifest`; returns the new checkpoint (or `manifest` when idle)."""
-        sequence = manifest.sequence + 1
-        stats = StepStats(sequence)
+        """One step from `manifest`, in the phases the module docstring lists; returns the new
+        checkpoint (or `manifest` when idle)."""
+        work = _Work.after(manifest)
         self._frames.clear()
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
+        polled = self._poll(inputs, manifest)
+        if not polled:
+            return manifest, work.stats
+        self._ingest(program, inputs, polled, manifest, work)
+        self._recompute(program, work)
+        committed = self.store.commit(
+            self._manifest(
+                program=program, parent=manifest, state=work.state, connectors=work.connectors
+            )
+        )
+        return committed, work.stats
+
+    def _poll(
+        self, inputs: Mapping[str, tuple[str, Input]], manifest: Manifest
+    ) -> dict[str, tuple[DataFrame, Any]]:
+        """New input per connector, with the offset after it."""
         polled: dict[str, tuple[DataFrame, Any]] = {}
-        planned: dict[str, object] = {}
         for key, (_, source) in inputs.items():
             previous = manifest.connectors.get(key)
             frame, offset = source.poll(self.spark, previous.offset if previous else None)
             if frame is not None:
                 polled[key] = (frame, offset)
-                planned[key] = offset
-        if not polled:
-            return manifest, stats
-        intent = self.store.record_intent(sequence, {"offsets": planned})
-        state = dict(manifest.state)
-        connectors = dict(manifest.connectors)
-        changed: set[str] = set()
+        return polled
+
+    def _ingest(
+        self,
+        program: Program,
+        inputs: Mapping[str, tuple[str, Input]],
+        polled: Mapping[str, tuple[DataFrame, Any]],
+        manifest: Manifest,
+        work: _Work,
+    ) -> None:
+        """(1) Record the step intent, then append exactly what it names to the tables (a
+        replay of a crashed step ingests what that step planned, no more, no less)."""
+        planned = {key: offset for key, (_, offset) in polled.items()}
+        intent = self.store.record_intent(work.sequence, {"offsets": planned})
         for key, (frame, offset) in polled.items():
             wanted = intent["offsets"].get(key)  # type: ignore[attr-defined]
             if wanted is None:
@@ -258,62 +281,67 @@ class Runtime:
             table_name, source = inputs[key]
             if wanted != offset:  # replaying a crashed step: ingest exactly what it planned
                 previous = manifest.connectors.get(key)
-                frame = _replay(self.spark, source, previous.offset if previous else None, wanted)
-            record = self._own(state[table_name], f"state/tables/{table_name}@{sequence}")
-            frame = frame.select(
-                *[f.name for f in self.table_schema(program.tables[table_name]).fields]
-            )
+                frame = source.replay(self.spark, previous.offset if previous else None, wanted)
+            table = program.tables[table_name]
+            record = self._own(work.state[table_name], f"state/tables/{table_name}@{work.sequence}")
+            frame = frame.select(*[f.name for f in self.table_schema(table).fields])
             rows = frame.count()
             uri = self.uri(record.path)
             frame.write.format("delta").mode("append").save(uri)
-            state[table_name] = record.model_copy(
+            work.state[table_name] = record.model_copy(
                 update={
                     "version": storage.delta_version(self.spark, uri),
                     "rows": (record.rows or 0) + rows,
                 }
             )
-            connectors[key] = ConnectorRecord(direction="input", offset=wanted)
-            stats.rows_ingested += rows
+            work.connectors[key] = ConnectorRecord(direction="input", offset=wanted)
+            work.stats.rows_ingested += rows
             self.input_records_read += rows
-            changed.add(table_name)
-        self.report("ingested", rows=stats.rows_ingested, tables=sorted(changed))
+            work.changed.add(table_name)
+        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changed))
+
+    def _recompute(self, program: Program, work: _Work) -> None:
+        """(2) Recompute, in dependency order, the views whose inputs changed, and (3) emit
+        each one's changes to its outputs."""
         for name, view in program.views.items():
-            if not (set(view.dependencies) & changed):
+            if not (set(view.dependencies) & work.changed):
                 continue
-            changed.add(name)
-            stored = state[name]
+            work.changed.add(name)
+            stored = work.state[name]
             record = stored
-            if "://" in stored.path:  # adopted state is read, never written: write anew
-                record = stored.model_copy(update={"path": f"state/views/{name}@{sequence}"})
-            version, rows = self._write_view(self._evaluate(program, view, state), record.path)
-            state[name] = record.model_copy(update={"version": version, "rows": rows})
-            stats.views_recomputed.append(name)
-            outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
-            if outputs:  # versions are pinned, so reading both sides after the write is exact
-                old = self._stored(view, stored)
-                new = self._stored(view, state[name])
-                changes = (
-                    new.exceptAll(old)
-                    .withColumn("weight", F.lit(1))
-                    .unionByName(old.exceptAll(new).withColumn("weight", F.lit(-1)))
-                    .persist()  # counted and written to every output: compute it once
-                )
-                emitted = changes.count()
-                if emitted:
-                    for output in outputs:
-                        output.emit(self.spark, changes, sequence=sequence)
-                    stats.changes_emitted += emitted
-                changes.unpersist()
+            if stored.adopted:  # adopted state is read, never written: write anew
+                record = stored.model_copy(update={"path": f"state/views/{name}@{work.sequence}"})
+            version, rows = self._write_view(self._evaluate(program, view, work.state), record.path)
+            work.state[name] = record.model_copy(update={"version": version, "rows": rows})
+            work.stats.views_recomputed.append(name)
+            self._emit_changes(view, stored, work.state[name], work)
             self.report("view", view=name, rows=rows)
-        committed = self.store.commit(
-            self._manifest(program=program, parent=manifest, state=state, connectors=connectors)
+
+    def _emit_changes(
+        self, view: View, before: StateRecord, after: StateRecord, work: _Work
+    ) -> None:
+        outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
+        if not outputs:
+            return
+        # versions are pinned, so reading both sides after the write is exact
+        old, new = self._stored(view, before), self._stored(view, after)
+        changes = (
+            new.exceptAll(old)
+            .withColumn("weight", F.lit(1))
+            .unionByName(old.exceptAll(new).withColumn("weight", F.lit(-1)))
+            .persist()  # counted and written to every output: compute it once
         )
-        return committed, stats
+        emitted = changes.count()
+        if emitted:
+            for output in outputs:
+                output.emit(self.spark, changes, sequence=work.sequence)
+            work.stats.changes_emitted += emitted
+        changes.unpersist()
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an
         absolute URI) is copied into this pipeline's own state first, never written to."""
-        if "://" not in record.path:
+        if not record.adopted:
             return record
         source = self.uri(record.path)
         frame = self.spark.read.format("delta").option("versionAsOf", record.version).load(source)
@@ -331,32 +359,60 @@ class Runtime:
         self, plan: ChangePlan, manifest: Manifest, *, approved_by: str | None = None
     ) -> Manifest:
         """Apply an approved plan from stored state; refuses, before touching anything, what
-        the plan refuses. Reads no input."""
-        if not plan.bootstrap.allowed:
-            raise SpindleError(
-                reason=plan.bootstrap.error_code or "BootstrapRefused",
-                message=plan.bootstrap.message or "The change cannot be bootstrapped.",
-                details=dict(plan.bootstrap.details),
-            )
+        the plan refuses. Reads no input. Phases: discard the state of removed and modified
+        objects, analyze the views to evaluate, reset (or evolve) modified tables and their
+        connectors, evaluate new and modified views and hand their contents to their outputs,
+        commit with a bootstrap record."""
+        _refuse_unless_allowed(plan)
         started = datetime.datetime.now(datetime.UTC)
         read_before = self.input_records_read
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
         program, sequence = plan.new, manifest.sequence + 1
         self._frames.clear()
-        state = {n: r for n, r in manifest.state.items() if n not in plan.state_to_discard}
-        state = {n: r for n, r in state.items() if program.relation(n) is not None}
+        state = _kept_state(plan, manifest)
         unchanged_tables = {
             n: r for n, r in state.items() if n in program.tables and n not in plan.tables_to_evolve
         }
         kept_views = {n: r for n, r in state.items() if n in program.views}
         self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
+        self._reset_tables(plan, manifest, state, sequence)
+        reset = set(plan.connectors_to_reset)
+        keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
+        connectors = self._fresh_connectors(program, keep)
+        rows_written = self._evaluate_views(plan, state, sequence)
+        record = BootstrapRecord(
+            change_id=plan.change_id,
+            approved_by=approved_by,
+            started_at=started,
+            finished_at=datetime.datetime.now(datetime.UTC),
+            views_evaluated=list(plan.views_to_evaluate),
+            input_records_read=self.input_records_read - read_before,
+        )
+        committed = self.store.commit(
+            self._manifest(
+                program=program,
+                parent=manifest,
+                state=state,
+                connectors=connectors,
+                bootstrap=record,
+            )
+        )
+        self.report("bootstrap-done", rows=rows_written, checkpoint=committed.id)
+        return committed
+
+    def _reset_tables(
+        self, plan: ChangePlan, manifest: Manifest, state: dict[str, StateRecord], sequence: int
+    ) -> None:
+        """New and modified tables start empty; tables whose change only appends nullable
+        columns keep their rows (NULL in the new columns)."""
+        program = plan.new
         for name in program.tables:
             if name in state and name not in plan.tables_to_evolve:
                 continue
             path = f"state/tables/{name}@{sequence}"
             schema = self.table_schema(program.tables[name])
-            if name in plan.tables_to_evolve:  # appended nullable columns: keep the rows
+            if name in plan.tables_to_evolve:
                 old = manifest.state[name]
                 frame = storage.read_delta(self.spark, self.uri(old.path), old.version, schema)
                 for column in schema.fields:
@@ -375,10 +431,13 @@ class Runtime:
                 version=storage.delta_version(self.spark, self.uri(path)),
                 rows=evolved_rows,
             )
-        reset = set(plan.connectors_to_reset)
-        keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
-        connectors = self._fresh_connectors(program, keep)
-        todo = plan.views_to_evaluate
+
+    def _evaluate_views(
+        self, plan: ChangePlan, state: dict[str, StateRecord], sequence: int
+    ) -> int:
+        """Evaluate the new and modified views from stored state, in dependency order, and
+        replace (or append to) their outputs; returns the rows written."""
+        program, todo = plan.new, plan.views_to_evaluate
         rows_written = 0
         self.report("bootstrap-start", views=len(todo), change_id=plan.change_id)
         for index, name in enumerate(todo, start=1):
@@ -401,25 +460,7 @@ class Runtime:
                         output.emit(self.spark, contents, sequence=sequence)
             rows_written += rows
             self.report("bootstrap-view", view=name, done=index, total=len(todo), rows=rows)
-        record = BootstrapRecord(
-            change_id=plan.change_id,
-            approved_by=approved_by,
-            started_at=started,
-            finished_at=datetime.datetime.now(datetime.UTC),
-            views_evaluated=list(todo),
-            input_records_read=self.input_records_read - read_before,
-        )
-        committed = self.store.commit(
-            self._manifest(
-                program=program,
-                parent=manifest,
-                state=state,
-                connectors=connectors,
-                bootstrap=record,
-            )
-        )
-        self.report("bootstrap-done", rows=rows_written, checkpoint=committed.id)
-        return committed
+        return rows_written
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -457,18 +498,35 @@ def _adhoc_connector(table: str, root: str) -> Any:
     )
 
 
-def _replay(spark: SparkSession, source: Input, before: Any, wanted: Any) -> DataFrame:
-    """The rows a crashed step planned to ingest (between offsets `before` and `wanted`)."""
-    from spindle.runtime.connectors import DeltaInput, FileInput
+@dataclass
+class _Work:
+    """What a step has done so far: the state and offsets it will commit."""
 
-    if isinstance(source, FileInput):
-        return source.read(spark, sorted(set(wanted) - set(before or [])))
-    if isinstance(source, DeltaInput):
-        names = [f.name for f in source.schema.fields]
-        now = storage.read_delta(spark, source.uri, int(wanted), source.schema).select(*names)
-        if before is not None and int(before) >= 0:
-            now = now.exceptAll(
-                storage.read_delta(spark, source.uri, int(before), source.schema).select(*names)
-            )
-        return now
-    raise TypeError(type(source).__name__)
+    sequence: int
+    stats: StepStats
+    state: dict[str, StateRecord]
+    connectors: dict[str, ConnectorRecord]
+    changed: set[str] = field(default_factory=set)
+
+    @classmethod
+    def after(cls, manifest: Manifest) -> _Work:
+        sequence = manifest.sequence + 1
+        return cls(sequence, StepStats(sequence), dict(manifest.state), dict(manifest.connectors))
+
+
+def _refuse_unless_allowed(plan: ChangePlan) -> None:
+    if not plan.bootstrap.allowed:
+        raise SpindleError(
+            reason=plan.bootstrap.error_code or "BootstrapRefused",
+            message=plan.bootstrap.message or "The change cannot be bootstrapped.",
+            details=dict(plan.bootstrap.details),
+        )
+
+
+def _kept_state(plan: ChangePlan, manifest: Manifest) -> dict[str, StateRecord]:
+    """The checkpointed state the new program keeps: removed and modified objects' goes."""
+    return {
+        name: record
+        for name, record in manifest.state.items()
+        if name not in plan.state_to_discard and plan.new.relation(name) is not None
+    }

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spindle.checkpoint import S3Options
+from spindle.checkpoint.objects import S3Options
 from spindle.errors import SpindleError
 from spindle.runtime.jars import ensure_jars
 

@@ -1,8 +1,8 @@
-"""The driver loop both bodies run: bootstrap when the lifecycle said so, then step until told
-to stop (SIGTERM: finish the step, commit, return) or, with `until_idle`, until input runs dry.
+"""The driver loop: bootstrap when the brain said so, then step until told to stop (SIGTERM:
+finish the step, commit, return) or, with `until_idle`, until input runs dry.
 
-`spindle local run` calls it in the foreground; a Spark driver pod calls it through
-`spindle driver`. Progress is reported as lines (`say`), and durably as checkpoints.
+The local body (`spindle local run`) and the driver-pod body (`runtime.pod`) act through it.
+Progress is reported as lines (`say`), and durably as checkpoints.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spindle.checkpoint import Manifest
-from spindle.lifecycle import Action, Decision
+from spindle.lifecycle import Decision, DriverMode
 from spindle.runtime.engine import Runtime
 
 Say = Callable[[str], None]
@@ -61,13 +61,13 @@ def drive(
     on_bootstrapped: Callable[[Manifest], None] = lambda _: None,
     interval: float = 1.0,
 ) -> Manifest:
-    """Run `decision` (START_RUN or START_BOOTSTRAP); returns the last committed checkpoint."""
-    if decision.program is None or decision.plan is None:
+    """Run `decision` (one that starts a driver); returns the last committed checkpoint."""
+    if decision.program is None or decision.plan is None or not decision.starts_driver:
         raise ValueError(f"nothing to drive: the lifecycle decided {decision.action}")
     if checkpoint is None:
         say("No checkpoint yet: creating the pipeline's state.")
         checkpoint = runtime.initialize(decision.program)
-    if decision.action is Action.START_BOOTSTRAP:
+    if decision.mode is DriverMode.BOOTSTRAP:
         checkpoint = runtime.bootstrap(decision.plan, checkpoint, approved_by=approved_by)
         record = checkpoint.bootstrap
         say(

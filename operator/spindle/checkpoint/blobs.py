@@ -1,0 +1,87 @@
+"""Object storage as the checkpoint store sees it: the few operations both backends offer.
+
+Both backends (`file_store`, `s3_store`) implement `ObjectStore`: create-only writes
+(`If-None-Match: *`) and compare-and-swap (`If-Match: <etag>`), which is all the commit protocol
+needs. `objects.open_objects` picks the backend for a URI; the backends import only this module,
+so the factory and its backends form no cycle.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from spindle.errors import SpindleError
+
+
+class PreconditionFailed(Exception):
+    """A conditional write lost: the object exists, or its ETag moved."""
+
+
+class ObjectNotFound(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Blob:
+    data: bytes
+    etag: str
+
+
+@dataclass(frozen=True)
+class Listed:
+    key: str
+    modified: datetime.datetime
+
+
+class ObjectStore(Protocol):
+    @property
+    def uri(self) -> str: ...
+
+    def read(self, key: str) -> Blob: ...
+
+    def write(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str: ...
+
+    def scan(self, prefix: str) -> list[Listed]: ...
+
+    def delete(self, keys: list[str]) -> None: ...
+
+    def child(self, key: str) -> ObjectStore: ...
+
+
+@dataclass(frozen=True)
+class S3Options:
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> S3Options:
+        return cls(
+            endpoint=env.get("SPINDLE_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL_S3"),
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            access_key=env.get("AWS_ACCESS_KEY_ID"),
+            secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+        )
+
+    def located(self, *, endpoint: str | None, region: str | None) -> S3Options:
+        """These options with the endpoint and region a storage spec names, where it names them."""
+        return replace(self, endpoint=endpoint or self.endpoint, region=region or self.region)
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def invalid_uri(uri: str, hint: str) -> SpindleError:
+    return SpindleError(
+        reason="InvalidStorageUri",
+        message=f"Storage URI {uri!r} is not supported: {hint}.",
+        details={"uri": uri},
+    )

@@ -1,0 +1,70 @@
+"""What the brain decided: a phase, one next action, the Ready condition and the change.
+
+A `Decision` carries everything a body would otherwise work out again: which driver mode the
+action starts, whether it starts a driver at all, and the error to refuse with when it does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from spindle.api import Phase
+from spindle.api.status import PendingChange
+from spindle.errors import SpindleError
+from spindle.lifecycle.observation import DriverMode
+from spindle.plan import ChangePlan
+from spindle.program import Program
+
+
+class Action(StrEnum):
+    NONE = "none"
+    START_RUN = "start_run"
+    START_BOOTSTRAP = "start_bootstrap"
+    STOP_DRIVER = "stop_driver"
+
+
+_MODES = {Action.START_RUN: DriverMode.RUN, Action.START_BOOTSTRAP: DriverMode.BOOTSTRAP}
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # "Normal" | "Warning"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    phase: Phase
+    action: Action
+    ready: bool
+    reason: str
+    """The Ready condition's CamelCase reason."""
+    message: str
+    """The Ready condition's message: what happens, or what to do."""
+    pending_change: PendingChange | None = None
+    change_id: str | None = None
+    plan: ChangePlan | None = field(default=None, compare=False)
+    program: Program | None = field(default=None, compare=False)
+
+    @property
+    def mode(self) -> DriverMode | None:
+        """The driver mode the action starts, if it starts one."""
+        return _MODES.get(self.action)
+
+    @property
+    def starts_driver(self) -> bool:
+        return self.mode is not None
+
+    def refusal(self) -> SpindleError:
+        """The error a body raises when it was asked to run but the decision starts nothing."""
+        return SpindleError(
+            reason=self.reason, message=self.message, details={"phase": self.phase.value}
+        )
+
+
+def failed(reason: str, message: str, *, stop: bool = False) -> Decision:
+    """`Failed` with `reason`; the driver is stopped only when `stop` (else left alone)."""
+    action = Action.STOP_DRIVER if stop else Action.NONE
+    return Decision(Phase.FAILED, action, ready=False, reason=reason, message=message)

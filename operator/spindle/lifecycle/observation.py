@@ -1,0 +1,75 @@
+"""What a body observed about one pipeline, in the brain's terms (no I/O, no API objects).
+
+Each body (operator, local CLI, driver pod) fills an `Observation` from its own world; the brain
+decides on it and never asks for more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from spindle.api import PipelineSpec
+from spindle.api.status import PipelineStatus
+from spindle.checkpoint import Manifest
+from spindle.versions import RUNTIME_VERSION
+
+
+class DriverMode(StrEnum):
+    """What a driver was started to do."""
+
+    RUN = "run"
+    BOOTSTRAP = "bootstrap"
+
+
+@dataclass(frozen=True)
+class ObservedDriver:
+    """The pipeline's driver as observed: a driver pod, or a `spindle local run` process."""
+
+    mode: DriverMode
+    generation: int
+    phase: str  # "Pending" | "Running" | "Succeeded" | "Failed"
+    change_id: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    paused: bool | None = None
+    """Whether it was started with ingestion paused; None: it follows desiredState live."""
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running")
+
+
+@dataclass(frozen=True)
+class Unobservable:
+    """Why the pipeline could not be observed (bad spec, missing Secret, unreachable storage)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    spec: PipelineSpec
+    generation: int
+    checkpoint: Manifest | None
+    approval: str | None = None
+    driver: ObservedDriver | None = None
+    last_bootstrap: str | None = None
+    runtime_version: str = RUNTIME_VERSION
+    checkpoint_uri: str | None = None
+    """Where the body found `checkpoint`'s manifest (the storage layout is the body's)."""
+    previous: PipelineStatus | None = None
+    """The status the body recorded last (transition times, announced events)."""
+    problem: Unobservable | None = None
+    start_requested: bool = True
+    """Whether the body would start a driver now: the operator and a driver pod always; the
+    local CLI only in `spindle local run` (else nothing is running, and the status says so)."""
+    name: str = "NAME"
+    """The pipeline's name, for messages that tell a user what to type."""
+
+
+def bootstrapped(checkpoint: Manifest | None, change_id: str | None) -> bool:
+    """Whether `checkpoint` records the bootstrap of `change_id`."""
+    record = checkpoint.bootstrap if checkpoint is not None else None
+    return record is not None and change_id is not None and record.change_id == change_id

@@ -1,0 +1,326 @@
+"""`decide`: observe → validate → plan → the phase and one next action, as a table of rules.
+
+The first rule whose `when` holds wins. In order:
+1. An invalid program: `Failed` (`InvalidProgram`, with line and column); a running driver is
+   stopped. (Checked before the table: without a program there is no plan to decide on.)
+2. `desiredState: Stopped`: stop the driver (`Stopping`), then `Stopped`.
+3. A driver is running: a bootstrap is `Bootstrapping` until the checkpoint records it; a run of
+   an older program is stopped gracefully (it checkpoints, then the new program is planned
+   against that checkpoint); a driver started paused (or not) when desiredState now says
+   otherwise is restarted; otherwise `Running` (or `Paused`).
+4. The driver of this generation failed: `Failed` with its reason, until the spec changes.
+5. No checkpoint yet, or nothing changed: start a run (no approval needed).
+6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
+7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
+8. `allow`, or an approval naming the pending change id: start the bootstrap.
+9. Otherwise `AwaitingApproval` (an approval naming another id is ignored: `status` says so).
+A start the body was not asked for (`spindle local status`) is shown as `Stopped`
+(`NotRunning`), naming the command that starts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spindle.api import BootstrapPolicy, DesiredState, Phase
+from spindle.api.status import ChangeDiff, PendingChange
+from spindle.api.types import APPROVE_ANNOTATION
+from spindle.errors import SpindleError
+from spindle.lifecycle.decision import Action, Decision, failed
+from spindle.lifecycle.observation import DriverMode, Observation, ObservedDriver, bootstrapped
+from spindle.plan import ChangePlan, make_plan
+from spindle.program import Program, parse_program
+from spindle.versions import SUPPORTED_RUNTIME_VERSIONS
+
+
+@dataclass(frozen=True)
+class Situation:
+    """An observation with its program and plan: what every rule reads."""
+
+    observed: Observation
+    program: Program
+    plan: ChangePlan
+
+    @property
+    def driver(self) -> ObservedDriver | None:
+        return self.observed.driver
+
+    @property
+    def active(self) -> bool:
+        return self.driver is not None and self.driver.active
+
+    @property
+    def running(self) -> ObservedDriver:
+        assert self.driver is not None
+        return self.driver
+
+    @property
+    def policy(self) -> BootstrapPolicy:
+        return self.observed.spec.bootstrap_policy
+
+    @property
+    def change(self) -> str:
+        return self.plan.change_id
+
+
+Text = Callable[[Situation], str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    when: Callable[[Situation], bool]
+    phase: Phase
+    action: Action
+    reason: str | Text
+    message: str | Text
+    ready: bool = False
+    shows_change: bool = False
+    """The decision carries the pending change (its diff, its id to approve)."""
+
+
+def _text(value: str | Text, situation: Situation) -> str:
+    return value if isinstance(value, str) else value(situation)
+
+
+def _stopped(s: Situation) -> bool:
+    return s.observed.spec.desired_state is DesiredState.STOPPED
+
+
+def _bootstrapping(s: Situation) -> bool:
+    return (
+        s.active
+        and s.running.mode is DriverMode.BOOTSTRAP
+        and not bootstrapped(s.observed.checkpoint, s.running.change_id)
+    )
+
+
+def _pause_changed(s: Situation) -> bool:
+    return s.active and s.running.paused not in (None, s.observed.spec.paused)
+
+
+def _failed_here(s: Situation) -> bool:
+    driver = s.driver
+    return (
+        driver is not None
+        and driver.phase == "Failed"
+        and (driver.generation == s.observed.generation)
+    )
+
+
+def _approve_hint(s: Situation) -> str:
+    return (
+        f"Change {s.change} needs approval: annotate the pipeline with "
+        f"{APPROVE_ANNOTATION}={s.change} (locally: spindle local approve {s.observed.name} "
+        f"{s.change})."
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        lambda s: _stopped(s) and s.active,
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "Stopping",
+        "Stopping the driver gracefully.",
+    ),
+    Rule(_stopped, Phase.STOPPED, Action.NONE, "Stopped", "desiredState is Stopped."),
+    Rule(
+        _bootstrapping,
+        Phase.BOOTSTRAPPING,
+        Action.NONE,
+        "Bootstrapping",
+        lambda s: f"Bootstrapping change {s.running.change_id}.",
+    ),
+    Rule(
+        lambda s: s.active and s.plan.needs_approval,
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+        "The program changed: stopping the driver at a checkpoint before planning the change.",
+    ),
+    Rule(
+        _pause_changed,
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "DesiredStateChanged",
+        lambda s: (
+            "Restarting the driver at a checkpoint to "
+            f"{'pause' if s.observed.spec.paused else 'resume'} ingestion."
+        ),
+    ),
+    Rule(
+        lambda s: s.active and s.observed.spec.paused,
+        Phase.PAUSED,
+        Action.NONE,
+        Phase.PAUSED.value,
+        "Ingestion is paused.",
+        ready=True,
+    ),
+    Rule(
+        lambda s: s.active,
+        Phase.RUNNING,
+        Action.NONE,
+        Phase.RUNNING.value,
+        "The driver is running.",
+        ready=True,
+    ),
+    Rule(
+        _failed_here,
+        Phase.FAILED,
+        Action.NONE,
+        lambda s: s.running.reason or "DriverFailed",
+        lambda s: s.running.message or "The driver failed; see its logs.",
+    ),
+    Rule(
+        lambda s: not s.plan.needs_approval,
+        Phase.PENDING,
+        Action.START_RUN,
+        "Starting",
+        "Starting the driver.",
+    ),
+    Rule(
+        lambda s: not s.plan.bootstrap.allowed,
+        Phase.FAILED,
+        Action.NONE,
+        lambda s: s.plan.bootstrap.error_code or "BootstrapRefused",
+        lambda s: s.plan.bootstrap.message or "The change cannot be bootstrapped.",
+        shows_change=True,
+    ),
+    Rule(
+        lambda s: s.policy is BootstrapPolicy.REJECT,
+        Phase.STOPPED,
+        Action.NONE,
+        "BootstrapRejected",
+        lambda s: (
+            f"The program changed (change {s.change}) and bootstrapPolicy is reject; the "
+            "checkpoint is untouched. Revert the change or set bootstrapPolicy to await_approval "
+            "or allow."
+        ),
+        shows_change=True,
+    ),
+    Rule(
+        lambda s: s.policy is BootstrapPolicy.ALLOW or s.observed.approval == s.change,
+        Phase.BOOTSTRAPPING,
+        Action.START_BOOTSTRAP,
+        "Bootstrapping",
+        lambda s: f"Bootstrapping change {s.change}.",
+        shows_change=True,
+    ),
+    Rule(
+        lambda s: True,
+        Phase.AWAITING_APPROVAL,
+        Action.NONE,
+        "AwaitingApproval",
+        _approve_hint,
+        shows_change=True,
+    ),
+)
+
+
+def pending_change(plan: ChangePlan) -> PendingChange:
+    body = plan.to_json()
+    return PendingChange(
+        id=plan.change_id,
+        diff=ChangeDiff.model_validate(plan.diff.to_json()),
+        changes=body["changes"],
+        bootstrap=body["bootstrap"],
+    )
+
+
+def _apply(rule: Rule, s: Situation) -> Decision:
+    return Decision(
+        rule.phase,
+        rule.action,
+        ready=rule.ready,
+        reason=_text(rule.reason, s),
+        message=_text(rule.message, s),
+        pending_change=pending_change(s.plan) if rule.shows_change else None,
+        change_id=s.change,
+        plan=s.plan,
+        program=s.program,
+    )
+
+
+def _not_running(decision: Decision, observed: Observation) -> Decision:
+    what = "bootstraps the approved change" if decision.mode is DriverMode.BOOTSTRAP else "runs it"
+    return Decision(
+        Phase.STOPPED,
+        Action.NONE,
+        ready=False,
+        reason="NotRunning",
+        message=f"No run is in progress; `spindle local run {observed.name}` {what}.",
+        pending_change=decision.pending_change,
+        change_id=decision.change_id,
+        plan=decision.plan,
+        program=decision.program,
+    )
+
+
+def situation(observed: Observation) -> Situation | Decision:
+    """The program and plan to decide on, or the failure that prevents them."""
+    if observed.problem is not None:
+        return failed(observed.problem.reason, observed.problem.message)
+    pinned = observed.spec.runtime_version
+    if pinned is not None and pinned not in SUPPORTED_RUNTIME_VERSIONS:
+        return failed(
+            "InvalidSpec",
+            f"spec.runtimeVersion: {pinned!r} is not a runtime this Spindle has (it has "
+            f"{', '.join(SUPPORTED_RUNTIME_VERSIONS)}). Pin one of those, or remove "
+            "spec.runtimeVersion to use the current one.",
+        )
+    active = observed.driver is not None and observed.driver.active
+    try:
+        program = parse_program(observed.spec.sql)
+    except SpindleError as error:
+        return failed(error.reason, error.message, stop=active)
+    old: Program | None = None
+    checkpoint = observed.checkpoint
+    if checkpoint is not None:
+        try:
+            old = parse_program(checkpoint.program.text)
+        except SpindleError as error:
+            return failed(
+                "CheckpointProgramUnreadable",
+                f"The checkpointed program no longer parses ({error.message}); start the "
+                "pipeline from an older checkpoint or clear its state.",
+                stop=active,
+            )
+    plan = make_plan(
+        old=old,
+        new=program,
+        old_runtime=checkpoint.runtime_version if checkpoint else None,
+        runtime=observed.spec.runtime_version or observed.runtime_version,
+    )
+    return Situation(observed, program, plan)
+
+
+def decide(observed: Observation) -> Decision:
+    found = situation(observed)
+    if isinstance(found, Decision):
+        return found
+    rule = next(r for r in RULES if r.when(found))
+    decision = _apply(rule, found)
+    if decision.starts_driver and not observed.start_requested:
+        return _not_running(decision, observed)
+    return decision
+
+
+def decide_start(observed: Observation, *, bootstrap_of: str | None = None) -> Decision:
+    """The decision of a body that was asked to start a driver (`spindle local run`, a driver
+    pod): one that starts it, or the error that says why not. `bootstrap_of` is the change a
+    driver pod was started to bootstrap: a plan that now gives another change is refused
+    (`ChangeMoved`), so a change that moved after approval is never bootstrapped; one already
+    bootstrapped just runs."""
+    decision = decide(observed)
+    moved = bootstrap_of is not None and decision.mode is not DriverMode.BOOTSTRAP
+    if moved and not bootstrapped(observed.checkpoint, bootstrap_of):
+        raise SpindleError(
+            reason="ChangeMoved",
+            message=f"This driver was started to bootstrap change {bootstrap_of}, but the "
+            f"checkpoint and program now give change {decision.change_id}; nothing was "
+            "done. Approve the pending change instead.",
+        )
+    if not decision.starts_driver:
+        raise decision.refusal()
+    return decision

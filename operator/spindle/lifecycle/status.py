@@ -1,0 +1,139 @@
+"""The one status shape: a decision plus what was observed, as `api.status.PipelineStatus`.
+
+Every body records what `conclude` returns: the operator writes it to the status subresource,
+the local CLI to its status file (and prints it), so one parser reads both. `conclude` also says
+which Events are news, so no body decides that on its own. Condition transition times survive
+when a condition did not change.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from spindle.api import Phase
+from spindle.api.status import (
+    BootstrapStatus,
+    CheckpointStatus,
+    Condition,
+    DriverStatus,
+    PipelineStatus,
+)
+from spindle.checkpoint import Manifest
+from spindle.lifecycle.decision import Decision, Event
+from spindle.lifecycle.observation import Observation
+
+READY = "Ready"
+
+
+def timestamp(moment: datetime.datetime) -> str:
+    """RFC 3339, to the second, as every time in the status is written."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a body records after one cycle: the status, and the Events that are news."""
+
+    status: PipelineStatus
+    events: tuple[Event, ...]
+
+
+def checkpoint_status(checkpoint: Manifest, *, uri: str) -> CheckpointStatus:
+    rows = {"table": 0, "view": 0}
+    for record in checkpoint.state.values():
+        rows[record.kind] += record.rows or 0
+    return CheckpointStatus(
+        id=checkpoint.id,
+        sequence=checkpoint.sequence,
+        time=timestamp(checkpoint.created_at),
+        uri=uri,
+        table_rows=rows["table"],
+        view_rows=rows["view"],
+    )
+
+
+def bootstrap_status(checkpoint: Manifest) -> BootstrapStatus | None:
+    record = checkpoint.bootstrap
+    if record is None:
+        return None
+    return BootstrapStatus(
+        change_id=record.change_id,
+        checkpoint=checkpoint.id,
+        approved_by=record.approved_by,
+        finished_at=timestamp(record.finished_at),
+        views_evaluated=len(record.views_evaluated),
+        input_records_read=record.input_records_read,
+    )
+
+
+def _ready(
+    decision: Decision, *, generation: int, previous: PipelineStatus | None, now: str
+) -> Condition:
+    status = "True" if decision.ready else "False"
+    old = next((c for c in previous.conditions if c.type == READY), None) if previous else None
+    unchanged = old is not None and (old.status, old.reason) == (status, decision.reason)
+    return Condition(
+        type=READY,
+        status=status,
+        reason=decision.reason,
+        message=decision.message,
+        last_transition_time=old.last_transition_time if old and unchanged else now,
+        observed_generation=generation,
+    )
+
+
+def _ignored_approval(decision: Decision, observed: Observation) -> Event | None:
+    """An approval annotation that names neither the pending change nor the last bootstrap."""
+    approval = observed.approval
+    if decision.phase is not Phase.AWAITING_APPROVAL or not approval:
+        return None
+    if approval in (decision.change_id, observed.last_bootstrap):
+        return None
+    return Event(
+        "Warning",
+        "ApprovalIgnored",
+        f"Approval {approval} does not name the pending change {decision.change_id}; it was "
+        f"ignored. Approve {decision.change_id} to bootstrap.",
+    )
+
+
+def _news(decision: Decision, observed: Observation, ignored: Event | None) -> tuple[Event, ...]:
+    """The only place that decides which Events to post: an ignored approval once (until the
+    annotation changes), a failure once per new reason."""
+    previous = observed.previous
+    news: list[Event] = []
+    if ignored and (previous is None or previous.ignored_approval != observed.approval):
+        news.append(ignored)
+    before = previous.conditions[0].reason if previous and previous.conditions else None
+    if decision.phase is Phase.FAILED and decision.reason != before:
+        news.append(Event("Warning", decision.reason, decision.message))
+    return tuple(news)
+
+
+def conclude(
+    decision: Decision, observed: Observation, *, driver: DriverStatus | None, now: str
+) -> Report:
+    """The status to record for `decision`, taken on `observed`, and the Events that are news."""
+    checkpoint, previous = observed.checkpoint, observed.previous
+    last_bootstrap = previous.last_bootstrap if previous else None
+    if checkpoint is not None and checkpoint.bootstrap is not None:
+        last_bootstrap = bootstrap_status(checkpoint)
+    ignored = _ignored_approval(decision, observed)
+    status = PipelineStatus(
+        phase=decision.phase,
+        observed_generation=observed.generation,
+        program_hash=decision.plan.new_fingerprints.program if decision.plan else None,
+        checkpointed_program_hash=checkpoint.program.fingerprint if checkpoint else None,
+        pending_change=decision.pending_change,
+        last_checkpoint=None
+        if checkpoint is None or observed.checkpoint_uri is None
+        else checkpoint_status(checkpoint, uri=observed.checkpoint_uri),
+        last_bootstrap=last_bootstrap,
+        driver_pod=driver,
+        ignored_approval=observed.approval
+        if ignored
+        else (previous.ignored_approval if previous else None),
+        conditions=[_ready(decision, generation=observed.generation, previous=previous, now=now)],
+    )
+    return Report(status, _news(decision, observed, ignored))

@@ -1,0 +1,41 @@
+"""`open_runtime`: the one place a `Runtime` is built, for every body that runs one.
+
+A SparkSession (local mode, or Kubernetes executors through `master` and `conf`) on the
+pipeline's checkpoint store, with the spec's Spark settings and output behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from spindle.api import PipelineSpec
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.store import CheckpointStore
+from spindle.runtime.engine import Runtime
+from spindle.runtime.session import spark_session
+
+
+def open_runtime(
+    *,
+    pipeline: PipelineRef,
+    spec: PipelineSpec,
+    store: CheckpointStore,
+    s3: S3Options | None,
+    report: Callable[..., None],
+    master: str = "local[2]",
+    conf: Mapping[str, str] | None = None,
+) -> Runtime:
+    settings: dict[str, Any] = {**spec.spark.conf, **(conf or {})}
+    spark = spark_session(
+        app=f"spindle-{pipeline.namespace}-{pipeline.name}", master=master, s3=s3, extra=settings
+    )
+    return Runtime(
+        spark=spark,
+        store=store,
+        root=store.uri,
+        pipeline=pipeline,
+        report=report,
+        outputs_on_bootstrap=spec.outputs.on_bootstrap,
+    )

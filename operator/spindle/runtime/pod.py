@@ -1,0 +1,159 @@
+"""The driver-pod body: a Spark driver pod observes, decides and acts like the other bodies.
+
+The pod carries everything it needs: the pipeline (`SPINDLE_PIPELINE`, JSON: namespace, name,
+generation, spec), the mode and the approved change id as arguments, S3 credentials from a
+Secret through `secretKeyRef`, and Spark settings as `--conf` arguments. It observes its
+environment and the checkpoint it finds (adopting `startFrom`), and the brain decides again:
+a bootstrap of anything but the approved change id is refused (`ChangeMoved`), so a change that
+moved after approval is never bootstrapped. It acts through the driver loop and records its
+status as lines on stderr; the operator records `.status` from the checkpoint it commits.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from spindle.api import PipelineSpec
+from spindle.api.status import PipelineStatus
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.store import CheckpointStore, open_store
+from spindle.errors import SpindleError
+from spindle.lifecycle import (
+    Acted,
+    Decision,
+    DriverMode,
+    Event,
+    Observation,
+    cycle,
+    decide_start,
+    timestamp,
+)
+from spindle.runtime.factory import open_runtime
+from spindle.runtime.loop import drive, reporter
+
+PIPELINE_ENV = "SPINDLE_PIPELINE"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """What the operator put on the pod's command line."""
+
+    mode: DriverMode
+    change_id: str | None = None
+    approved_by: str | None = None
+    master: str = "local[2]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+    until_idle: bool = False
+    interval: float = 1.0
+
+
+def pipeline_from_env(env: Mapping[str, str] = os.environ) -> tuple[PipelineRef, int, PipelineSpec]:
+    raw = env.get(PIPELINE_ENV)
+    if not raw:
+        raise SpindleError(
+            reason="DriverMisconfigured",
+            message=f"{PIPELINE_ENV} is not set; driver pods are created by the operator.",
+        )
+    body = json.loads(raw)
+    ref = PipelineRef(namespace=body["namespace"], name=body["name"])
+    return ref, int(body["generation"]), PipelineSpec.model_validate(body["spec"])
+
+
+@dataclass
+class DriverPodBody:
+    """The driver pod's body: observe `SPINDLE_PIPELINE` and the checkpoint (adopting
+    `startFrom`), act through the driver loop, record Events as lines."""
+
+    settings: PodSettings
+    stop: threading.Event
+    ref: PipelineRef | None = None
+    spec: PipelineSpec | None = None
+    store: CheckpointStore | None = None
+    s3: S3Options | None = None
+    checkpoint: Manifest | None = None
+
+    def observe(self) -> Observation:
+        self.ref, generation, self.spec = pipeline_from_env()
+        if self.spec.storage is None:
+            raise SpindleError(
+                reason="StorageNotConfigured", message="The pipeline has no storage."
+            )
+        self.s3 = S3Options.from_env()
+        self.store = open_store(
+            self.spec.storage.uri, namespace=self.ref.namespace, name=self.ref.name, s3=self.s3
+        )
+        self.checkpoint = starting_checkpoint(
+            self.store,
+            start_from=self.spec.storage.start_from,
+            pipeline=self.ref,
+            s3=self.s3,
+            adopt=True,
+        )
+        return Observation(
+            spec=self.spec,
+            generation=generation,
+            checkpoint=self.checkpoint,
+            approval=self.settings.change_id,
+            checkpoint_uri=self.store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
+            name=self.ref.name,
+        )
+
+    def decide(self, observed: Observation) -> Decision:
+        bootstrap_of = self.settings.change_id or ""
+        decision = decide_start(
+            observed,
+            bootstrap_of=bootstrap_of if self.settings.mode is DriverMode.BOOTSTRAP else None,
+        )
+        if self.settings.mode is DriverMode.BOOTSTRAP and decision.mode is DriverMode.RUN:
+            say(f"Change {bootstrap_of} is already bootstrapped; running.")
+        return decision
+
+    def act(self, decision: Decision) -> Acted:
+        assert self.ref is not None and self.spec is not None and self.store is not None
+        spec = self.spec
+        runtime = open_runtime(
+            pipeline=self.ref,
+            spec=spec,
+            store=self.store,
+            s3=self.s3,
+            report=reporter(say),
+            master=self.settings.master,
+            conf=self.settings.conf,
+        )
+        self.checkpoint = drive(
+            runtime,
+            decision=decision,
+            checkpoint=self.checkpoint,
+            stop=self.stop,
+            until_idle=self.settings.until_idle,
+            paused=lambda: spec.paused,
+            say=say,
+            approved_by=self.settings.approved_by,
+            interval=self.settings.interval,
+        )
+        return Acted(decision)
+
+    def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
+        """Events as lines; `.status` itself is the operator's to write (from the checkpoint
+        this pod committed and the pod's phase)."""
+        for event in events:
+            say(f"{event.type} {event.reason}: {event.message}")
+
+
+def run_driver_pod(settings: PodSettings, *, stop: threading.Event) -> int:
+    """The pod's whole life: one cycle, whose act runs until stopped (or idle)."""
+    body = DriverPodBody(settings, stop)
+    cycle(body, now=timestamp(datetime.datetime.now(datetime.UTC)), decide=body.decide)
+    return 0

@@ -1,0 +1,70 @@
+"""The operator and the local CLI record the same status for the same pipeline, field by field
+(transition times aside): `spindle local status --json` is what the operator writes to
+`.status`, so one parser reads both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spindle.api.status import PipelineStatus
+from spindle.cli.main import main
+from spindle.k8s.pods import DriverSettings
+from spindle.k8s.reconcile import Reconciler, Settings
+from tests.fake_cluster import FakeCluster
+from tests.unit.test_lifecycle import V2
+from tests.unit.test_operator_body import seeded
+
+
+def without_times(status: dict[str, Any]) -> dict[str, Any]:
+    for condition in status.get("conditions", []):
+        condition.pop("lastTransitionTime")
+    return status
+
+
+def operator_status(spec: dict[str, Any]) -> dict[str, Any]:
+    cluster = FakeCluster()
+    cluster.apply("grades", spec)
+    reconciler = Reconciler(
+        cluster=cluster,  # type: ignore[arg-type]
+        settings=Settings(driver=DriverSettings(image="spindle:test")),
+    )
+    reconciler.reconcile("default", "grades")
+    return without_times(cluster.status("grades"))
+
+
+def local_status(spec: dict[str, Any], home: Path, capsys: pytest.CaptureFixture[str]) -> Any:
+    manifest = home.parent / "pipeline.yaml"
+    document = {
+        "apiVersion": "spindle.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "grades"},
+        "spec": spec,
+    }
+    manifest.write_text(yaml.safe_dump(document))
+    assert main(["local", "apply", "-f", str(manifest), "--home", str(home)]) == 0
+    capsys.readouterr()
+    assert main(["local", "status", "grades", "--json", "--home", str(home)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("extra", "phase"),
+    [({}, "AwaitingApproval"), ({"runtimeVersion": "v9"}, "Failed")],
+    ids=["awaiting-approval", "invalid-spec"],
+)
+def test_local_status_json_equals_the_operator_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, Any], phase: str
+) -> None:
+    storage = tmp_path / "storage"
+    seeded(storage)
+    spec = {"sql": V2, "storage": {"uri": storage.as_uri()}, **extra}
+    operator = operator_status(spec)
+    local = local_status(spec, tmp_path / "home", capsys)
+    PipelineStatus.model_validate(local)  # the operator's own model reads it
+    assert operator["phase"] == phase
+    assert without_times(local) == operator

@@ -1,0 +1,57 @@
+"""The checkpoint store on its file backend (the embedded default), with no server: commits
+form a chain, a stale parent is a conflict that overwrites nothing, adopted state is read by URI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spindle.checkpoint import PipelineRef
+from spindle.checkpoint.objects import open_objects
+from spindle.checkpoint.store import open_store, pipeline_root
+from spindle.errors import SpindleError
+from tests.checkpoints import manifest
+
+
+def test_commits_form_a_chain_and_latest_follows_them(tmp_path: Path) -> None:
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    assert store.latest() is None
+    first = store.commit(manifest(None))
+    second = store.commit(manifest(first, offset=1))
+    assert store.latest() == second
+    assert [m.id for m in store.history()] == [second.id, first.id]
+    assert store.manifest_uri(second.id) == (
+        f"{tmp_path.resolve().as_uri()}/default/grades/checkpoints/{second.id}/manifest.json"
+    )
+    assert Path(store.manifest_uri(second.id).removeprefix("file://")).exists()
+
+
+def test_a_stale_parent_is_a_conflict_naming_the_winner(tmp_path: Path) -> None:
+    store = open_store(tmp_path.as_uri())
+    first = store.commit(manifest(None))
+    winner = store.commit(manifest(first, offset=1))
+    loser = manifest(first, offset=2)
+    with pytest.raises(SpindleError) as conflict:
+        open_store(tmp_path.as_uri()).commit(loser)
+    assert conflict.value.reason == "CheckpointConflict"
+    assert conflict.value.details["winner"] == winner.id
+    assert store.latest() == winner
+
+
+def test_adopted_state_is_named_by_uri_and_marked_adopted(tmp_path: Path) -> None:
+    origin = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    source = origin.commit(manifest(None))
+    copy = open_store(tmp_path.as_uri(), namespace="default", name="copy")
+    adopted = copy.adopt(origin, source.id, pipeline=PipelineRef(namespace="default", name="copy"))
+    state = adopted.state["grades"]
+    assert state.adopted and state.path.startswith(origin.uri)
+    assert not source.state["grades"].adopted
+    assert adopted.origin == f"{origin.uri}#{source.id}"
+
+
+def test_pipeline_root_and_unsupported_uris() -> None:
+    assert pipeline_root("s3://b/p/", namespace="ns", name="n") == "s3://b/p/ns/n"
+    with pytest.raises(SpindleError) as bad:
+        open_objects("ftp://host/x")
+    assert bad.value.reason == "InvalidStorageUri"

@@ -1,0 +1,64 @@
+"""The driver-pod body, up to the point where it would open Spark: it observes its environment
+and checkpoint, decides again, and refuses (with the termination message the operator reads)
+anything but the start it was created for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spindle.api import PipelineSpec
+from spindle.cli.main import main
+from spindle.lifecycle import decide
+from spindle.lifecycle.observation import Observation
+from tests.unit.test_lifecycle import V1, V2, checkpoint
+from tests.unit.test_operator_body import seeded
+
+
+def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, *args: str) -> dict[str, str]:
+    """Run `spindle driver ARGS` as the pod would; returns its termination message."""
+    pipeline = {
+        "namespace": "default",
+        "name": "grades",
+        "generation": 2,
+        "spec": {"sql": sql, "storage": {"uri": (tmp_path / "storage").as_uri()}},
+    }
+    monkeypatch.setenv("SPINDLE_PIPELINE", json.dumps(pipeline))
+    log = tmp_path / "termination-log"
+    monkeypatch.setenv("SPINDLE_TERMINATION_LOG", str(log))
+    assert main(["driver", *args]) == 1
+    message: dict[str, str] = json.loads(log.read_text())
+    return message
+
+
+def test_a_bootstrap_of_a_change_that_moved_is_refused_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seeded(tmp_path / "storage")
+    failure = driver(
+        tmp_path, monkeypatch, V2, "--mode", "bootstrap", "--change-id", "0123456789ab"
+    )
+    change = decide(
+        Observation(spec=PipelineSpec(sql=V2), generation=2, checkpoint=checkpoint(V1))
+    ).change_id
+    assert failure["reason"] == "ChangeMoved" and change in failure["message"]
+
+
+def test_a_run_of_a_change_awaiting_approval_is_refused_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seeded(tmp_path / "storage")
+    failure = driver(tmp_path, monkeypatch, V2, "--mode", "run")
+    assert failure["reason"] == "AwaitingApproval"
+
+
+def test_a_pod_without_its_pipeline_says_it_is_misconfigured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPINDLE_PIPELINE", raising=False)
+    log = tmp_path / "termination-log"
+    monkeypatch.setenv("SPINDLE_TERMINATION_LOG", str(log))
+    assert main(["driver", "--mode", "run"]) == 1
+    assert json.loads(log.read_text())["reason"] == "DriverMisconfigured"

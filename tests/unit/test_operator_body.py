@@ -1,0 +1,153 @@
+"""The operator body against a fake API server: the API calls each decision turns into.
+
+As in sample-controller's controller tests: set up objects, run one reconcile, compare the
+recorded actions. Storage is a local directory, so checkpoints are real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.checkpoint.store import open_store
+from spindle.k8s.pods import DriverSettings
+from spindle.k8s.reconcile import Reconciler, Settings
+from tests.checkpoints import seed
+from tests.fake_cluster import FakeCluster
+from tests.unit.test_lifecycle import V1, V2
+
+GRACE = 120
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    return FakeCluster()
+
+
+@pytest.fixture
+def reconciler(cluster: FakeCluster) -> Reconciler:
+    driver = DriverSettings(image="spindle:test", termination_grace_seconds=GRACE)
+    return Reconciler(cluster=cluster, settings=Settings(driver=driver))  # type: ignore[arg-type]
+
+
+def spec(tmp_path: Path, sql: str, **fields: Any) -> dict[str, Any]:
+    return {"sql": sql, "storage": {"uri": tmp_path.as_uri()}, **fields}
+
+
+def seeded(tmp_path: Path, sql: str = V1) -> str:
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    return seed(store, namespace="default", name="grades", program=sql).id
+
+
+def test_a_new_pipeline_starts_a_run_driver(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.apply("grades", spec(tmp_path, V1))
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.requeue_after == 2.0
+    assert cluster.take_calls() == [("create_pod", "grades-g1-driver"), ("write_status", "Pending")]
+    status = cluster.status("grades")
+    assert status["driverPod"] == {"name": "grades-g1-driver", "mode": "run", "phase": "Pending"}
+    pod = cluster.pods[("default", "grades-g1-driver")]
+    assert pod["spec"]["containers"][0]["command"][:4] == ["spindle", "driver", "--mode", "run"]
+
+
+def test_a_second_reconcile_adopts_the_pod_and_writes_nothing(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("write_status", "Running")]
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []  # level-based: nothing changed, nothing is written
+
+
+def test_a_change_awaits_approval_then_the_approved_id_starts_a_bootstrap_pod(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("write_status", "AwaitingApproval")]
+    change = cluster.status("grades")["pendingChange"]["id"]
+    cluster.annotate("grades", "spindle.dev/approve", "0123456789ab")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "ApprovalIgnored"),
+        ("write_status", "AwaitingApproval"),
+    ]
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []  # the ignored approval is announced once
+    cluster.annotate("grades", "spindle.dev/approve", change)
+    reconciler.reconcile("default", "grades")
+    name = f"grades-{change}-driver"
+    assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
+    command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
+    assert command[command.index("--change-id") + 1] == change
+
+
+def test_a_program_change_stops_the_running_driver_gracefully(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+    cluster.apply("grades", spec(tmp_path, V2))
+    cluster.take_calls()
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.phase == "Stopping"
+    assert cluster.take_calls() == [
+        ("delete_pod", "grades-g1-driver", GRACE),
+        ("write_status", "Stopping"),
+    ]
+
+
+def test_an_invalid_spec_fails_with_one_warning_event(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.apply("grades", spec(tmp_path, V1, runtimeVersion="v9"))
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "InvalidSpec"),
+        ("write_status", "Failed"),
+    ]
+    assert "spec.runtimeVersion" in cluster.status("grades")["conditions"][0]["message"]
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []
+
+
+def test_a_missing_secret_fails_without_touching_pods(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    ref = {"name": "s3", "key": "id"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+    }
+    cluster.apply("grades", {"sql": V1, "storage": storage})
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "SecretNotFound"),
+        ("write_status", "Failed"),
+    ]
+
+
+def test_a_refused_driver_pod_is_a_failure_naming_the_service_account(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.refuse_pods = 403
+    cluster.apply("grades", spec(tmp_path, V1))
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.requeue_after == 30.0
+    assert cluster.take_calls() == [
+        ("create_pod", "grades-g1-driver"),
+        ("event", "Warning", "DriverPodRejected"),
+        ("write_status", "Failed"),
+    ]
+    assert "serviceAccountName" in cluster.status("grades")["conditions"][0]["message"]

@@ -1,0 +1,49 @@
+"""Spindle SQL to Spark SQL, without Spark: column types, AVG over DECIMAL, UDFs inlined,
+unsupported constructs refused with a line and column."""
+
+from __future__ import annotations
+
+import pytest
+
+from spindle.errors import SpindleError
+from spindle.program import parse_program
+from spindle.runtime.translate import spark_type, table_ddl_schema, view_sql
+
+PROGRAM = """
+create table grades (student_id int, class varchar, grade decimal(5, 2));
+create function bump(g decimal(5, 2)) returns decimal(5, 2) as g + 1;
+create view avg_grade as select class, avg(grade) as class_avg from grades group by class;
+create view bumped as select student_id, bump(grade) as g from grades;
+"""
+SCHEMAS = {"grades": {"student_id": "INT", "class": "STRING", "grade": "DECIMAL(5,2)"}}
+
+
+@pytest.mark.parametrize(
+    ("declared", "spark"),
+    [("INTEGER", "INT"), ("varchar(20)", "STRING"), ("NUMERIC(5, 2)", "DECIMAL(5, 2)")],
+)
+def test_declared_types_map_to_spark_types(declared: str, spark: str) -> None:
+    assert spark_type(declared) == spark
+
+
+def test_an_unknown_type_is_unsupported_sql() -> None:
+    with pytest.raises(SpindleError) as unknown:
+        spark_type("GEOMETRY")
+    assert unknown.value.reason == "UnsupportedSql" and "DECIMAL(p, s)" in unknown.value.message
+
+
+def test_table_schema_is_spark_ddl() -> None:
+    table = parse_program(PROGRAM).tables["grades"]
+    assert table_ddl_schema(table) == "`student_id` INT, `class` STRING, `grade` DECIMAL(5, 2)"
+
+
+def test_avg_over_decimal_keeps_the_argument_scale() -> None:
+    program = parse_program(PROGRAM)
+    sql = view_sql(program.views["avg_grade"], program, SCHEMAS).sql
+    assert "CAST(AVG(" in sql.upper() and "DECIMAL(5, 2)" in sql.upper()
+
+
+def test_udfs_are_inlined() -> None:
+    program = parse_program(PROGRAM)
+    sql = view_sql(program.views["bumped"], program, SCHEMAS).sql
+    assert "bump" not in sql.lower() and "+ 1" in sql

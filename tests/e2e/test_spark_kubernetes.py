@@ -105,7 +105,14 @@ def test_a_driver_killed_for_memory_says_so_and_loses_nothing(
     space: Space, operator: Operator, spark: Any
 ) -> None:
     ingest_grades(space)
-    # A JVM that touches 1 GiB at start-up in a 400 MiB container: the kernel kills it.
+    enough = {"driver": {"memory": "1536Mi"}}
+    space.apply(grades("v1", space, spark=enough))
+    space.wait_phase("grades", "Running", lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 10)
+    before = store(space).latest()
+    assert before is not None
+
+    # New spark settings roll the driver: a JVM that touches 1 GiB at start-up in a 400 MiB
+    # container, which the kernel kills.
     hungry = {
         "driver": {"memory": "400Mi"},
         "conf": {"spark.driver.extraJavaOptions": "-Xms1g -XX:+AlwaysPreTouch"},
@@ -115,9 +122,12 @@ def test_a_driver_killed_for_memory_says_so_and_loses_nothing(
     condition = failed["conditions"][0]
     assert condition["reason"] == "OOMKilled", json.dumps(failed, indent=1)
     assert "400Mi" in condition["message"] and "spec.spark.driver.memory" in condition["message"]
-    assert store(space).latest() is None  # nothing half-written
+    assert failed["driverPod"]["name"] == "grades-g2-driver"
+    after = store(space).latest()
+    assert after is not None and [m.sequence for m in store(space).history()][-1] == 0
+    assert after.sequence >= before.sequence  # the stopped driver's checkpoint, complete
 
-    space.apply(grades("v1", space, spark={"driver": {"memory": "1536Mi"}}))
-    space.wait_phase("grades", "Running", lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 10)
+    space.apply(grades("v1", space, spark=enough))
+    space.wait_phase("grades", "Running")
     assert query(spark, space, ENRICHED) == V1_ENRICHED  # every input row, each once
     assert operator.healthy()

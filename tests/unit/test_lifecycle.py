@@ -200,6 +200,26 @@ def test_pausing_or_resuming_restarts_a_driver_started_the_other_way() -> None:
     assert resume.action is Action.STOP_DRIVER and "resume" in resume.message
 
 
+def test_changed_spark_settings_restart_the_driver_at_a_checkpoint() -> None:
+    started = spec(V1)
+    driver = ObservedDriver(
+        mode=DriverMode.RUN, generation=1, phase="Running", spark=started.spark.fingerprint()
+    )
+    same = decide(observe(spec=started, checkpoint=checkpoint(V1), driver=driver))
+    assert (same.phase, same.action) == (Phase.RUNNING, Action.NONE)
+    bigger = spec(V1, spark={"driver": {"memory": "2Gi"}})
+    assert bigger.spark.fingerprint() != started.spark.fingerprint()
+    restart = decide(observe(spec=bigger, generation=2, checkpoint=checkpoint(V1), driver=driver))
+    assert (restart.phase, restart.action, restart.reason) == (
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "SparkSettingsChanged",
+    )
+    unknown = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running")  # local run
+    kept = decide(observe(spec=bigger, generation=2, checkpoint=checkpoint(V1), driver=unknown))
+    assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
+
+
 def test_a_new_change_stops_a_driver_that_bootstrapped_the_previous_one() -> None:
     """After a bootstrap the driver keeps running the program it bootstrapped; a later program
     change must stop it and wait for its own approval, like any running driver."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from enum import StrEnum
 from typing import Any
 
@@ -100,6 +102,11 @@ class SparkSpec(_Model):
         default=2, ge=1, alias="executorInstances", description="Executors in kubernetes mode."
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
+
+    def fingerprint(self) -> str:
+        """A short hash of these settings: a driver started with others is restarted."""
+        text = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class OutputsSpec(_Model):

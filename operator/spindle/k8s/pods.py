@@ -20,6 +20,8 @@ LABEL_MODE = "spindle.dev/mode"
 LABEL_GENERATION = "spindle.dev/generation"
 LABEL_CHANGE = "spindle.dev/change"
 LABEL_INGEST = "spindle.dev/ingest"
+LABEL_SPARK = "spindle.dev/spark"
+"""The fingerprint of the spec.spark settings a driver was started with."""
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
@@ -166,6 +168,7 @@ def driver_pod(
         LABEL_MODE: mode,
         LABEL_GENERATION: str(generation),
         LABEL_INGEST: "paused" if spec.paused else "on",
+        LABEL_SPARK: spec.spark.fingerprint(),
         "spark-role": "driver",
     }
     if change_id:
@@ -279,6 +282,7 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         reason=reason,
         message=message,
         paused=labels[LABEL_INGEST] == "paused" if LABEL_INGEST in labels else None,
+        spark=labels.get(LABEL_SPARK),
     )
 
 

@@ -34,6 +34,8 @@ class ObservedDriver:
     message: str | None = None
     paused: bool | None = None
     """Whether it was started with ingestion paused; None: it follows desiredState live."""
+    spark: str | None = None
+    """The fingerprint of the `spec.spark` it was started with; None: it follows the spec."""
 
     @property
     def active(self) -> bool:

@@ -7,7 +7,8 @@ The first rule whose `when` holds wins. In order:
 3. A driver is running: a bootstrap is `Bootstrapping` until the checkpoint records it; a run of
    an older program is stopped gracefully (it checkpoints, then the new program is planned
    against that checkpoint); a driver started paused (or not) when desiredState now says
-   otherwise is restarted; otherwise `Running` (or `Paused`).
+   otherwise is restarted, and so is one started with other `spec.spark` settings (resources,
+   image, mode, conf); otherwise `Running` (or `Paused`).
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes.
 5. No checkpoint yet, or nothing changed: start a run (no approval needed).
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
@@ -99,6 +100,10 @@ def _pause_changed(s: Situation) -> bool:
     return s.active and s.running.paused not in (None, s.observed.spec.paused)
 
 
+def _spark_changed(s: Situation) -> bool:
+    return s.active and s.running.spark not in (None, s.observed.spec.spark.fingerprint())
+
+
 def _failed_here(s: Situation) -> bool:
     driver = s.driver
     return (
@@ -148,6 +153,13 @@ RULES: tuple[Rule, ...] = (
             "Restarting the driver at a checkpoint to "
             f"{'pause' if s.observed.spec.paused else 'resume'} ingestion."
         ),
+    ),
+    Rule(
+        _spark_changed,
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "SparkSettingsChanged",
+        "spec.spark changed: restarting the driver at a checkpoint with the new settings.",
     ),
     Rule(
         lambda s: s.active and s.observed.spec.paused,

@@ -210,14 +210,17 @@ def _project(reference: str, dockerfile: Path, base_image: Built) -> Built:
     return _saved(reference, key, build)
 
 
-def ensure_all() -> list[Built]:
-    """Every image the test cluster runs, built or reused."""
+def project_images() -> list[Built]:
+    """The operator and Spark images, from this repository's Dockerfiles on the Debian base."""
     debian = base()
     if podman("image", "exists", debian.reference, check=False).returncode != 0:
         podman("load", "-i", str(debian.archive))
     return [
-        pause(),
-        coredns(),
         _project(OPERATOR_IMAGE, ROOT / "Dockerfile", debian),
         _project(SPARK_IMAGE, ROOT / "spark-images" / "Dockerfile", debian),
     ]
+
+
+def ensure_all() -> list[Built]:
+    """Every image the test cluster runs, built or reused."""
+    return [pause(), coredns(), *project_images()]

@@ -33,8 +33,11 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
         yield Kube(Path(external), config.new_client_from_config(external), True, None)
         return
     from tests.harness import binaries, cluster
+    from tests.harness.network import Layout
 
-    running = cluster.start(tmp_path_factory.mktemp("cluster"))
+    # SPINDLE_CLUSTER_INDEX picks another set of names and ranges, so two runs can share a machine
+    index = int(os.environ.get("SPINDLE_CLUSTER_INDEX", "0"))
+    running = cluster.start(tmp_path_factory.mktemp("cluster"), layout=Layout(index))
     try:
         yield Kube(
             running.kubeconfig,

@@ -167,7 +167,7 @@ def down() -> None:
     from tests.harness import cluster
     from tests.harness.network import Layout
 
-    for index in (0, 1):
+    for index in range(4):
         removed = cluster.reap(Layout(index))
         cache.say(f"cluster {index}: removed {', '.join(removed) or 'nothing'}")
 

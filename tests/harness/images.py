@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ PAUSE_IMAGE = f"localhost/spindle/pause:{binaries.PAUSE_VERSION}"
 COREDNS_IMAGE = f"localhost/spindle/coredns:{binaries.COREDNS_VERSION}"
 CONTEXT_FILES = ("pyproject.toml", "constraints.txt", "README.md", ".dockerignore")
 CONTEXT_DIRS = ("operator", "spark-images")
+STALE_AFTER = 3600.0
+"""Seconds after which an archive of an image's older inputs is removed."""
 
 
 def _digest(parts: Iterable[bytes | str]) -> str:
@@ -47,7 +50,8 @@ def _digest(parts: Iterable[bytes | str]) -> str:
 
 def _files(paths: Iterable[Path]) -> Iterable[bytes | str]:
     for path in sorted(paths):
-        if "__pycache__" in path.parts or not path.is_file():
+        generated = any(part == "__pycache__" or part.endswith(".egg-info") for part in path.parts)
+        if generated or not path.is_file():
             continue
         yield str(path.relative_to(ROOT))
         yield path.read_bytes()
@@ -121,8 +125,9 @@ def _saved(reference: str, key: str, build: object) -> Built:
             partial = archive.with_suffix(f".part{os.getpid()}")
             podman("save", "--format", "docker-archive", "-o", str(partial), reference)
             partial.replace(archive)
+            # Older builds go, but not one another run may be about to import.
             for stale in _store().glob(f"{name}-*.tar"):
-                if stale != archive:
+                if stale != archive and time.time() - stale.stat().st_mtime > STALE_AFTER:
                     stale.unlink(missing_ok=True)
     return Built(reference, archive)
 

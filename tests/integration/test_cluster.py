@@ -247,7 +247,7 @@ def test_a_killed_run_leaves_nothing_that_blocks_the_next(tmp_path: Path, kube: 
     from tests.harness import cluster, node
     from tests.harness.network import Layout
 
-    layout = Layout(1)
+    layout = Layout(kube.cluster.layout.index + 1)
     child = subprocess.Popen(
         [
             sys.executable,
@@ -255,13 +255,15 @@ def test_a_killed_run_leaves_nothing_that_blocks_the_next(tmp_path: Path, kube: 
             "import sys, time; from pathlib import Path\n"
             "from tests.harness import cluster\n"
             "from tests.harness.network import Layout\n"
-            "c = cluster.start(Path(sys.argv[1]), layout=Layout(1), minimal=True)\n"
+            "c = cluster.start(Path(sys.argv[1]), layout=Layout(int(sys.argv[3])), minimal=True)\n"
             "c.kubectl('run', 'left', '--image', sys.argv[2], '--restart=Never', '--command',"
             " '--', 'sleep', '600')\n"
+            "c.kubectl('wait', '--for=condition=Ready', 'pod/left', '--timeout=180s')\n"
             "print('ready', flush=True)\n"
             "time.sleep(600)\n",
             str(tmp_path / "first"),
             IMAGE,
+            str(layout.index),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,

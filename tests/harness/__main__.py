@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -74,8 +75,7 @@ def _demo_manifests(workdir: Path, endpoint: str, bucket: str, region: str) -> l
 
 def _seed_grades(server: S3Server, root: str) -> None:
     """The reference's students and grades, as ad-hoc input batches of pipeline demo/grades."""
-    from spindle.checkpoint import S3Options
-    from spindle.checkpoint.objects import open_objects
+    from spindle.checkpoint.objects import S3Options, open_objects
     from spindle.local.adhoc import write_batch
     from tests.e2e.pipelines import GRADES, STUDENTS
 
@@ -97,7 +97,10 @@ def up() -> None:
 
     build()
     workdir = Path(tempfile.mkdtemp(prefix="spindle-dev-"))
-    running = cluster.start(workdir / "cluster")
+    from tests.harness.network import Layout
+
+    index = int(os.environ.get("SPINDLE_CLUSTER_INDEX", "0"))
+    running = cluster.start(workdir / "cluster", layout=Layout(index))
     server = s3.start(workdir / "s3")
     relay = server.reachable_at(running.layout.host_ip, registry=cluster.registry(running.layout))
     try:
@@ -152,7 +155,8 @@ S3 for pods: {relay.endpoint} (keys in Secret {DEMO}/s3); logs: {workdir}
 Stop with Ctrl-C (or `make dev-cluster-down` if this process was killed).""",
             flush=True,
         )
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        for stop in (signal.SIGTERM, signal.SIGINT):  # SIGINT too, even if inherited ignored
+            signal.signal(stop, lambda *_: sys.exit(0))
         while True:
             time.sleep(3600)
     except (KeyboardInterrupt, SystemExit):

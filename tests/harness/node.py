@@ -305,12 +305,20 @@ def _pids_in_cgroups(layout: Layout) -> set[int]:
 
 
 def _shim_pids(layout: Layout) -> set[int]:
+    """The node's container shims: from their pid files, and, for shims whose state directory
+    is already gone, from the containerd address on their command line."""
     pids: set[int] = set()
     for pid_file in (run_dir(layout) / "containerd").glob(
         "io.containerd.runtime.v2.task/*/*/shim.pid"
     ):
         with contextlib.suppress(OSError, ValueError):
             pids.add(int(pid_file.read_text().strip()))
+    address = f"-address\0{socket(layout)}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if address in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
     return pids
 
 

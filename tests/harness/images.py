@@ -14,13 +14,14 @@ TLS-intercepting proxy is lent as the build secret `ca`; neither is written into
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def _store() -> Path:
     return path
 
 
+@functools.cache
 def _podman_env() -> dict[str, str]:
     """podman with the settings this sandbox needs, and storage in the cache."""
     home = cache.root() / "podman"
@@ -109,7 +111,7 @@ class Built:
     archive: Path
 
 
-def _saved(reference: str, key: str, build: object) -> Built:
+def _saved(reference: str, key: str, build: Callable[[], None]) -> Built:
     """Run `build()` unless the archive for `key` exists, then save `reference` as that archive."""
     name = reference.rsplit("/", 1)[-1].replace(":", "-")
     archive = _store() / f"{name}-{key}.tar"
@@ -121,7 +123,7 @@ def _saved(reference: str, key: str, build: object) -> Built:
             return Built(reference, archive)
         cache.say(f"building image {reference} (inputs {key}, first run only)")
         with cache.timed(f"image {reference}", "built"):
-            build()  # type: ignore[operator]
+            build()
             partial = archive.with_suffix(f".part{os.getpid()}")
             podman("save", "--format", "docker-archive", "-o", str(partial), reference)
             partial.replace(archive)

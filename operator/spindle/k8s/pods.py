@@ -211,17 +211,14 @@ def driver_pod(
     }
 
 
+_CANNOT_PULL = (
+    "ImagePullFailed",
+    "The node cannot pull the driver image ({detail}). Load the image into the nodes, or set "
+    "spec.spark.image to an image they can pull.",
+)
 WAITING_FAILURES: dict[str, tuple[str, str]] = {
-    "ErrImagePull": (
-        "ImagePullFailed",
-        "The node cannot pull the driver image ({detail}). Load the image into the nodes, or set "
-        "spec.spark.image to an image they can pull.",
-    ),
-    "ImagePullBackOff": (
-        "ImagePullFailed",
-        "The node cannot pull the driver image ({detail}). Load the image into the nodes, or set "
-        "spec.spark.image to an image they can pull.",
-    ),
+    "ErrImagePull": _CANNOT_PULL,
+    "ImagePullBackOff": _CANNOT_PULL,
     "InvalidImageName": (
         "ImagePullFailed",
         "The driver image name is invalid ({detail}). Fix spec.spark.image.",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,28 +141,6 @@ class Operator:
         return self
 
 
-def install_operator(kube: Kube, helm: Path, namespace: str, *sets: str) -> None:
-    """`helm install` the chart from this checkout, with the images the harness built."""
-    command = [
-        str(helm),
-        "upgrade",
-        "--install",
-        "spindle",
-        str(ROOT / "charts" / "spindle"),
-        "-n",
-        namespace,
-        "--kubeconfig",
-        str(kube.kubeconfig),
-        "--wait",
-        "--timeout",
-        "180s",
-    ]
-    for value in sets:
-        command += ["--set", value]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 def restricted(kube: Kube, namespace: str) -> None:
     """Enforce the restricted Pod Security profile in `namespace`."""
     from kubernetes import client
@@ -211,12 +188,13 @@ def pod_s3(kube: Kube, s3: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def operator(kube: Kube, crd: None, helm: Path, pod_s3: Any) -> Iterator[Operator]:
+def operator(kube: Kube, crd: None, pod_s3: Any) -> Iterator[Operator]:
     kube.kubectl("create", "namespace", SYSTEM, check=False)
     restricted(kube, SYSTEM)
+    from tests.harness.cluster import install_operator
+
     install_operator(
-        kube,
-        helm,
+        kube.kubeconfig,
         SYSTEM,
         "operator.resyncSeconds=3",
         "driver.stopGraceSeconds=90",

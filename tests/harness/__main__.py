@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -105,24 +104,7 @@ def up() -> None:
     relay = server.reachable_at(running.layout.host_ip, registry=cluster.registry(running.layout))
     try:
         kubectl = binaries.ensure("kubectl")
-        helm = binaries.ensure("helm")
-        config = ["--kubeconfig", str(running.kubeconfig)]
-        subprocess.run(
-            [
-                str(helm),
-                "install",
-                "spindle",
-                str(ROOT / "charts" / "spindle"),
-                *config,
-                "-n",
-                "spindle-system",
-                "--create-namespace",
-                "--wait",
-                "--timeout",
-                "180s",
-            ],
-            check=True,
-        )
+        print(cluster.install_operator(running.kubeconfig, "spindle-system"), flush=True)
         running.kubectl("create", "namespace", DEMO)
         text = (ROOT / "deploy" / "rbac" / "driver.yaml").read_text()
         running.kubectl("apply", "-f", "-", input=text.replace("PIPELINE_NAMESPACE", DEMO))

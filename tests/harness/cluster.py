@@ -24,6 +24,7 @@ from tests.harness.control_plane import ControlPlane
 from tests.harness.network import Layout
 
 ADDONS = Path(__file__).parent / "addons"
+CHART = Path(__file__).resolve().parents[2] / "charts" / "spindle"
 
 
 def registry(layout: Layout) -> Path:
@@ -150,6 +151,33 @@ class Cluster:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def install_operator(kubeconfig: Path, namespace: str, *sets: str) -> str:
+    """`helm upgrade --install` this checkout's chart into `namespace` (created if missing) and
+    wait for the operator; the chart's default images are the ones `images` built. Returns
+    Helm's output; raises with it when Helm fails."""
+    command = [
+        str(binaries.ensure("helm")),
+        "upgrade",
+        "--install",
+        "spindle",
+        str(CHART),
+        "-n",
+        namespace,
+        "--create-namespace",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--wait",
+        "--timeout",
+        "180s",
+    ]
+    for value in sets:
+        command += ["--set", value]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"helm install failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
 
 
 def start(

@@ -150,10 +150,13 @@ Stop with Ctrl-C (or `make dev-cluster-down` if this process was killed).""",
 
 
 def down() -> None:
+    """Reap this session's cluster (SPINDLE_CLUSTER_INDEX, default 0) and the one the restart
+    test runs beside it (index + 1). Other sessions' clusters on the machine are left alone."""
     from tests.harness import cluster
     from tests.harness.network import Layout
 
-    for index in range(4):
+    session = int(os.environ.get("SPINDLE_CLUSTER_INDEX", "0"))
+    for index in (session, session + 1):
         removed = cluster.reap(Layout(index))
         cache.say(f"cluster {index}: removed {', '.join(removed) or 'nothing'}")
 

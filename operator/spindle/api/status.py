@@ -104,6 +104,11 @@ class DriverStatus(_Status):
     phase: str = Field(description="The pod's phase.")
 
 
+class ViewMaintenance(_Status):
+    mode: str = Field(description="incremental (from its inputs' changes) or recompute.")
+    reason: str | None = Field(default=None, description="Why the view recomputes.")
+
+
 class PipelineStatus(_Status):
     phase: Phase = Field(description="Where the pipeline is in its lifecycle.")
     observed_generation: int = Field(
@@ -128,6 +133,11 @@ class PipelineStatus(_Status):
     )
     driver_pod: DriverStatus | None = Field(
         default=None, alias="driverPod", description="The current Spark driver pod."
+    )
+    maintenance: dict[str, ViewMaintenance] | None = Field(
+        default=None,
+        description="How each view of spec.sql is kept up to date: incremental, or recompute "
+        "with the construct that needs it.",
     )
     ignored_approval: str | None = Field(
         default=None,

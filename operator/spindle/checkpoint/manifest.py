@@ -59,6 +59,12 @@ class StateRecord(_Frozen):
     path: str = Field(description="Delta table location: relative to the pipeline root, or a URI.")
     version: int = Field(ge=-1, description="Delta version the checkpoint saw (-1: empty).")
     rows: int | None = None
+    layout: Literal["rows", "zset", "groups"] = Field(
+        default="rows",
+        description="How the Delta table holds the relation: `rows` (its contents), `zset` "
+        "(rows with a `__w` weight, summed per row), or `groups` (an aggregate's rows with its "
+        "running values in `__`-prefixed columns).",
+    )
 
     @property
     def adopted(self) -> bool:

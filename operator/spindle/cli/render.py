@@ -81,6 +81,12 @@ def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
     out.print(plan_table(plan))
     for block in query_diffs(plan):
         out.print(block, markup=False)
+    recomputed = {n: m.reason for n, m in plan.maintenance.items() if m.reason}
+    incremental = [n for n, m in plan.maintenance.items() if not m.reason]
+    if incremental:
+        out.print(f"Maintained incrementally: {escape(', '.join(incremental))}")
+    for name, reason in recomputed.items():
+        out.print(f"[yellow]Recomputed each step:[/] {escape(name)} ({escape(reason or '')})")
     for warning in plan.new.warnings:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
     if plan.bootstrap.allowed:

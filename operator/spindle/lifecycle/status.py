@@ -18,6 +18,7 @@ from spindle.api.status import (
     Condition,
     DriverStatus,
     PipelineStatus,
+    ViewMaintenance,
 )
 from spindle.checkpoint import Manifest
 from spindle.lifecycle.decision import Decision, Event
@@ -131,6 +132,12 @@ def conclude(
         else checkpoint_status(checkpoint, uri=observed.checkpoint_uri),
         last_bootstrap=last_bootstrap,
         driver_pod=driver,
+        maintenance={
+            name: ViewMaintenance(mode=m.mode.value, reason=m.reason)
+            for name, m in decision.plan.maintenance.items()
+        }
+        if decision.plan
+        else None,
         ignored_approval=observed.approval
         if ignored
         else (previous.ignored_approval if previous else None),

@@ -13,6 +13,7 @@ from typing import Any
 from spindle.plan.changes import ObjectChange, Status, object_changes
 from spindle.plan.connectors import connector_changes
 from spindle.plan.diff import Diff, ProgramDiff
+from spindle.plan.maintenance import Maintenance, maintenance_of
 from spindle.plan.refusals import Change, Refusal, refusal
 from spindle.program import Fingerprints, Program, fingerprint, parse_program
 from spindle.program.fingerprint import digest
@@ -50,6 +51,8 @@ class ChangePlan:
     runtime: str
     first_start: bool
     """No checkpoint yet: nothing to diff against, so no approval is needed."""
+    maintenance: Mapping[str, Maintenance] = field(default_factory=dict)
+    """How each view of the new program is kept up to date (incremental or recompute)."""
 
     @property
     def needs_approval(self) -> bool:
@@ -116,6 +119,7 @@ class ChangePlan:
         body["change_id"] = self.change_id
         body["changes"] = {n: self.changes[n].to_json() for n in sorted(self.changes)}
         body["bootstrap"] = self.bootstrap.to_json()
+        body["maintenance"] = {n: m.to_json() for n, m in self.maintenance.items()}
         return body
 
 
@@ -169,4 +173,5 @@ def make_plan(
         bootstrap=_bootstrap(None if first_start else found),
         runtime=runtime,
         first_start=first_start,
+        maintenance=maintenance_of(new),
     )

@@ -23,6 +23,7 @@ FLOW_CONTROL_KNOBS = frozenset(
         "paused",
         "max_worker_batch_size",
         "max_files_per_step",
+        "late_arrival_seconds",
     }
 )
 

@@ -9,13 +9,12 @@ evaluates a `ChangePlan` from stored state without reading any input, then commi
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, _parse_datatype_string
 
 from spindle.checkpoint import (
     BootstrapRecord,
@@ -29,10 +28,11 @@ from spindle.checkpoint.records import next_manifest
 from spindle.checkpoint.store import CheckpointStore
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
-from spindle.program import Program, Table, View
-from spindle.runtime import storage
+from spindle.program import Program, View
+from spindle.runtime import storage, zsets
 from spindle.runtime.connectors import Input, make_input, make_output
-from spindle.runtime.translate import table_ddl_schema, view_sql
+from spindle.runtime.maintain import Views, spark_types, table_schema, write_whole
+from spindle.runtime.zsets import column
 
 ADHOC = "__adhoc__"
 """Connector name of a table's ad-hoc inserts (`spindle local execute`), under inputs/<table>/."""
@@ -66,7 +66,6 @@ class Runtime:
     report: Report = _quiet
     outputs_on_bootstrap: str = "replace"
     input_records_read: int = 0
-    _frames: dict[tuple[str, int], DataFrame] = field(default_factory=dict)
 
     # -- paths and schemas -------------------------------------------------------------------
 
@@ -75,89 +74,26 @@ class Runtime:
             return storage.spark_uri(path)
         return storage.join(storage.spark_uri(self.root), path)
 
-    def table_schema(self, table: Table) -> StructType:
-        parsed = _parse_datatype_string(table_ddl_schema(table))
-        assert isinstance(parsed, StructType)
-        return parsed
+    # -- views -----------------------------------------------------------------------------
 
-    def _spark_types(self, frame: DataFrame) -> dict[str, str]:
-        return {f.name: f.dataType.simpleString().upper() for f in frame.schema.fields}
-
-    # -- reading state -----------------------------------------------------------------------
-
-    def _stored(self, relation: Table | View, record: StateRecord) -> DataFrame:
-        """A relation's stored contents at its checkpointed version (cached per version)."""
-        key = (self.uri(record.path), record.version)
-        if key not in self._frames:
-            schema = self.table_schema(relation) if isinstance(relation, Table) else StructType([])
-            self._frames[key] = storage.read_delta(self.spark, key[0], record.version, schema)
-        return self._frames[key]
-
-    def _register(
-        self,
-        program: Program,
-        state: Mapping[str, StateRecord],
-        names: Iterable[str] | None = None,
-    ) -> dict[str, dict[str, str]]:
-        """Register stored relations (all, or `names`) as temporary views; returns their Spark
-        schemas."""
-        schemas: dict[str, dict[str, str]] = {}
-        for name in state if names is None else names:
-            record, relation = state.get(name), program.relation(name)
-            if record is None or relation is None:
-                continue
-            if isinstance(relation, View) and record.version < 0:
-                continue
-            frame = self._stored(relation, record)
-            frame.createOrReplaceTempView(f"`{name}`")
-            schemas[name] = self._spark_types(frame)
-        return schemas
-
-    def _evaluate(
-        self, program: Program, view: View, state: Mapping[str, StateRecord]
-    ) -> DataFrame:
-        return self._analyzed(program, view, self._register(program, state, view.dependencies))
-
-    def _analyzed(
-        self, program: Program, view: View, schemas: Mapping[str, Mapping[str, str]]
-    ) -> DataFrame:
-        """The view as a lazy DataFrame: Spark analyzes it here, nothing runs yet."""
-        translated = view_sql(view, program, schemas)
-        try:
-            return self.spark.sql(translated.sql)
-        except Exception as error:  # Spark's AnalysisException and friends
-            raise SpindleError(
-                reason="UnsupportedSql",
-                message=f"Spark cannot evaluate view '{view.name}' (line {view.position.line}, "
-                f"column {view.position.column}): {str(error).splitlines()[0]}",
-                details={
-                    "view": view.name,
-                    "line": view.position.line,
-                    "column": view.position.column,
-                },
-            ) from None
+    def views(self, program: Program) -> Views:
+        """Reading and maintaining `program`'s relations (one per step or bootstrap)."""
+        return Views(self.spark, program, self.uri)
 
     def preflight(
         self, program: Program, state: Mapping[str, StateRecord], views: tuple[str, ...]
     ) -> None:
         """Analyze every view to evaluate, against stored state (tables without state count as
         empty), before anything is written: an unsupported construct fails here, not midway."""
+        reader = self.views(program)
         needed = {dep for name in views for dep in program.views[name].dependencies}
-        schemas = self._register(program, state, needed - set(views))
-        for name, table in program.tables.items():
-            if name not in state and name in needed:
-                empty = self.spark.createDataFrame([], self.table_schema(table))
-                empty.createOrReplaceTempView(f"`{name}`")
-                schemas[name] = self._spark_types(empty)
+        schemas = reader.register(state, tuple(sorted(needed - set(views))))
         for name in views:
-            frame = self._analyzed(program, program.views[name], schemas)
+            view = program.views[name]
+            analyzed = reader.analyze(view, schemas)
+            frame = reader.query(view, analyzed.sql)
             frame.createOrReplaceTempView(f"`{name}`")
-            schemas[name] = self._spark_types(frame)
-
-    def _write_view(self, frame: DataFrame, path: str) -> tuple[int, int]:
-        uri = self.uri(path)
-        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
-        return storage.last_write(self.spark, uri)
+            schemas[name] = spark_types(frame)
 
     # -- first start -------------------------------------------------------------------------
 
@@ -167,13 +103,12 @@ class Runtime:
         state: dict[str, StateRecord] = {}
         for name, table in program.tables.items():
             path = f"state/tables/{name}@0"
-            empty = self.spark.createDataFrame([], self.table_schema(table))
+            empty = self.spark.createDataFrame([], table_schema(table))
             empty.write.format("delta").mode("overwrite").save(self.uri(path))
             state[name] = StateRecord(kind="table", path=path, version=0, rows=0)
+        reader = self.views(program)
         for name, view in program.views.items():
-            path = f"state/views/{name}@0"
-            version, rows = self._write_view(self._evaluate(program, view, state), path)
-            state[name] = StateRecord(kind="view", path=path, version=version, rows=rows)
+            state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
         manifest = self._manifest(
             program=program, parent=None, state=state, connectors=self._fresh_connectors(program)
         )
@@ -214,6 +149,16 @@ class Runtime:
 
     # -- run mode ----------------------------------------------------------------------------
 
+    def _write_whole(
+        self, reader: Views, view: View, state: Mapping[str, StateRecord], path: str
+    ) -> StateRecord:
+        """Evaluate a view whole from `state` and write it, in its mode's layout, to `path`."""
+        frame, analyzed = reader.evaluate(view, state)
+        version, rows = write_whole(self.spark, frame, self.uri(path))
+        return StateRecord(
+            kind="view", path=path, version=version, rows=rows, layout=analyzed.layout
+        )
+
     def _rollback(self, manifest: Manifest) -> None:
         for name, record in manifest.state.items():
             if storage.restore(self.spark, self.uri(record.path), record.version):
@@ -222,7 +167,7 @@ class Runtime:
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
         inputs: dict[str, tuple[str, Input]] = {}
         for name, table in program.tables.items():
-            schema = self.table_schema(table)
+            schema = table_schema(table)
             for connector in table.connectors:
                 inputs[connector.key] = (name, make_input(connector, schema))
             adhoc = make_input(_adhoc_connector(name, self.root), schema)
@@ -235,19 +180,22 @@ class Runtime:
         """One step from `manifest`, in the phases the module docstring lists; returns the new
         checkpoint (or `manifest` when idle)."""
         work = _Work.after(manifest)
-        self._frames.clear()
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
         polled = self._poll(inputs, manifest)
         if not polled:
             return manifest, work.stats
-        self._ingest(program, inputs, polled, manifest, work)
-        self._recompute(program, work)
-        committed = self.store.commit(
-            self._manifest(
-                program=program, parent=manifest, state=work.state, connectors=work.connectors
+        try:
+            self._ingest(program, inputs, polled, manifest, work)
+            self._maintain(program, manifest, work)
+            committed = self.store.commit(
+                self._manifest(
+                    program=program, parent=manifest, state=work.state, connectors=work.connectors
+                )
             )
-        )
+        finally:
+            for frame in [*work.changes.values(), *work.cached]:
+                frame.unpersist()
         return committed, work.stats
 
     def _poll(
@@ -284,10 +232,14 @@ class Runtime:
                 frame = source.replay(self.spark, previous.offset if previous else None, wanted)
             table = program.tables[table_name]
             record = self._own(work.state[table_name], f"state/tables/{table_name}@{work.sequence}")
-            frame = frame.select(*[f.name for f in self.table_schema(table).fields])
+            frame = frame.select(*[column(f.name) for f in table_schema(table).fields]).persist()
+            work.cached.append(frame)
             rows = frame.count()
             uri = self.uri(record.path)
             frame.write.format("delta").mode("append").save(uri)
+            added = zsets.weighted(frame)
+            earlier = work.changes.get(table_name)
+            work.changes[table_name] = added if earlier is None else earlier.unionByName(added)
             work.state[table_name] = record.model_copy(
                 update={
                     "version": storage.delta_version(self.spark, uri),
@@ -297,46 +249,46 @@ class Runtime:
             work.connectors[key] = ConnectorRecord(direction="input", offset=wanted)
             work.stats.rows_ingested += rows
             self.input_records_read += rows
-            work.changed.add(table_name)
-        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changed))
+        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changes))
 
-    def _recompute(self, program: Program, work: _Work) -> None:
-        """(2) Recompute, in dependency order, the views whose inputs changed, and (3) emit
-        each one's changes to its outputs."""
+    def _maintain(self, program: Program, manifest: Manifest, work: _Work) -> None:
+        """(2) Maintain, in dependency order, the views whose inputs changed, and (3) emit
+        each one's change to its outputs. A view whose change is empty writes nothing and
+        wakes none of its dependents."""
+        reader = self.views(program)
         for name, view in program.views.items():
-            if not (set(view.dependencies) & work.changed):
+            if not (set(view.dependencies) & work.changes.keys()):
                 continue
-            work.changed.add(name)
-            stored = work.state[name]
-            record = stored
-            if stored.adopted:  # adopted state is read, never written: write anew
-                record = stored.model_copy(update={"path": f"state/views/{name}@{work.sequence}"})
-            version, rows = self._write_view(self._evaluate(program, view, work.state), record.path)
-            work.state[name] = record.model_copy(update={"version": version, "rows": rows})
+            before = work.state[name]
+            change, store = reader.change(
+                view, before=manifest.state, after=work.state, changes=work.changes
+            )
+            change = change.persist()
+            size = change.count()
+            mode = reader.mode(name)
+            if size == 0:
+                change.unpersist()
+                self.report("view", view=name, mode=mode, changes=0)
+                continue
+            path = before.path
+            if before.adopted:  # adopted state is read, never written: write anew
+                path = f"state/views/{name}@{work.sequence}"
+            work.state[name] = store(path)
+            work.changes[name] = change
             work.stats.views_recomputed.append(name)
-            self._emit_changes(view, stored, work.state[name], work)
-            self.report("view", view=name, rows=rows)
+            self._emit_changes(view, change, work)
+            self.report("view", view=name, mode=mode, changes=size, rows=work.state[name].rows)
 
-    def _emit_changes(
-        self, view: View, before: StateRecord, after: StateRecord, work: _Work
-    ) -> None:
+    def _emit_changes(self, view: View, change: DataFrame, work: _Work) -> None:
         outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
         if not outputs:
             return
-        # versions are pinned, so reading both sides after the write is exact
-        old, new = self._stored(view, before), self._stored(view, after)
-        changes = (
-            new.exceptAll(old)
-            .withColumn("weight", F.lit(1))
-            .unionByName(old.exceptAll(new).withColumn("weight", F.lit(-1)))
-            .persist()  # counted and written to every output: compute it once
-        )
-        emitted = changes.count()
-        if emitted:
-            for output in outputs:
-                output.emit(self.spark, changes, sequence=work.sequence)
-            work.stats.changes_emitted += emitted
-        changes.unpersist()
+        signed = zsets.signed(change).persist()  # written to every output: compute it once
+        emitted = signed.count()
+        for output in outputs:
+            output.emit(self.spark, signed, sequence=work.sequence)
+        work.stats.changes_emitted += emitted
+        signed.unpersist()
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an
@@ -369,7 +321,6 @@ class Runtime:
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
         program, sequence = plan.new, manifest.sequence + 1
-        self._frames.clear()
         state = _kept_state(plan, manifest)
         unchanged_tables = {
             n: r for n, r in state.items() if n in program.tables and n not in plan.tables_to_evolve
@@ -411,7 +362,7 @@ class Runtime:
             if name in state and name not in plan.tables_to_evolve:
                 continue
             path = f"state/tables/{name}@{sequence}"
-            schema = self.table_schema(program.tables[name])
+            schema = table_schema(program.tables[name])
             if name in plan.tables_to_evolve:
                 old = manifest.state[name]
                 frame = storage.read_delta(self.spark, self.uri(old.path), old.version, schema)
@@ -438,20 +389,16 @@ class Runtime:
         """Evaluate the new and modified views from stored state, in dependency order, and
         replace (or append to) their outputs; returns the rows written."""
         program, todo = plan.new, plan.views_to_evaluate
+        reader = self.views(program)
         rows_written = 0
         self.report("bootstrap-start", views=len(todo), change_id=plan.change_id)
         for index, name in enumerate(todo, start=1):
             view = program.views[name]
-            path = f"state/views/{name}@{sequence}"
-            version, rows = self._write_view(self._evaluate(program, view, state), path)
-            state[name] = StateRecord(kind="view", path=path, version=version, rows=rows)
+            record = self._write_whole(reader, view, state, f"state/views/{name}@{sequence}")
+            state[name] = record
+            rows = record.rows or 0
             if view.connectors:  # only outputs need the stored contents read back
-                contents = (
-                    self.spark.read.format("delta")
-                    .option("versionAsOf", version)
-                    .load(self.uri(path))
-                    .withColumn("weight", F.lit(1))
-                )
+                contents = reader.contents(name, record).withColumn("weight", F.lit(1))
                 for connector in view.connectors:
                     output = make_output(connector, pipeline=self._key())
                     if self.outputs_on_bootstrap == "replace":
@@ -468,7 +415,7 @@ class Runtime:
         materialized = {n for n, t in program.tables.items() if t.materialized} | {
             n for n, v in program.views.items() if v.materialized
         }
-        self._register(program, {n: r for n, r in manifest.state.items() if n in materialized})
+        self.views(program).register(manifest.state, tuple(sorted(materialized)))
         try:
             rows = self.spark.sql(sql).collect()
         except Exception as error:
@@ -506,7 +453,9 @@ class _Work:
     stats: StepStats
     state: dict[str, StateRecord]
     connectors: dict[str, ConnectorRecord]
-    changed: set[str] = field(default_factory=set)
+    changes: dict[str, DataFrame] = field(default_factory=dict)
+    """This step's consolidated change of each table and view that changed (Z-sets)."""
+    cached: list[DataFrame] = field(default_factory=list)
 
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:

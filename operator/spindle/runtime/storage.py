@@ -91,6 +91,14 @@ def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:
     return int(row["version"]), int(metrics.get("numOutputRows", 0))
 
 
+def last_metrics(spark: SparkSession, uri: str) -> dict[str, str]:
+    """The operation metrics of a Delta table's latest commit (rows inserted, deleted...)."""
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(spark, uri).history(1).select("operationMetrics").first()
+    return dict(row[0] or {}) if row else {}
+
+
 def read_delta(spark: SparkSession, uri: str, version: int, schema: StructType) -> DataFrame:
     if version < 0:
         return spark.createDataFrame([], schema)

@@ -139,11 +139,16 @@ def _fix_decimal_avg(tree: exp.Expr, schema: MappingSchema) -> exp.Expr:
 
 def view_sql(view: View, program: Program, schemas: Mapping[str, Mapping[str, str]]) -> SparkView:
     """Spark SQL for a view, given the Spark schemas (column → type) of what it reads."""
+    return SparkView(view.name, translated(view, program, schemas).sql(dialect="spark"))
+
+
+def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, str]]) -> exp.Expr:
+    """The view's query as Spark will run it: UDFs inlined, qualified (stars expanded) when the
+    schemas allow, AVG over DECIMAL fixed."""
     _check_supported(view)
     tree: exp.Expr = view.query.copy()
     tree = _inline_udfs(tree, program.functions)
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )
-    tree = _fix_decimal_avg(tree, schema)
-    return SparkView(view.name, tree.sql(dialect="spark"))
+    return _fix_decimal_avg(tree, schema)

@@ -1,0 +1,235 @@
+"""How each view is kept up to date: incrementally from its inputs' changes, or by recomputing.
+
+`decompose` reads a view's query and returns its *shape*, the algebra the runtime maintains
+incrementally (DBSP-style Z-sets: rows with weights, +1 inserted, -1 deleted):
+
+- `Linear`: UNION ALL of select-project-join blocks (inner and cross joins). Its change is the
+  sum, over each input reference, of the block with that reference replaced by its change
+  (references before it read the new state, after it the old).
+- `Aggregate`: one such block under GROUP BY (or a global aggregate, or SELECT DISTINCT) with
+  COUNT, SUM, AVG, MIN and MAX. Groups keep running counts and sums; only the groups a change
+  touches are read and rewritten; MIN and MAX re-read a group only when one of its values left.
+
+Anything else is a string: the reason the view falls back to recomputing. The table of
+constructs below is the whole policy. The plan calls `maintenance` (pure, on the query as
+written); the runtime calls `decompose` again on the query it translated for Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlglot import exp
+
+from spindle.program import Program, View
+
+
+class Mode(StrEnum):
+    INCREMENTAL = "incremental"
+    RECOMPUTE = "recompute"
+
+
+FALLBACK: Mapping[type[exp.Expr], str] = {
+    exp.Window: "a window function",
+    exp.Limit: "LIMIT",
+    exp.Order: "ORDER BY",
+    exp.With: "a WITH clause",
+    exp.Subquery: "a subquery",
+    exp.Except: "EXCEPT",
+    exp.Intersect: "INTERSECT",
+    exp.Unnest: "UNNEST",
+    exp.Lateral: "LATERAL",
+    exp.Having: "HAVING",
+    exp.Rand: "a non-deterministic function",
+    exp.CurrentTimestamp: "a non-deterministic function",
+    exp.CurrentDate: "a non-deterministic function",
+    exp.Uuid: "a non-deterministic function",
+}
+"""Constructs (anywhere in the query) that make a view recompute, with the reason shown."""
+
+AGGREGATES: Mapping[type[exp.Expr], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+"""Aggregate functions maintained incrementally, by kind."""
+
+RESERVED_PREFIX = "__"
+"""Columns the runtime adds to state (weights, group keys, running sums) start with this."""
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What the plan says about one view."""
+
+    mode: Mode
+    reason: str | None = None
+    """Why the view recomputes (None when incremental)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode.value, **({"reason": self.reason} if self.reason else {})}
+
+
+@dataclass(frozen=True, eq=False)
+class Linear:
+    blocks: tuple[exp.Select, ...]
+    """UNION ALL branches, each a select-project-join block."""
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    kind: str
+    """count, sum, avg, min or max."""
+    argument: exp.Expr | None
+    """None for COUNT(*)."""
+    node: exp.Expr
+    """The call as it appears in the select list (replaced by its running value)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate:
+    block: exp.Select
+    """The select-project-join block the groups are computed over."""
+    keys: tuple[exp.Expr, ...]
+    calls: tuple[Call, ...]
+    outputs: tuple[exp.Expr, ...]
+    """The select list, aliased, in terms of `keys` and `calls`."""
+    grouped: bool
+    """False for a global aggregate: exactly one row, even over no input."""
+
+
+Shape = Linear | Aggregate
+
+
+def references(block: exp.Select) -> tuple[exp.Table, ...]:
+    """The relations a block reads, in FROM-then-JOIN order (one per occurrence)."""
+    source = block.args.get("from_")
+    found = [source.this] if source is not None else []
+    found.extend(join.this for join in block.args.get("joins") or ())
+    return tuple(t for t in found if isinstance(t, exp.Table))
+
+
+def _join_problem(join: exp.Join) -> str | None:
+    side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if side or kind not in ("", "INNER", "CROSS"):
+        return f"{' '.join(p for p in (side, kind) if p) or 'this'} JOIN"
+    return None
+
+
+def _block_problem(block: exp.Select) -> str | None:
+    source = block.args.get("from_")
+    if source is None:
+        return "a SELECT without FROM"
+    joins = block.args.get("joins") or ()
+    if len(references(block)) != 1 + len(joins):
+        return "a subquery"
+    for join in joins:
+        problem = _join_problem(join)
+        if problem:
+            return problem
+    if any(str(column.alias_or_name).startswith(RESERVED_PREFIX) for column in block.expressions):
+        return f"an output column whose name starts with {RESERVED_PREFIX}"
+    return None
+
+
+def _first_fallback(query: exp.Expr) -> str | None:
+    for node in query.walk():
+        reason = FALLBACK.get(type(node))
+        if reason is not None:
+            return reason
+        if isinstance(node, exp.AggFunc) and type(node) not in AGGREGATES:
+            return f"the aggregate {node.key.upper()}"
+        if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.AggFunc):
+            return f"{node.parent.key.upper()}(DISTINCT ...)"
+        nested = node is not query and node.parent_select is not None
+        if isinstance(node, exp.Select) and nested and not isinstance(node.parent, exp.Union):
+            return "a subquery"
+    return None
+
+
+def _branches(query: exp.Expr) -> tuple[exp.Select, ...] | str:
+    if isinstance(query, exp.Select):
+        return (query,)
+    if isinstance(query, exp.Union):
+        if query.args.get("distinct"):
+            return "UNION (without ALL)"
+        left, right = _branches(query.left), _branches(query.right)
+        if isinstance(left, str):
+            return left
+        if isinstance(right, str):
+            return right
+        return left + right
+    return f"a {query.key.upper()} query"
+
+
+def _calls(select: exp.Select) -> tuple[Call, ...]:
+    calls: list[Call] = []
+    for output in select.expressions:
+        for node in output.find_all(*AGGREGATES):
+            argument = node.this
+            star = argument is None or isinstance(argument, exp.Star)
+            calls.append(Call(AGGREGATES[type(node)], None if star else argument, node))
+    return tuple(calls)
+
+
+def decompose(query: exp.Expr) -> Shape | str:
+    """The view's shape, or why it must be recomputed."""
+    reason = _first_fallback(query)
+    if reason is not None:
+        return reason
+    branches = _branches(query)
+    if isinstance(branches, str):
+        return branches
+    for block in branches:
+        problem = _block_problem(block)
+        if problem:
+            return problem
+    aggregating = [
+        b
+        for b in branches
+        if b.args.get("group") or b.args.get("distinct") or any(_calls_in(b.expressions))
+    ]
+    if not aggregating:
+        return Linear(branches)
+    if len(branches) > 1:
+        return "UNION ALL over an aggregate"
+    return _aggregate(branches[0])
+
+
+def _calls_in(outputs: list[exp.Expr]) -> list[exp.Expr]:
+    return [node for output in outputs for node in output.find_all(*AGGREGATES)]
+
+
+def _aggregate(select: exp.Select) -> Aggregate | str:
+    group = select.args.get("group")
+    distinct = select.args.get("distinct")
+    calls = _calls(select)
+    if distinct is not None:
+        if calls or group is not None or distinct.args.get("on"):
+            return "SELECT DISTINCT with aggregates"
+        keys = tuple(output.unalias() for output in select.expressions)
+        return Aggregate(select, keys, (), tuple(select.expressions), grouped=True)
+    if group is not None:
+        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+            return "ROLLUP, CUBE or GROUPING SETS"
+        keys = tuple(group.expressions)
+    else:
+        keys = ()
+    return Aggregate(select, keys, calls, tuple(select.expressions), grouped=group is not None)
+
+
+def maintenance(view: View) -> Maintenance:
+    shape = decompose(view.query)
+    if isinstance(shape, str):
+        return Maintenance(Mode.RECOMPUTE, shape)
+    return Maintenance(Mode.INCREMENTAL)
+
+
+def maintenance_of(program: Program) -> dict[str, Maintenance]:
+    """Every view's maintenance, in dependency order."""
+    return {name: maintenance(view) for name, view in program.views.items()}

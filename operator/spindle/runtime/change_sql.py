@@ -1,0 +1,298 @@
+"""Spark SQL for maintaining a view from changes: pure sqlglot rewrites of its translated query.
+
+Every relation is read as a Z-set: its columns plus `__w`, the weight (+1 a row is in, -1 it
+left). The runtime registers three temporary views per relation a step touches (its old state,
+its new state, its change) and runs the SQL these functions build over them:
+
+- `linear_change`: the change of a `Linear` view. For a block over references r1..rn, the change
+  is the sum over i of the block with ri read as its change, r1..ri-1 as new and ri+1..rn as old
+  state; the weight of a joined row is the product of its inputs' weights.
+- `group_rows`: an `Aggregate`'s per-group running values (`__k*` keys, `__c` row count, `__s*`
+  sums, `__n*` non-null counts, `__m*` minima/maxima) evaluated by Spark over whole inputs.
+- `pre_aggregate` + `group_change`: the same running values over a change, weighted; `combine`
+  adds them to the old ones; `visible` turns running values back into the view's columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from spindle.plan.maintenance import Aggregate, Call, Linear, references
+
+WEIGHT = "__w"
+COUNT = "__c"
+
+
+def _id(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def _col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=_id(name), table=_id(table) if table else None)
+
+
+def key(index: int) -> str:
+    return f"__k{index}"
+
+
+def total(index: int) -> str:
+    return f"__s{index}"
+
+
+def nonnull(index: int) -> str:
+    return f"__n{index}"
+
+
+def extreme(index: int) -> str:
+    return f"__m{index}"
+
+
+def retracted(index: int) -> str:
+    return f"__r{index}"
+
+
+def argument(index: int) -> str:
+    return f"__x{index}"
+
+
+def _sql(tree: exp.Expr) -> str:
+    return tree.sql(dialect="spark")
+
+
+def reading(block: exp.Select, names: Sequence[str]) -> exp.Select:
+    """A copy of `block` that reads `names[i]` in place of its i-th reference (aliases kept, so
+    the rest of the query is untouched)."""
+    copy = block.copy()
+    for table, name in zip(references(copy), names, strict=True):
+        alias = table.args.get("alias")
+        alias = alias.copy() if alias is not None else exp.TableAlias(this=table.this.copy())
+        table.replace(exp.Table(this=_id(name), alias=alias))
+    return copy
+
+
+def _weight_product(block: exp.Select) -> exp.Expr:
+    weights: list[exp.Expr] = [_col(WEIGHT, t.alias_or_name) for t in references(block)]
+    product = weights[0]
+    for weight in weights[1:]:
+        product = exp.Mul(this=product, expression=weight)
+    return product
+
+
+def weighted(block: exp.Select, names: Sequence[str]) -> exp.Select:
+    """The block over Z-sets `names`, with the weight of each output row."""
+    rewritten = reading(block, names)
+    return rewritten.select(exp.alias_(_weight_product(rewritten), WEIGHT, quoted=True), copy=False)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Temporary view names for one step: each relation's old state, new state and change
+    (None: the relation did not change)."""
+
+    old: Mapping[str, str]
+    new: Mapping[str, str]
+    change: Mapping[str, str | None]
+
+
+def telescoped(
+    block: exp.Select, relations: Sequence[str], sources: Sources, shape: Callable[..., exp.Select]
+) -> list[exp.Select]:
+    """The change of a (multi)linear block: one term per reference whose relation changed."""
+    terms = []
+    for index, relation in enumerate(relations):
+        change = sources.change.get(relation)
+        if change is None:
+            continue
+        names = [
+            *(sources.new[r] for r in relations[:index]),
+            change,
+            *(sources.old[r] for r in relations[index + 1 :]),
+        ]
+        terms.append(shape(block, names))
+    return terms
+
+
+def union_all(selects: Sequence[exp.Select]) -> str:
+    query: exp.Query = selects[0]
+    for select in selects[1:]:
+        query = exp.union(query, select, distinct=False)
+    return _sql(query)
+
+
+def linear_change(
+    shape: Linear, relations: Sequence[Sequence[str]], sources: Sources
+) -> str | None:
+    """The change of a linear view (None: none of its inputs changed)."""
+    terms = [
+        term
+        for block, names in zip(shape.blocks, relations, strict=True)
+        for term in telescoped(block, names, sources, weighted)
+    ]
+    return union_all(terms) if terms else None
+
+
+# -- aggregates ----------------------------------------------------------------------------
+
+
+def _grouping(select: exp.Select, keys: Sequence[exp.Expr]) -> exp.Select:
+    select.set("distinct", None)
+    select.set("group", exp.Group(expressions=[k.copy() for k in keys]) if keys else None)
+    return select
+
+
+def group_rows(shape: Aggregate, names: Sequence[str]) -> str:
+    """The view's rows with their running values, evaluated by Spark over whole contents."""
+    select = _grouping(reading(shape.block, names), shape.keys)
+    extra: list[exp.Expr] = [
+        exp.alias_(k.copy(), key(j), quoted=True) for j, k in enumerate(shape.keys)
+    ]
+    extra.append(exp.alias_(exp.Count(this=exp.Star()), COUNT, quoted=True))
+    for index, call in enumerate(shape.calls):
+        if call.argument is None:
+            continue
+        arg = call.argument.copy()
+        extra.append(exp.alias_(exp.Count(this=arg.copy()), nonnull(index), quoted=True))
+        if call.kind in ("sum", "avg"):
+            extra.append(exp.alias_(exp.Sum(this=arg.copy()), total(index), quoted=True))
+        if call.kind in ("min", "max"):
+            node = exp.Min if call.kind == "min" else exp.Max
+            extra.append(exp.alias_(node(this=arg.copy()), extreme(index), quoted=True))
+    return _sql(select.select(*extra, copy=False))
+
+
+def pre_aggregate(block: exp.Select, shape: Aggregate, names: Sequence[str]) -> exp.Select:
+    """The block over Z-sets `names`, projected to group keys, call arguments and weight."""
+    rewritten = reading(block, names)
+    items: list[exp.Expr] = [
+        exp.alias_(k.copy(), key(j), quoted=True) for j, k in enumerate(shape.keys)
+    ]
+    for index, call in enumerate(shape.calls):
+        if call.argument is not None:
+            items.append(exp.alias_(call.argument.copy(), argument(index), quoted=True))
+    items.append(exp.alias_(_weight_product(rewritten), WEIGHT, quoted=True))
+    rewritten.set("expressions", items)
+    rewritten.set("distinct", None)
+    rewritten.set("group", None)
+    return rewritten
+
+
+def _if(condition: exp.Expr, then: exp.Expr, otherwise: exp.Expr) -> exp.Expr:
+    return exp.If(this=condition, true=then, false=otherwise)
+
+
+def _parse(sql: str) -> exp.Expr:
+    return exp.maybe_parse(sql, dialect="spark")
+
+
+def group_change(shape: Aggregate, pre: str) -> str:
+    """Running values of a change (`pre`: a `pre_aggregate` view), per touched group."""
+    keys = [_col(key(j)) for j in range(len(shape.keys))]
+    items: list[exp.Expr] = [*keys, exp.alias_(exp.Sum(this=_col(WEIGHT)), COUNT, quoted=True)]
+    w = f"`{WEIGHT}`"
+    for index, call in enumerate(shape.calls):
+        if call.argument is None:
+            continue
+        x = f"`{argument(index)}`"
+        items.append(
+            exp.alias_(_parse(f"SUM(IF({x} IS NULL, 0, {w}))"), nonnull(index), quoted=True)
+        )
+        if call.kind in ("sum", "avg"):
+            items.append(exp.alias_(_parse(f"SUM({x} * {w})"), total(index), quoted=True))
+        if call.kind in ("min", "max"):
+            items.append(
+                exp.alias_(
+                    _parse(f"{call.kind.upper()}(IF({w} > 0, {x}, NULL))"),
+                    extreme(index),
+                    quoted=True,
+                )
+            )
+            items.append(
+                exp.alias_(
+                    _parse(f"MAX(IF({w} < 0 AND {x} IS NOT NULL, 1, 0))"),
+                    retracted(index),
+                    quoted=True,
+                )
+            )
+    select = exp.select(*items).from_(exp.Table(this=_id(pre)))
+    if keys:
+        select = select.group_by(*[k.copy() for k in keys])
+    return _sql(select)
+
+
+def combine(shape: Aggregate, *, old: str, change: str, types: Mapping[str, str]) -> str:
+    """New running values of the touched groups: old + change. `__r*` = 1 marks a MIN/MAX whose
+    extreme may have left and must be re-read. `types` are the state columns' Spark types."""
+    on = " AND ".join(f"d.`{key(j)}` <=> o.`{key(j)}`" for j in range(len(shape.keys))) or "TRUE"
+    items = [f"d.`{key(j)}`" for j in range(len(shape.keys))]
+    items.append(f"COALESCE(o.`{COUNT}`, 0) + d.`{COUNT}` AS `{COUNT}`")
+    for index, call in enumerate(shape.calls):
+        if call.argument is None:
+            continue
+        n = f"(COALESCE(o.`{nonnull(index)}`, 0) + d.`{nonnull(index)}`)"
+        items.append(f"{n} AS `{nonnull(index)}`")
+        if call.kind in ("sum", "avg"):
+            s = total(index)
+            added = f"COALESCE(o.`{s}`, 0) + COALESCE(d.`{s}`, 0)"
+            items.append(f"CAST(IF({n} = 0, NULL, {added}) AS {types[s]}) AS `{s}`")
+        if call.kind in ("min", "max"):
+            m, r = extreme(index), retracted(index)
+            pick = "LEAST" if call.kind == "min" else "GREATEST"
+            items.append(f"CAST({pick}(o.`{m}`, d.`{m}`) AS {types[m]}) AS `{m}`")
+            items.append(f"d.`{r}` AS `{r}`")
+    return f"SELECT {', '.join(items)} FROM `{change}` d LEFT JOIN `{old}` o ON {on}"
+
+
+def _finish(call: Call, index: int, argument_types: Mapping[int, str]) -> exp.Expr:
+    if call.kind == "count":
+        return _col(COUNT if call.argument is None else nonnull(index))
+    if call.kind in ("min", "max"):
+        return _col(extreme(index))
+    n, s = f"`{nonnull(index)}`", f"`{total(index)}`"
+    if call.kind == "sum":
+        return _parse(f"IF({n} > 0, {s}, NULL)")
+    declared = argument_types.get(index, "")
+    if declared.startswith("decimal("):
+        precision, scale = (int(p) for p in declared[len("decimal(") : -1].split(","))
+        result = f"DECIMAL({min(38, precision + 4)}, {min(38, scale + 4)})"
+        return _parse(f"IF({n} > 0, CAST({s} / CAST({n} AS DECIMAL(20, 0)) AS {result}), NULL)")
+    return _parse(f"IF({n} > 0, CAST({s} AS DOUBLE) / {n}, NULL)")
+
+
+def visible(
+    shape: Aggregate, state: str, *, argument_types: Mapping[int, str], output_types: Sequence[str]
+) -> tuple[str, tuple[str, ...]] | None:
+    """The view's columns computed from running values in `state`, with the running values
+    kept; None if an output is not a function of the groups (Spark decides the fallback)."""
+    select = shape.block.copy()
+    calls = [c for o in select.expressions for c in o.find_all(*_AGGREGATE_TYPES)]
+    for index, (node, call) in enumerate(zip(calls, shape.calls, strict=True)):
+        node.replace(_finish(call, index, argument_types))
+    keyed = {k: j for j, k in enumerate(shape.keys)}
+
+    def by_key(node: exp.Expr) -> exp.Expr:
+        for candidate, j in keyed.items():
+            if node == candidate:
+                return _col(key(j))
+        return node
+
+    outputs = [o.transform(by_key) for o in select.expressions]
+    names = tuple(o.alias_or_name for o in outputs)
+    for output in outputs:
+        if any(not c.name.startswith("__") for c in output.find_all(exp.Column)):
+            return None
+    cast = [
+        exp.alias_(
+            exp.Cast(this=o.unalias(), to=exp.DataType.build(t, dialect="spark")), n, quoted=True
+        )
+        for o, n, t in zip(outputs, names, output_types, strict=True)
+    ]
+    query = exp.select(*cast, exp.Star()).from_(exp.Table(this=_id(state)))
+    if shape.grouped:
+        query = query.where(exp.GT(this=_col(COUNT), expression=exp.Literal.number(0)))
+    return _sql(query), names
+
+
+_AGGREGATE_TYPES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)

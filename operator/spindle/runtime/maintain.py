@@ -1,0 +1,451 @@
+"""Keeping views up to date on Spark: whole evaluation, and a step's change, per maintenance mode.
+
+`Views` serves one step (or one bootstrap). It reads stored relations in any layout, evaluates a
+view whole (first start, bootstrap, a view whose stored layout its mode no longer matches), and
+maintains it from its inputs' changes:
+
+- incremental `Linear` views: the change is `change_sql.linear_change`, appended to the view's
+  Z-set;
+- incremental `Aggregate` views: the touched groups' running values are combined with the
+  change's, MIN/MAX re-read where an extreme left, and merged back by group key;
+- `recompute` views: evaluated whole, and the change is new minus old contents.
+
+A change is consolidated before anything sees it: a view whose change is empty writes nothing
+and wakes none of its dependents.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, _parse_datatype_string
+from sqlglot import exp
+
+from spindle.checkpoint import StateRecord
+from spindle.errors import SpindleError
+from spindle.plan.maintenance import Aggregate, Linear, Shape, decompose, references
+from spindle.program import Program, Table, View
+from spindle.program.dependencies import relation_name
+from spindle.runtime import change_sql, storage, zsets
+from spindle.runtime.change_sql import COUNT, WEIGHT, Sources
+from spindle.runtime.translate import table_ddl_schema, translated
+
+LAYOUTS = {Linear: "zset", Aggregate: "groups"}
+"""The stored layout each shape is maintained in; views that recompute keep `rows`."""
+
+_names = itertools.count()
+
+
+def table_schema(table: Table) -> StructType:
+    parsed = _parse_datatype_string(table_ddl_schema(table))
+    assert isinstance(parsed, StructType)
+    return parsed
+
+
+def spark_types(frame: DataFrame) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString().upper() for f in frame.schema.fields}
+
+
+@dataclass
+class Analyzed:
+    """A view's query as translated against the schemas of what it reads, and its shape."""
+
+    sql: str
+    shape: Shape | str
+    relations: tuple[tuple[str, ...], ...] = ()
+    """Per block, the relation each reference reads."""
+
+    @property
+    def layout(self) -> str:
+        return "rows" if isinstance(self.shape, str) else LAYOUTS[type(self.shape)]
+
+
+@dataclass
+class Views:
+    spark: SparkSession
+    program: Program
+    uri: Callable[[str], str]
+    _frames: dict[tuple[str, int], DataFrame] = field(default_factory=dict)
+    _analyzed: dict[str, Analyzed] = field(default_factory=dict)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def raw(self, name: str, record: StateRecord) -> DataFrame:
+        key = (self.uri(record.path), record.version)
+        if key not in self._frames:
+            relation = self.program.relation(name)
+            schema = table_schema(relation) if isinstance(relation, Table) else StructType([])
+            self._frames[key] = storage.read_delta(self.spark, key[0], record.version, schema)
+        return self._frames[key]
+
+    def zset(self, name: str, record: StateRecord) -> DataFrame:
+        return zsets.as_zset(self.raw(name, record), record.layout)
+
+    def contents(self, name: str, record: StateRecord) -> DataFrame:
+        return zsets.as_contents(self.raw(name, record), record.layout)
+
+    def temp(self, frame: DataFrame) -> str:
+        name = f"__spindle_{next(_names)}"
+        frame.createOrReplaceTempView(f"`{name}`")
+        return name
+
+    def register(
+        self, state: Mapping[str, StateRecord], names: tuple[str, ...]
+    ) -> dict[str, dict[str, str]]:
+        """Register relations' contents under their own names; returns their Spark schemas.
+        Tables without state read as empty."""
+        schemas: dict[str, dict[str, str]] = {}
+        for name in names:
+            record, relation = state.get(name), self.program.relation(name)
+            if relation is None:
+                continue
+            if record is None or (isinstance(relation, View) and record.version < 0):
+                if not isinstance(relation, Table):
+                    continue
+                frame = self.spark.createDataFrame([], table_schema(relation))
+            else:
+                frame = self.contents(name, record)
+            frame.createOrReplaceTempView(f"`{name}`")
+            schemas[name] = spark_types(frame)
+        return schemas
+
+    # -- analysis --------------------------------------------------------------------------
+
+    def mode(self, name: str) -> str:
+        """How the view was last maintained: incremental or recompute."""
+        analyzed = self._analyzed.get(name)
+        return "recompute" if analyzed is None or isinstance(analyzed.shape, str) else "incremental"
+
+    def analyze(self, view: View, schemas: Mapping[str, Mapping[str, str]]) -> Analyzed:
+        tree = translated(view, self.program, schemas)
+        sql = tree.sql(dialect="spark")
+        shape = decompose(tree)
+        relations: list[tuple[str, ...]] = []
+        if not isinstance(shape, str):
+            blocks = shape.blocks if isinstance(shape, Linear) else (shape.block,)
+            for block in blocks:
+                names = tuple(self._resolve(t) for t in references(block))
+                if any(n is None for n in names) or _has_star(block):
+                    shape = "a query Spindle cannot rewrite for changes"
+                    break
+                relations.append(tuple(n for n in names if n is not None))
+        analyzed = Analyzed(sql, shape, tuple(relations))
+        self._analyzed[view.name] = analyzed
+        return analyzed
+
+    def _resolve(self, table: exp.Table) -> str | None:
+        name = relation_name(table)
+        for candidate in (name, name.lower()):
+            if self.program.relation(candidate) is not None:
+                return candidate
+        return None
+
+    def query(self, view: View, sql: str) -> DataFrame:
+        try:
+            return self.spark.sql(sql)
+        except Exception as error:  # Spark's AnalysisException and friends
+            raise SpindleError(
+                reason="UnsupportedSql",
+                message=f"Spark cannot evaluate view '{view.name}' (line {view.position.line}, "
+                f"column {view.position.column}): {str(error).splitlines()[0]}",
+                details={
+                    "view": view.name,
+                    "line": view.position.line,
+                    "column": view.position.column,
+                },
+            ) from None
+
+    # -- whole evaluation ------------------------------------------------------------------
+
+    def evaluate(self, view: View, state: Mapping[str, StateRecord]) -> tuple[DataFrame, Analyzed]:
+        """The view's whole stored form (in its mode's layout), from `state`."""
+        schemas = self.register(state, view.dependencies)
+        analyzed = self.analyze(view, schemas)
+        shape = analyzed.shape
+        if isinstance(shape, Aggregate):
+            names = [n for block in analyzed.relations for n in block]
+            frame = self.query(view, change_sql.group_rows(shape, names))
+            return frame, analyzed
+        frame = self.query(view, analyzed.sql)
+        return (zsets.weighted(frame) if isinstance(shape, Linear) else frame), analyzed
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def change(
+        self,
+        view: View,
+        *,
+        before: Mapping[str, StateRecord],
+        after: Mapping[str, StateRecord],
+        changes: Mapping[str, DataFrame],
+    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+        """The view's consolidated change this step, and how to store it (given the path to
+        write, returns the new record). `before`/`after`: state at the start and now."""
+        old_record = before[view.name]
+        schemas = self.register(after, view.dependencies)
+        analyzed = self.analyze(view, schemas)
+        shape = analyzed.shape
+        if isinstance(shape, str) or analyzed.layout != old_record.layout:
+            return self._recompute(view, analyzed, old_record, after)
+        sources = self._sources(analyzed, before, after, changes)
+        if isinstance(shape, Linear):
+            return self._linear(view, shape, analyzed, sources, old_record)
+        made = self._aggregate(view, shape, analyzed, sources, old_record)
+        return made if made is not None else self._recompute(view, analyzed, old_record, after)
+
+    def _sources(
+        self,
+        analyzed: Analyzed,
+        before: Mapping[str, StateRecord],
+        after: Mapping[str, StateRecord],
+        changes: Mapping[str, DataFrame],
+    ) -> Sources:
+        names = {n for block in analyzed.relations for n in block}
+        return Sources(
+            old={n: self.temp(self._zset_or_empty(n, before)) for n in names},
+            new={n: self.temp(self._zset_or_empty(n, after)) for n in names},
+            change={n: self.temp(changes[n]) if n in changes else None for n in names},
+        )
+
+    def _zset_or_empty(self, name: str, state: Mapping[str, StateRecord]) -> DataFrame:
+        record = state.get(name)
+        relation = self.program.relation(name)
+        if record is None and isinstance(relation, Table):
+            return zsets.weighted(self.spark.createDataFrame([], table_schema(relation)))
+        assert record is not None
+        return self.zset(name, record)
+
+    def _recompute(
+        self, view: View, analyzed: Analyzed, old: StateRecord, after: Mapping[str, StateRecord]
+    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+        whole, analyzed = self.evaluate(view, after)
+        new_contents = zsets.as_contents(whole, analyzed.layout)
+        old_contents = self.contents(view.name, old) if old.version >= 0 else None
+        signed = [zsets.weighted(new_contents)]
+        if old_contents is not None:
+            signed.append(zsets.weighted(old_contents, -1))
+        change = zsets.consolidate(zsets.union(signed))
+
+        def store(path: str) -> StateRecord:
+            version, rows = write_whole(self.spark, whole, self.uri(path))
+            return StateRecord(
+                kind="view", path=path, version=version, rows=rows, layout=analyzed.layout
+            )
+
+        return change, store
+
+    def _linear(
+        self, view: View, shape: Linear, analyzed: Analyzed, sources: Sources, old: StateRecord
+    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+        sql = change_sql.linear_change(shape, analyzed.relations, sources)
+        assert sql is not None
+        change = zsets.consolidate(self.query(view, sql))
+
+        def store(path: str) -> StateRecord:
+            uri = self.uri(path)
+            if path != old.path:
+                copy_delta(self.spark, self.uri(old.path), old.version, uri)
+            change.write.format("delta").mode("append").save(uri)
+            added = change.agg(F.sum(zsets.column(WEIGHT))).first()
+            rows = (old.rows or 0) + int(added[0] or 0) if added else old.rows
+            return old.model_copy(
+                update={
+                    "path": path,
+                    "version": storage.delta_version(self.spark, uri),
+                    "rows": rows,
+                }
+            )
+
+        return change, store
+
+    def _aggregate(
+        self, view: View, shape: Aggregate, analyzed: Analyzed, sources: Sources, old: StateRecord
+    ) -> tuple[DataFrame, Callable[[str], StateRecord]] | None:
+        relations = analyzed.relations[0]
+        pre_terms = change_sql.telescoped(
+            shape.block,
+            relations,
+            sources,
+            lambda b, names: change_sql.pre_aggregate(b, shape, names),
+        )
+        pre_frame = self.query(view, change_sql.union_all(pre_terms))
+        pre = self.temp(pre_frame)
+        delta = self.temp(self.query(view, change_sql.group_change(shape, pre)))
+        old_state = self.raw(view.name, old)
+        types = {f.name: f.dataType.simpleString() for f in old_state.schema.fields}
+        combined = self.query(
+            view,
+            change_sql.combine(shape, old=self.temp(old_state), change=delta, types=types),
+        )
+        combined = self._reread_extremes(view, shape, relations, sources, combined)
+        argument_types = {
+            int(f.name[len("__x") :]): f.dataType.simpleString()
+            for f in pre_frame.schema.fields
+            if f.name.startswith("__x")
+        }
+        output_types = [t for n, t in types.items() if not n.startswith("__")]
+        made = change_sql.visible(
+            shape, self.temp(combined), argument_types=argument_types, output_types=output_types
+        )
+        if made is None:
+            return None
+        sql, outputs = made
+        state_columns = [f.name for f in old_state.schema.fields]
+        new_state = (
+            self.query(view, sql).select(*[zsets.column(c) for c in state_columns]).persist()
+        )
+        keys = [change_sql.key(j) for j in range(len(shape.keys))]
+        touched = combined.select(*[zsets.column(k) for k in keys])
+        old_touched = (
+            old_state.join(touched, on=_null_safe(old_state, touched, keys), how="left_semi")
+            if keys
+            else old_state
+        )
+        visible_new = zsets.weighted(new_state.select(*[zsets.column(c) for c in outputs]))
+        visible_old = zsets.weighted(old_touched.select(*[zsets.column(c) for c in outputs]), -1)
+        change = zsets.consolidate(visible_new.unionByName(visible_old))
+        gone = (
+            combined.where(zsets.column(COUNT) <= 0).select(*[zsets.column(k) for k in keys])
+            if shape.grouped
+            else None
+        )
+
+        def store(path: str) -> StateRecord:
+            uri = self.uri(path)
+            if path != old.path:
+                copy_delta(self.spark, self.uri(old.path), old.version, uri)
+            merge_groups(self.spark, uri, new_state, gone, keys, state_columns)
+            version = storage.delta_version(self.spark, uri)
+            metrics = storage.last_metrics(self.spark, uri)
+            inserted = int(metrics.get("numTargetRowsInserted", 0))
+            deleted = int(metrics.get("numTargetRowsDeleted", 0))
+            rows = (old.rows or 0) + inserted - deleted
+            new_state.unpersist()
+            return old.model_copy(update={"path": path, "version": version, "rows": rows})
+
+        return change, store
+
+    def _reread_extremes(
+        self,
+        view: View,
+        shape: Aggregate,
+        relations: tuple[str, ...],
+        sources: Sources,
+        combined: DataFrame,
+    ) -> DataFrame:
+        """MIN/MAX of the groups a value left: read again from the new state, those groups only."""
+        flags = [
+            change_sql.retracted(i) for i, c in enumerate(shape.calls) if c.kind in ("min", "max")
+        ]
+        if not flags:
+            return combined
+        keys = [change_sql.key(j) for j in range(len(shape.keys))]
+        any_left = (
+            F.greatest(*[zsets.column(f) for f in flags]) > 0
+            if len(flags) > 1
+            else zsets.column(flags[0]) > 0
+        )
+        touched = combined.where(any_left).select(*[zsets.column(k) for k in keys]).persist()
+        if touched.limit(1).count() == 0:
+            touched.unpersist()
+            return combined.drop(*flags)
+        whole = change_sql.pre_aggregate(shape.block, shape, [sources.new[n] for n in relations])
+        pre = self.query(view, whole.sql(dialect="spark"))
+        if keys:
+            pre = pre.join(touched, on=_null_safe(pre, touched, keys), how="left_semi")
+        result = combined
+        for index, call in enumerate(shape.calls):
+            if call.kind not in ("min", "max"):
+                continue
+            x, m, r = (
+                change_sql.argument(index),
+                change_sql.extreme(index),
+                change_sql.retracted(index),
+            )
+            present = (
+                pre.groupBy(*[zsets.column(k) for k in keys], zsets.column(x))
+                .agg(F.sum(zsets.column(WEIGHT)).alias(WEIGHT))
+                .where((zsets.column(WEIGHT) > 0) & zsets.column(x).isNotNull())
+            )
+            pick = F.min if call.kind == "min" else F.max
+            fresh = present.groupBy(*[zsets.column(k) for k in keys]).agg(
+                pick(zsets.column(x)).alias("__fresh")
+            )
+            fresh = fresh.select(
+                *[zsets.column(k).alias(f"__right{k}") for k in keys], zsets.column("__fresh")
+            )
+            condition = _null_safe(result, fresh, keys, right_prefix="__right")
+            joined = result.join(fresh, on=condition, how="left")
+            chosen = F.when(
+                zsets.column(r) > 0, zsets.column("__fresh").cast(result.schema[m].dataType)
+            ).otherwise(zsets.column(m))
+            result = joined.withColumn(m, chosen).drop("__fresh", *[f"__right{k}" for k in keys])
+        touched.unpersist()
+        return result.drop(*flags)
+
+
+def _null_safe(
+    left: DataFrame, right: DataFrame, keys: list[str], *, right_prefix: str = ""
+) -> Column:
+    condition = None
+    for k in keys:
+        term = left[k].eqNullSafe(right[right_prefix + k])
+        condition = term if condition is None else condition & term
+    return condition if condition is not None else F.lit(True)
+
+
+def _has_star(block: exp.Select) -> bool:
+    return any(
+        isinstance(o, exp.Star) or (isinstance(o, exp.Column) and isinstance(o.this, exp.Star))
+        for o in block.expressions
+    )
+
+
+def write_whole(spark: SparkSession, frame: DataFrame, uri: str) -> tuple[int, int]:
+    frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
+    return storage.last_write(spark, uri)
+
+
+def copy_delta(spark: SparkSession, source: str, version: int, target: str) -> None:
+    """Copy state this pipeline may not write (adopted) into its own path first."""
+    frame = spark.read.format("delta").option("versionAsOf", version).load(source)
+    frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+
+
+def merge_groups(
+    spark: SparkSession,
+    uri: str,
+    updates: DataFrame,
+    gone: DataFrame | None,
+    keys: list[str],
+    columns: list[str],
+) -> None:
+    """Rewrite the touched groups: update or insert the live ones, delete the ones now empty."""
+    from delta.tables import DeltaTable
+
+    target = DeltaTable.forPath(spark, uri)
+    if not keys:
+        target.alias("t").merge(updates.alias("u"), "TRUE").whenMatchedUpdate(
+            set={f"`{c}`": f"u.`{c}`" for c in columns}
+        ).whenNotMatchedInsert(values={f"`{c}`": f"u.`{c}`" for c in columns}).execute()
+        return
+    on = " AND ".join(f"t.`{k}` <=> u.`{k}`" for k in keys)
+    marked = updates.withColumn("__gone", F.lit(False))
+    if gone is not None:
+        empty = {c: F.lit(None).cast(updates.schema[c].dataType) for c in columns if c not in keys}
+        removed = gone.select(
+            *[zsets.column(k) for k in keys], *[v.alias(c) for c, v in empty.items()]
+        )
+        removed = removed.select(*[zsets.column(c) for c in columns]).withColumn(
+            "__gone", F.lit(True)
+        )
+        marked = marked.unionByName(removed)
+    target.alias("t").merge(marked.alias("u"), on).whenMatchedDelete(
+        condition="u.__gone"
+    ).whenMatchedUpdate(set={f"`{c}`": f"u.`{c}`" for c in columns}).whenNotMatchedInsert(
+        condition="NOT u.__gone", values={f"`{c}`": f"u.`{c}`" for c in columns}
+    ).execute()

@@ -1,0 +1,87 @@
+"""Z-sets on Spark: rows with a `__w` weight, and the three layouts a relation is stored in.
+
+A Z-set may hold the same row several times; its meaning is the sum of the weights per row.
+`consolidate` sums them (dropping rows that cancel out), `expand` turns a Z-set back into the
+bag of rows SQL sees. The layouts (`StateRecord.layout`):
+
+- `rows`: the relation's contents, one row per row (tables, recomputed views);
+- `zset`: a Z-set, appended to with each change (linear views);
+- `groups`: one row per group, the view's columns plus `__`-prefixed running values
+  (aggregate views).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spindle.runtime.change_sql import WEIGHT
+
+RESERVED = "__"
+
+
+def column(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def visible(frame: DataFrame) -> list[str]:
+    """The relation's own columns (running values and weights are `__`-prefixed)."""
+    return [c for c in frame.columns if not c.startswith(RESERVED)]
+
+
+def weighted(frame: DataFrame, weight: int = 1) -> DataFrame:
+    """Rows as a Z-set, each with `weight`."""
+    return frame.select(
+        *[column(c) for c in frame.columns], F.lit(weight).cast("bigint").alias(WEIGHT)
+    )
+
+
+def consolidate(frame: DataFrame) -> DataFrame:
+    """One row per distinct row, with its summed weight; rows that cancel out are gone."""
+    names = [c for c in frame.columns if c != WEIGHT]
+    summed = frame.groupBy(*[column(c) for c in names]).agg(F.sum(column(WEIGHT)).alias(WEIGHT))
+    return summed.where(column(WEIGHT) != 0)
+
+
+def expand(frame: DataFrame) -> DataFrame:
+    """The bag a Z-set means: each row as many times as its (positive) weight."""
+    names = [c for c in frame.columns if c != WEIGHT]
+    positive = consolidate(frame).where(column(WEIGHT) > 0)
+    repeated = positive.withColumn(WEIGHT, F.explode(F.sequence(F.lit(1), column(WEIGHT))))
+    return repeated.select(*[column(c) for c in names])
+
+
+def as_zset(frame: DataFrame, layout: str) -> DataFrame:
+    if layout == "zset":
+        return frame
+    if layout == "groups":
+        frame = frame.select(*[column(c) for c in visible(frame)])
+    return weighted(frame)
+
+
+def as_contents(frame: DataFrame, layout: str) -> DataFrame:
+    if layout == "zset":
+        return expand(frame)
+    if layout == "groups":
+        return frame.select(*[column(c) for c in visible(frame)])
+    return frame
+
+
+def signed(frame: DataFrame) -> DataFrame:
+    """A consolidated change as the rows outputs receive: each row |weight| times, with `weight`
+    +1 (inserted) or -1 (deleted)."""
+    names = [c for c in frame.columns if c != WEIGHT]
+    repeated = frame.withColumn(
+        "__n", F.explode(F.sequence(F.lit(1), F.abs(column(WEIGHT))))
+    ).withColumn("weight", F.signum(column(WEIGHT)).cast("int"))
+    return repeated.select(*[column(c) for c in names], column("weight"))
+
+
+def union(frames: Iterable[DataFrame]) -> DataFrame:
+    found = list(frames)
+    result = found[0]
+    for frame in found[1:]:
+        result = result.unionByName(frame)
+    return result

@@ -18,10 +18,11 @@ from pyspark.sql.types import StructType
 
 from spindle.errors import SpindleError
 from spindle.program import Connector
-from spindle.runtime import storage
+from spindle.runtime import file_offsets, storage
 
 FORMATS = {"json": "json", "csv": "csv", "parquet": "parquet"}
 EXTENSIONS = {"json": "jsonl", "csv": "csv", "parquet": "parquet"}
+LATE_ARRIVAL_SECONDS = 60
 
 
 def _format(connector: Connector) -> tuple[str, Mapping[str, Any]]:
@@ -75,18 +76,29 @@ class FileInput:
     options: Mapping[str, Any]
     max_files: int | None = None
     """Flow control (`max_files_per_step`): at most this many new files per step."""
+    late_ms: int = LATE_ARRIVAL_SECONDS * 1000
+    """`late_arrival_seconds`: how far behind the newest ingested file's modification time a
+    file may appear and still be ingested (`runtime.file_offsets`)."""
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
-        seen = set(offset or [])
-        new = [f for f in storage.list_files(spark, self.path) if f not in seen]
-        if self.max_files:
-            new = new[: self.max_files]
-        if not new:
-            return None, offset or []
-        return self.read(spark, new), sorted(seen | set(new))
+        files, after = file_offsets.plan(
+            file_offsets.FileOffset.parse(offset),
+            storage.list_status(spark, self.path),
+            window=self.late_ms,
+            limit=self.max_files,
+        )
+        if not files:
+            return None, offset
+        return self.read(spark, files), after.to_json()
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
-        return self.read(spark, sorted(set(wanted) - set(before or [])))
+        files = file_offsets.between(
+            file_offsets.FileOffset.parse(before),
+            file_offsets.FileOffset.parse(wanted),
+            storage.list_status(spark, self.path),
+            window=self.late_ms,
+        )
+        return self.read(spark, files)
 
     def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
         reader = spark.read.schema(self.schema).format(FORMATS[self.format])
@@ -169,12 +181,21 @@ def make_input(connector: Connector, schema: StructType) -> Input:
     if connector.transport == "file_input":
         name, options = _format(connector)
         limit = connector.config.get("max_files_per_step")
+        late = connector.config.get("late_arrival_seconds", LATE_ARRIVAL_SECONDS)
+        if not isinstance(late, int) or isinstance(late, bool) or late < 0:
+            raise SpindleError(
+                reason="InvalidConnectors",
+                message=f"Connector {connector.key}: late_arrival_seconds must be a whole number "
+                f"of seconds, 0 or more (got {late!r}).",
+                details={"connector": connector.key},
+            )
         return FileInput(
             _location(connector, "path", "uri"),
             schema,
             name,
             options,
             int(limit) if isinstance(limit, int) and limit > 0 else None,
+            late * 1000,
         )
     if connector.transport == "delta_table_input":
         return DeltaInput(_location(connector, "uri", "path"), schema)

@@ -73,6 +73,21 @@ def write_text(spark: SparkSession, uri: str, text: str) -> None:
     stream.close()
 
 
+def read_text(spark: SparkSession, uri: str) -> str | None:
+    """A small text file (a Delta commit), or None when it does not exist."""
+    fs, path = _fs(spark, uri)
+    if not fs.exists(path):
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = fs.open(path)
+    try:
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode()
+
+
 def is_delta(spark: SparkSession, uri: str) -> bool:
     from delta.tables import DeltaTable
 

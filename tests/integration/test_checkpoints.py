@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from spindle.checkpoint import load_manifest
+from spindle.checkpoint import FORMAT_VERSION, load_manifest
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.store import manifest_key, open_store
@@ -231,12 +231,26 @@ def test_concurrent_commits_from_one_parent_have_exactly_one_winner(
 
 def test_golden_manifests_of_every_released_format_load() -> None:
     golden = sorted(Path("tests/golden/manifests").glob("v*.json"))
-    assert [p.name for p in golden] == ["v1.json"]
+    assert [p.name for p in golden] == ["v1-file-input-list.json", "v1.json", "v2.json"]
     for path in golden:
         loaded = load_manifest(path.read_bytes(), uri=str(path))
-        assert loaded.format_version == 1
+        assert loaded.format_version == FORMAT_VERSION
         assert loaded.program.text.startswith("create table students")
-        assert loaded.state["grades"].version == 3
+        assert loaded.state["grades"].version == 3 or path.name.startswith("v1-")
+
+
+def test_format_1_file_input_offsets_migrate_to_a_mark_and_the_files_seen() -> None:
+    path = Path("tests/golden/manifests/v1-file-input-list.json")
+    loaded = load_manifest(path.read_bytes(), uri=str(path))
+    files = [f"file:/data/grades/{i:03d}.json" for i in range(3)]
+    assert loaded.connectors["grades.src"].offset == {"mark": None, "seen": files}
+    assert loaded.connectors["students.lake"].offset == 7  # delta versions stay as they were
+    assert loaded.connectors["grades.__adhoc__"].offset is None
+    v2 = load_manifest(Path("tests/golden/manifests/v2.json").read_bytes(), uri="v2.json")
+    assert v2.connectors["grades.src"].offset == {
+        "mark": 1795842000000,
+        "seen": ["file:/data/grades/003.json"],
+    }
 
 
 # -- faults: a proxy between the store and the real S3 server ------------------------------------

@@ -194,3 +194,45 @@ def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_
     ) == [{"student_id": 1, "avg": "97.00"}, {"student_id": 2, "avg": "85.00"}]
     assert source.store().latest() == origin  # the source pipeline was only read
     shutil.rmtree(tmp_path / "home" / "pipelines" / "grades-copy")
+
+
+def test_delta_input_reads_only_the_commits_after_its_offset(tmp_path: Path, spark: Any) -> None:
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from spindle.errors import SpindleError
+    from spindle.runtime.connectors import DeltaInput
+
+    ddl = "id long, v int"
+    schema = StructType([StructField("id", LongType()), StructField("v", IntegerType())])
+
+    def rows(frame: Any) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in frame.collect())
+
+    plain = str(tmp_path / "plain")  # partitioned: values come from the log, not the files
+    spark.createDataFrame([(1, 10), (2, 20)], ddl).write.format("delta").partitionBy("v").save(
+        plain
+    )
+    spark.createDataFrame([(3, 30), (4, 10)], ddl).write.format("delta").mode("append").save(plain)
+    source = DeltaInput(plain, schema)
+    frame, offset = source.poll(spark, 0)
+    assert offset == 1 and frame is not None and frame.columns == ["id", "v"]
+    assert rows(frame) == [(3, 30), (4, 10)]
+    DeltaTable.forPath(spark, plain).optimize().executeCompaction()  # rewrites no rows
+    frame, offset = source.poll(spark, 1)
+    assert offset == 2 and frame is not None and rows(frame) == []
+    DeltaTable.forPath(spark, plain).delete("id = 1")
+    with pytest.raises(SpindleError) as refused:
+        source.poll(spark, 2)
+    assert refused.value.reason == "DeltaInputNotAppendOnly"
+    assert "delta.enableChangeDataFeed" in refused.value.message
+
+    fed = str(tmp_path / "fed")
+    spark.createDataFrame([(1, 10), (2, 20)], ddl).write.format("delta").option(
+        "delta.enableChangeDataFeed", "true"
+    ).save(fed)
+    spark.createDataFrame([(3, 30)], ddl).write.format("delta").mode("append").save(fed)
+    DeltaTable.forPath(spark, fed).delete("id = 1")
+    frame, offset = DeltaInput(fed, schema).poll(spark, 0)
+    assert offset == 2 and frame is not None and frame.columns == ["id", "v", "__w"]
+    assert rows(frame) == [(1, 10, -1), (3, 30, 1)]

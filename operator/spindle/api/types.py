@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spindle.errors import SpindleError, first_problem
 
@@ -60,6 +61,48 @@ class StorageCredentials(_Model):
     )
 
 
+DURATION = r"^(0|[0-9]+(s|m|h|d))$"
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int:
+    """`90s`, `10m`, `1h`, `7d` (or `0`) in seconds."""
+    return 0 if text == "0" else int(text[:-1]) * _SECONDS[text[-1]]
+
+
+class RetentionSpec(_Model):
+    checkpoints: int = Field(
+        default=10,
+        ge=1,
+        description="Keep at least the newest N checkpoints (the latest is always kept), like "
+        "Flink's state.checkpoints.num-retained. Older ones, and the Delta files and versions "
+        "only they reference, are vacuumed after each commit.",
+    )
+    min_age: str = Field(
+        default="10m",
+        alias="minAge",
+        pattern=DURATION,
+        description="Never delete a checkpoint younger than this ('0', '90s', '10m', '1h', "
+        "'7d'), like Delta's deletedFileRetentionDuration: readers and restarts from a recent "
+        "checkpoint stay safe. A checkpoint goes only when it is beyond `checkpoints` and "
+        "older than `minAge`.",
+    )
+
+    @field_validator("min_age", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not re.match(DURATION, value):
+            raise ValueError(
+                f"{value!r} is not a duration; write a whole number with a unit, such as "
+                "'90s', '10m', '1h' or '7d' (or '0')"
+            )
+        return value
+
+    @property
+    def min_age_seconds(self) -> int:
+        return duration_seconds(self.min_age)
+
+
 class StorageSpec(_Model):
     uri: str = Field(
         description="Checkpoint and state location, e.g. s3://bucket/prefix or file:///path. "
@@ -81,6 +124,11 @@ class StorageSpec(_Model):
         default=False,
         alias="deleteOnPipelineDeletion",
         description="Delete checkpoints and state when the Pipeline is deleted.",
+    )
+    retention: RetentionSpec = Field(
+        default_factory=RetentionSpec,
+        description="How many checkpoints, and for how long, to keep; state only older "
+        "checkpoints reference is vacuumed.",
     )
 
 

@@ -116,10 +116,23 @@ class FileStore:
         return sorted(found, key=lambda item: item.key)
 
     def delete(self, keys: list[str]) -> None:
+        """Delete objects with their hidden companions (our `.x.lock`, Hadoop's `.x.crc`
+        checksums beside files Spark wrote), then directories this left empty."""
+        parents: set[Path] = set()
         for key in keys:
             path = self._path(key)
             path.unlink(missing_ok=True)
-            path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
+            for companion in (f".{path.name}.lock", f".{path.name}.crc"):
+                path.with_name(companion).unlink(missing_ok=True)
+            parents.add(path.parent)
+        root = self.root.resolve()
+        for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+            while parent != root and root in parent.parents:
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break  # not empty (or already gone)
+                parent = parent.parent
 
     def child(self, key: str) -> FileStore:
         return FileStore(self._path(key))

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spindle.errors import SpindleError, first_problem
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def new_checkpoint_id(sequence: int) -> str:
@@ -88,7 +88,7 @@ class BootstrapRecord(_Frozen):
 
 
 class Manifest(_Frozen):
-    format_version: Literal[1] = 1
+    format_version: Literal[2] = 2
     id: str
     parent: str | None
     sequence: int = Field(ge=0, description="0 for the first checkpoint, parent's + 1 after.")
@@ -112,8 +112,23 @@ class Manifest(_Frozen):
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
+def _file_offsets_as_marks(document: dict[str, Any]) -> dict[str, Any]:
+    """1 → 2: `file_input` offsets were the sorted list of every file ingested (only that
+    connector stored a list); they become `{"mark": null, "seen": [...]}`, which the connector
+    reads as "new is whatever is not in `seen`" until its next step sets a modification-time
+    mark and drops the list (`runtime.file_offsets`)."""
+    connectors = {
+        key: {**record, "offset": {"mark": None, "seen": sorted(record["offset"])}}
+        if isinstance(record, dict) and isinstance(record.get("offset"), list)
+        else record
+        for key, record in (document.get("connectors") or {}).items()
+    }
+    return {**document, "format_version": 2, "connectors": connectors}
+
+
 MIGRATIONS: dict[int, Migration] = {
     # from_version: function turning a from_version document into from_version + 1
+    1: _file_offsets_as_marks,
 }
 
 

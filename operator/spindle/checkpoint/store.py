@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from spindle.checkpoint.manifest import (
@@ -36,6 +36,7 @@ from spindle.checkpoint.objects import (
     join,
     open_objects,
 )
+from spindle.checkpoint.retention import intent_sequence, kept_prefix
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.errors import SpindleError
 
@@ -63,6 +64,8 @@ class Pointer:
 @dataclass
 class CheckpointStore:
     objects: ObjectStore
+    after_commit: list[Callable[[Manifest], None]] = field(default_factory=list, repr=False)
+    """Called with each checkpoint once it is the latest (the runtime's retention and vacuum)."""
     _pointer: Pointer | None = field(default=None, repr=False)
 
     @property
@@ -110,8 +113,8 @@ class CheckpointStore:
         """The latest checkpoint and its ancestors, newest first (as far as they still exist)."""
         return list(self._walk())
 
-    def _walk(self) -> Iterator[Manifest]:
-        current = self.latest()
+    def _walk(self, start: Manifest | None = None) -> Iterator[Manifest]:
+        current = self.latest() if start is None else start
         while current is not None:
             yield current
             if current.parent is None:
@@ -183,6 +186,8 @@ class CheckpointStore:
                 manifest, f"the latest checkpoint is {winner.checkpoint if winner else None}"
             ) from None
         self._pointer = Pointer(manifest.id, etag)
+        for listener in self.after_commit:
+            listener(manifest)
         return manifest
 
     def _conflict(self, manifest: Manifest, what: str) -> SpindleError:
@@ -245,6 +250,39 @@ class CheckpointStore:
             return recorded
 
     # -- housekeeping ------------------------------------------------------------------------
+
+    def retire(
+        self,
+        latest: Manifest,
+        *,
+        checkpoints: int,
+        min_age: datetime.timedelta,
+        now: datetime.datetime | None = None,
+    ) -> list[Manifest]:
+        """Apply retention from `latest` (just committed): delete the manifests of checkpoints
+        beyond it, oldest first, so a crash midway leaves an unbroken chain; then orphan
+        manifests past the grace period and the intents of steps before the oldest kept one.
+        Returns the kept checkpoints, newest first: the state they name is what stays live.
+        State is not touched here (the runtime's vacuum removes what no kept one names)."""
+        now = now or datetime.datetime.now(datetime.UTC)
+        history = list(self._walk(latest))
+        kept = history[: kept_prefix(history, checkpoints=checkpoints, min_age=min_age, now=now)]
+        for manifest in reversed(history[len(kept) :]):
+            self.objects.delete([manifest_key(manifest.id)])
+        chain = {m.id for m in history}
+        orphans = [
+            item.key
+            for item in self.objects.scan("checkpoints/")
+            if item.key.split("/")[1] not in chain and now - item.modified >= ORPHAN_GRACE
+        ]
+        oldest = kept[-1].sequence
+        done = [
+            item.key
+            for item in self.objects.scan("intents/")
+            if (sequence := intent_sequence(item.key)) is not None and sequence < oldest
+        ]
+        self.objects.delete(orphans + done)
+        return kept
 
     def gc(self, *, keep: int = 3, now: datetime.datetime | None = None) -> list[str]:
         """Delete checkpoints beyond the newest `keep`, orphan manifests older than the grace

@@ -1,7 +1,8 @@
 """`open_runtime`: the one place a `Runtime` is built, for every body that runs one.
 
 A SparkSession (local mode, or Kubernetes executors through `master` and `conf`) on the
-pipeline's checkpoint store, with the spec's Spark settings and output behaviour.
+pipeline's checkpoint store, with the spec's Spark settings and output behaviour, and the spec's
+retention applied after every commit (`runtime.vacuum`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spindle.api import PipelineSpec
+from spindle.api import PipelineSpec, RetentionSpec
 from spindle.checkpoint import PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.store import CheckpointStore
+from spindle.runtime import vacuum
 from spindle.runtime.engine import Runtime
 from spindle.runtime.session import spark_session
 
@@ -31,6 +33,8 @@ def open_runtime(
     spark = spark_session(
         app=f"spindle-{pipeline.namespace}-{pipeline.name}", master=master, s3=s3, extra=settings
     )
+    storage = spec.storage
+    vacuum.attach(spark, store, storage.retention if storage else RetentionSpec(), report)
     return Runtime(
         spark=spark,
         store=store,

@@ -39,6 +39,8 @@ def reporter(say: Say) -> Callable[..., None]:
                 f"Bootstrap committed as checkpoint {fields['checkpoint']} "
                 f"({fields['rows']} rows written)."
             )
+        elif event == "vacuum-failed":
+            say(f"Vacuum failed (retried after the next commit): {fields['error']}")
         elif event == "rollback":
             say(
                 f"Rolled back {fields['relation']} to version {fields['version']} "

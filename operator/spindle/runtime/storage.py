@@ -26,21 +26,29 @@ def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
 
 
-def list_files(spark: SparkSession, uri: str) -> list[str]:
-    """Data files under a directory or prefix, recursively, sorted; hidden files skipped."""
+def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
+    """Data files under a directory or prefix, recursively, with their modification times (ms
+    since the epoch), sorted by path; hidden files (`.x`, `_x`, under `_x/`) skipped. One
+    metadata listing: no file is opened."""
     fs, path = _fs(spark, uri)
     if not fs.exists(path):
         return []
     found = []
     iterator = fs.listFiles(path, True)
     while iterator.hasNext():
-        item = iterator.next().getPath()
+        status = iterator.next()
+        item = status.getPath()
         name = item.getName()
         relative = item.toString()
         if name.startswith((".", "_")) or "/_" in relative[len(uri) :]:
             continue
-        found.append(relative)
+        found.append((relative, int(status.getModificationTime())))
     return sorted(found)
+
+
+def list_files(spark: SparkSession, uri: str) -> list[str]:
+    """Data files under a directory or prefix, recursively, sorted; hidden files skipped."""
+    return [path for path, _ in list_status(spark, uri)]
 
 
 def delete(spark: SparkSession, uri: str) -> None:
@@ -63,6 +71,21 @@ def write_text(spark: SparkSession, uri: str, text: str) -> None:
     stream = fs.create(path, True)
     stream.write(bytearray(text.encode()))
     stream.close()
+
+
+def read_text(spark: SparkSession, uri: str) -> str | None:
+    """A small text file (a Delta commit), or None when it does not exist."""
+    fs, path = _fs(spark, uri)
+    if not fs.exists(path):
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = fs.open(path)
+    try:
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode()
 
 
 def is_delta(spark: SparkSession, uri: str) -> bool:

@@ -1,0 +1,88 @@
+"""`file_input` offsets: a modification-time high-water mark plus the files near it.
+
+Why: an offset is stored in every checkpoint and step intent, so it must not grow with the
+number of files ever ingested. The rule (after Spark's file stream source and Flink's file
+monitor) orders files by `(modification time, path)` and remembers:
+
+- `mark`: the newest modification time (ms) of any ingested file;
+- `seen`: the ingested files whose modification time is at least `mark - window`.
+
+A listed file is *new* when its modification time is `>= mark - window` and it is not in
+`seen`. So a file that becomes visible late, with an older modification time than files already
+ingested (a slow upload, a rename of an old temporary file), is still ingested if its time is
+within `window` of the mark; a file older than that is skipped. Files are treated as
+immutable: rewriting an ingested file in place is not a new file while it is in `seen`.
+
+The offset is O(files modified within `window` of the mark), independent of history. A legacy
+offset (the sorted list of every ingested file, manifest format 1) reads as `mark = None`: new
+is then "not in `seen`", and the first step that ingests sets a mark and drops the list.
+
+Pure: the caller lists `(path, modification ms)` pairs; nothing here touches storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Listing = Sequence[tuple[str, int]]
+"""Files as listed: `(path, modification time in ms since the epoch)`."""
+
+
+@dataclass(frozen=True)
+class FileOffset:
+    mark: int | None
+    seen: frozenset[str]
+
+    @classmethod
+    def parse(cls, value: Any) -> FileOffset:
+        """From a stored offset: None (nothing ingested), a legacy list, or `{mark, seen}`."""
+        if value is None:
+            return cls(None, frozenset())
+        if isinstance(value, list):
+            return cls(None, frozenset(str(v) for v in value))
+        mark = value.get("mark")
+        return cls(None if mark is None else int(mark), frozenset(value.get("seen") or ()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mark": self.mark, "seen": sorted(self.seen)}
+
+    def is_new(self, path: str, modified: int, *, window: int) -> bool:
+        if path in self.seen:
+            return False
+        return self.mark is None or modified >= self.mark - window
+
+    def after(self, taken: Listing, listing: Listing, *, window: int) -> FileOffset:
+        """The offset once `taken` (new files, in order) is ingested."""
+        if not taken:
+            return self
+        mark = max([m for _, m in taken] + ([self.mark] if self.mark is not None else []))
+        times = dict(listing)
+        ingested = self.seen | {p for p, _ in taken}
+        return FileOffset(
+            mark, frozenset(p for p in ingested if p in times and times[p] >= mark - window)
+        )
+
+
+def plan(
+    offset: FileOffset, listing: Listing, *, window: int, limit: int | None
+) -> tuple[list[str], FileOffset]:
+    """The files one step ingests, oldest first (at most `limit`), and the offset after them."""
+    new = sorted(
+        ((p, m) for p, m in listing if offset.is_new(p, m, window=window)),
+        key=lambda item: (item[1], item[0]),
+    )
+    taken = new[:limit] if limit else new
+    return [p for p, _ in taken], offset.after(taken, listing, window=window)
+
+
+def between(before: FileOffset, wanted: FileOffset, listing: Listing, *, window: int) -> list[str]:
+    """The files new after `before` and no longer new after `wanted`: what a step that moved
+    the offset from one to the other ingested (a crashed step's plan, replayed)."""
+    return [
+        p
+        for p, m in sorted(listing, key=lambda item: (item[1], item[0]))
+        if before.is_new(p, m, window=window) and not wanted.is_new(p, m, window=window)
+    ]
+

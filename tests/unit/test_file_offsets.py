@@ -1,0 +1,68 @@
+"""`file_input` offsets: a modification-time mark plus the files near it, never the history."""
+
+from __future__ import annotations
+
+import random
+
+from spindle.runtime.file_offsets import FileOffset, between, plan
+
+
+def test_each_file_is_ingested_once_and_the_offset_stays_small() -> None:
+    offset, listing, ingested = FileOffset.parse(None), [], []
+    for step in range(500):
+        listing.append((f"f{step:04d}", 1000 * step))
+        files, offset = plan(offset, listing, window=2500, limit=None)
+        ingested += files
+    assert ingested == [p for p, _ in listing]
+    assert offset.mark == 499_000
+    assert sorted(offset.seen) == ["f0497", "f0498", "f0499"]  # within 2.5 s of the mark
+
+
+def test_order_is_modification_time_then_path_and_the_limit_holds() -> None:
+    listing = [("b", 5), ("a", 5), ("z", 1), ("c", 9)]
+    files, offset = plan(FileOffset.parse(None), listing, window=0, limit=2)
+    assert files == ["z", "a"]
+    files, offset = plan(offset, listing, window=0, limit=2)
+    assert files == ["b", "c"]
+    assert plan(offset, listing, window=0, limit=2)[0] == []
+
+
+def test_a_late_file_within_the_window_is_ingested_one_beyond_it_is_skipped() -> None:
+    listing = [("new", 10_000)]
+    _, offset = plan(FileOffset.parse(None), listing, window=3000, limit=None)
+    listing += [("slow-upload", 8_000), ("ancient", 1_000)]
+    files, offset = plan(offset, listing, window=3000, limit=None)
+    assert files == ["slow-upload"]
+    assert plan(offset, listing, window=3000, limit=None)[0] == []
+
+
+def test_a_file_at_the_mark_that_arrives_later_is_not_lost_with_no_window() -> None:
+    listing = [("b", 7)]
+    _, offset = plan(FileOffset.parse(None), listing, window=0, limit=None)
+    listing.append(("a", 7))  # same modification time, earlier name, listed later
+    assert plan(offset, listing, window=0, limit=None)[0] == ["a"]
+
+
+def test_replay_returns_exactly_what_each_step_planned() -> None:
+    rng = random.Random(7)
+    listing: list[tuple[str, int]] = []
+    offset = FileOffset.parse(None)
+    for step in range(200):
+        for i in range(rng.randint(0, 4)):
+            listing.append((f"s{step}-{i}", max(0, step * 100 + rng.randint(-250, 50))))
+        files, after = plan(offset, listing, window=300, limit=rng.choice([None, 1, 2, 3]))
+        round_tripped = FileOffset.parse(after.to_json())
+        assert between(offset, round_tripped, listing, window=300) == files
+        offset = round_tripped
+
+
+def test_a_legacy_list_offset_reads_as_the_files_seen_and_then_gets_a_mark() -> None:
+    legacy = ["a", "b"]
+    listing = [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
+    offset = FileOffset.parse(legacy)
+    assert offset == FileOffset.parse({"mark": None, "seen": legacy})
+    files, after = plan(offset, listing, window=0, limit=1)
+    assert files == ["c"]
+    assert after.to_json() == {"mark": 3, "seen": ["c"]}
+    assert between(offset, after, listing, window=0) == ["c"]
+    assert plan(after, listing, window=0, limit=None)[0] == ["d"]

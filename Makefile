@@ -46,10 +46,11 @@ test: venv lint harness
 	@echo "==> pytest"
 	@$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
-# The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process).
+# The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process),
+# and 1,000 mutated manifests through the CLI (CI runs 200).
 soak: venv harness
 	@SPINDLE_SOAK=1 $(BIN)/python -m pytest --durations=10 $(PYTEST_ARGS) \
-	  tests/integration/test_runtime_crash.py \
+	  tests/integration/test_runtime_crash.py tests/fuzz/test_manifests.py \
 	  "tests/integration/test_checkpoints.py::test_kill_9_at_random_points_never_leaves_a_partial_checkpoint"
 
 unit: venv

@@ -10,8 +10,8 @@ and the SQL side share one mutator. `manifest_mutant(index, seed=..., base=...)`
 function of its arguments, like `mutations.mutant`.
 
 Every mutant keeps `metadata.name` (`m<index>`), so an API server's answer can be matched to it,
-and never asks for a running driver: only `Paused` or `Stopped` are valid states here, so an
-accepted mutant costs a reconcile, not a Spark process.
+and never asks for a driver: `Stopped` is the only valid state here (a `Paused` pipeline keeps its
+driver, paused), so an accepted mutant costs a reconcile, not a Spark process.
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ BAD_QUANTITIES: tuple[Any, ...] = (
 )
 BAD_INSTANCES: tuple[Any, ...] = (-1, 0, 10**6, 2**63, "two", 1.5)
 BAD_STATES: tuple[Any, ...] = ("running", "Start", "", "Deleted", "RUNNING", "Running ", 1, [])
-QUIET_STATES = ("Paused", "Stopped")
-"""What a mutant may ask for: never a running driver."""
+QUIET_STATES = ("Stopped",)
+"""What a mutant may ask for: never a driver."""
 MIB = 1024 * 1024
 HUGE_SQL = (MIB, 2 * MIB + 1, 4 * MIB)
 """Under the API server's request limit, over the program limit (2 MiB), over the request limit
@@ -273,7 +273,7 @@ class ManifestMutant:
 
 
 def manifest_mutant(index: int, *, seed: int, base: Document) -> ManifestMutant:
-    """Mutant number `index`: a quiet state, then one mutation drawn evenly from all of them,
+    """Mutant number `index`: stopped, then one mutation drawn evenly from all of them,
     sometimes after one more document mutation."""
     rng = random.Random(f"manifest:{seed}:{index}")
     document = copy.deepcopy(base)

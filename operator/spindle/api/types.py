@@ -47,8 +47,16 @@ class Phase(StrEnum):
 
 
 class SecretKeyRef(_Model):
-    name: str = Field(description="Name of a Secret in the pipeline's namespace.")
-    key: str = Field(description="Key within the Secret.")
+    # An empty name made the operator's GET of the Secret a LIST of all Secrets, which it may
+    # not do (403): the pipeline never got a condition. The names Kubernetes allows, only.
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        max_length=253,
+        description="Name of a Secret in the pipeline's namespace.",
+    )
+    key: str = Field(
+        pattern=r"^[-._a-zA-Z0-9]+$", max_length=253, description="Key within the Secret."
+    )
 
 
 class StorageCredentials(_Model):

@@ -47,10 +47,11 @@ test: venv lint harness
 	@$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 # The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process),
-# and 200 steps of bounded storage on both backends.
+# 200 steps of bounded storage on both backends, and 1,000 mutated manifests through the CLI
+# (CI runs fewer of each).
 soak: venv harness
 	@SPINDLE_SOAK=1 $(BIN)/python -m pytest -s --durations=10 $(PYTEST_ARGS) \
-	  tests/integration/test_runtime_crash.py \
+	  tests/integration/test_runtime_crash.py tests/fuzz/test_manifests.py \
 	  tests/integration/test_storage_bounded.py \
 	  "tests/integration/test_checkpoints.py::test_kill_9_at_random_points_never_leaves_a_partial_checkpoint"
 

@@ -8,11 +8,16 @@ outside the text) is a violation to fix.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from spindle.cli.main import main
 from spindle.errors import SpindleError
 from spindle.plan import make_plan
 from spindle.program import Program, parse_program
@@ -91,3 +96,48 @@ def run(mutant: Mutant) -> Outcome:
         kind = f"internal:{type(error).__name__}"
         return Outcome(kind, time.perf_counter() - start, f"{kind}: {str(error)[:300]}")
     return Outcome(PLAN, time.perf_counter() - start)
+
+
+CAMEL_CASE = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z0-9]*)*$")
+MANIFEST_REASONS = frozenset(
+    {
+        "FileUnreadable",
+        "InvalidManifest",
+        "InvalidSpec",
+        "InvalidStorageUri",
+        "StorageUnavailable",
+        "StorageRequestRejected",
+        "StorageNotConfigured",
+        "SecretNotFound",
+        "ProgramTooLarge",
+        "UnsupportedSql",
+        "UnsupportedConnector",
+        *LOCATED_REASONS,
+    }
+)
+"""What a command that reads a manifest may answer besides a plan: the manifest's own problems,
+its storage's and its program's."""
+
+
+def cli(argv: Sequence[str]) -> Outcome:
+    """`spindle ARGV --json` in this process: a status or a plan (kind: its reason, e.g.
+    `Stopped`), or an error body whose reason must be one of `MANIFEST_REASONS`."""
+    out = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(list(argv))
+    seconds = time.perf_counter() - start
+    try:
+        body = json.loads(out.getvalue())
+    except ValueError:
+        return Outcome("internal:NoJson", seconds, f"not one JSON object: {out.getvalue()[:300]}")
+    if code == 0:
+        conditions = body.get("conditions") or [{}]
+        kind = str(body.get("reason") or conditions[0].get("reason") or PLAN)
+        violation = None if CAMEL_CASE.match(kind) else f"reason {kind!r} is not CamelCase"
+        return Outcome(kind, seconds, violation)
+    reason, message = str(body.get("error_code")), str(body.get("message"))
+    if reason == "InternalError":
+        return Outcome(f"internal:{message.split(':')[0]}", seconds, message[:400])
+    known = reason in MANIFEST_REASONS and len(message) >= 20
+    return Outcome(reason, seconds, None if known else f"{reason}: {message[:300]}")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from spindle.cli.main import main
 
@@ -199,3 +200,58 @@ def test_a_program_over_the_token_limit_is_refused_before_any_analysis(
     code, body = run(["diff", "--json", V1, str(wordy)], capsys)
     assert code == 1 and body["error_code"] == "ProgramTooLarge"
     assert str(wordy) in str(body["message"]) and body["details"]["limit"] == MAX_TOKENS
+
+
+BOMB = (
+    "{l0: &l0 lol, "
+    + ", ".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10))
+    + "}"
+)
+BOMBS = {
+    # found by tests/fuzz/test_manifests.py: a MemoryError (InternalError) where the schema
+    # allows any value; and the bomb as the program, and an alias inside its own anchor
+    "under metadata": ("metadata:\n", f"metadata:\n  laughs: {BOMB}\n"),
+    "as the program": ("spec:\n  sql: |", f"x-anchors: {BOMB}\nspec:\n  sql: *l9\n  old: |"),
+    "in its own anchor": ("metadata:\n", "metadata:\n  loop: &a [*a]\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOMBS))
+@pytest.mark.parametrize("command", ["local apply", "plan"])
+def test_yaml_bombs_are_refused_before_they_expand(
+    case: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where, bomb = BOMBS[case]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(Path(MANIFEST).read_text().replace(where, bomb, 1))
+    code, body = run(commands(tmp_path)[command](str(path)), capsys)
+    assert code == 1 and body["error_code"] == "InvalidManifest", body
+    assert "YAML bomb" in str(body["message"]), body
+
+
+@pytest.mark.parametrize(
+    ("storage", "reason", "said"),
+    [  # found by tests/fuzz/test_manifests.py: an InternalError, and a 10 s retry of a bucket
+        ({"uri": "s3://b/p", "endpoint": "1e400"}, "InvalidManifest", "endpoint"),
+        (
+            {"uri": "s3://a bucket/p", "endpoint": "http://127.0.0.1:1"},
+            "InvalidStorageUri",
+            "bucket",
+        ),
+    ],
+)
+def test_storage_that_once_crashed_or_hung_is_a_user_error(
+    storage: dict[str, str],
+    reason: str,
+    said: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    document = yaml.safe_load(Path(MANIFEST).read_text())
+    document["spec"]["storage"] = storage
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(document))
+    for argv in (commands(tmp_path)["local apply"](str(path)), ["plan", "--json", "-f", str(path)]):
+        code, body = run(argv, capsys)
+        assert code == 1 and body["error_code"] == reason, body
+        assert said in str(body["message"]), body

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spindle.api.types import load_manifest_document
 from spindle.checkpoint.store import open_store
 from spindle.cli.main import main
+from spindle.lifecycle import Observation, decide
+from spindle.program import parse_program
+from spindle.versions import RUNTIME_VERSION
 from tests.checkpoints import GRADES_V1, seed
 
 EXAMPLE = Path("examples/grades")
@@ -49,3 +53,53 @@ def test_plan_uses_spec_storage_and_explains_when_there_is_none(
 
     assert main(["plan", "-f", str(EXAMPLE / "pipeline-v2.yaml"), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["error_code"] == "StorageNotConfigured"
+
+
+def _pinned(tmp_path: Path, version: str | None) -> str:
+    document = yaml.safe_load((EXAMPLE / "pipeline-v1.yaml").read_text())
+    if version is not None:
+        document["spec"]["runtimeVersion"] = version
+    manifest = tmp_path / f"pinned-{version}.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+    return str(manifest)
+
+
+def test_runtime_pinning_against_a_checkpoint_written_by_runtime_a(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runtime A is the one the checkpoint names (stamped when it was committed); runtime B is
+    another one this Spindle runs. Pinned to A: no `runtime` reason. Unpinned under B: every
+    view present in both programs is modified with reason `runtime`, tables are not
+    (docs/operations.md). An unknown pin is `InvalidSpec`."""
+    uri = _checkpointed(tmp_path / "root")
+    checkpoint = open_store(uri).latest()
+    assert checkpoint is not None
+    runtime_a = checkpoint.runtime_version
+    assert runtime_a == RUNTIME_VERSION
+
+    assert main(["plan", "-f", _pinned(tmp_path, runtime_a), "--checkpoint", uri, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["needsApproval"] is False and body["pendingChange"] is None
+
+    spec = load_manifest_document(
+        yaml.safe_load(Path(_pinned(tmp_path, None)).read_text()), source="v1"
+    ).spec
+    under_b = decide(
+        Observation(spec=spec, generation=0, checkpoint=checkpoint, runtime_version="b")
+    )
+    assert under_b.plan is not None and under_b.pending_change is not None
+    changes = under_b.plan.changes
+    views = set(parse_program(GRADES_V1).views)
+    assert {n for n, c in changes.items() if "runtime" in c.reasons} == views
+    assert all(changes[n].kind == "view" and changes[n].category == "breaking" for n in changes)
+    assert set(under_b.plan.diff.program_diff.modified_views) == views
+    assert under_b.plan.diff.program_diff.modified_tables == ()
+    pinned_a = spec.model_copy(update={"runtime_version": runtime_a})
+    under_b_pinned = decide(
+        Observation(spec=pinned_a, generation=0, checkpoint=checkpoint, runtime_version="b")
+    )
+    assert under_b_pinned.pending_change is None
+    assert under_b_pinned.plan is not None and under_b_pinned.plan.changes == {}
+
+    assert main(["plan", "-f", _pinned(tmp_path, "v0"), "--checkpoint", uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reason"] == "InvalidSpec"

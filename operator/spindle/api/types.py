@@ -48,8 +48,16 @@ class Phase(StrEnum):
 
 
 class SecretKeyRef(_Model):
-    name: str = Field(description="Name of a Secret in the pipeline's namespace.")
-    key: str = Field(description="Key within the Secret.")
+    # An empty name made the operator's GET of the Secret a LIST of all Secrets, which it may
+    # not do (403): the pipeline never got a condition. The names Kubernetes allows, only.
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        max_length=253,
+        description="Name of a Secret in the pipeline's namespace.",
+    )
+    key: str = Field(
+        pattern=r"^[-._a-zA-Z0-9]+$", max_length=253, description="Key within the Secret."
+    )
 
 
 class StorageCredentials(_Model):
@@ -108,7 +116,11 @@ class StorageSpec(_Model):
         description="Checkpoint and state location, e.g. s3://bucket/prefix or file:///path. "
         "The pipeline's data lives under <uri>/<namespace>/<name>/."
     )
-    endpoint: str | None = Field(default=None, description="S3 endpoint URL (non-AWS S3).")
+    endpoint: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+(/\S*)?$",
+        description="S3 endpoint URL (non-AWS S3), http:// or https://.",
+    )
     region: str | None = Field(default=None, description="S3 region.")
     credentials: StorageCredentials | None = Field(
         default=None, description="S3 credentials, only as references to a Secret."
@@ -132,9 +144,18 @@ class StorageSpec(_Model):
     )
 
 
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+"""A non-negative Kubernetes quantity in its usual forms ('500m', '1.5', '2Gi'): a negative or
+malformed one is refused by the API server instead of failing the driver pod later."""
+
+
 class Resources(_Model):
-    cpu: str | None = Field(default=None, description="CPU request and limit, e.g. '1'.")
-    memory: str | None = Field(default=None, description="Memory request and limit, e.g. '2Gi'.")
+    cpu: str | None = Field(
+        default=None, pattern=QUANTITY, description="CPU request and limit, e.g. '1' or '500m'."
+    )
+    memory: str | None = Field(
+        default=None, pattern=QUANTITY, description="Memory request and limit, e.g. '2Gi'."
+    )
 
 
 class SparkSpec(_Model):

@@ -6,6 +6,7 @@ the backends import, so the factory sits above its backends and not in a cycle w
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -36,6 +37,11 @@ __all__ = [
 ]
 
 
+BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
+"""A bucket name S3 may hold (the legacy rules, which are a superset of today's): checked here,
+so that a name no server accepts is refused at once instead of retried until the deadline."""
+
+
 def open_objects(
     uri: str, *, s3: S3Options | None = None, retry: RetryPolicy | None = None
 ) -> ObjectStore:
@@ -48,5 +54,11 @@ def open_objects(
     if parsed.scheme in ("s3", "s3a"):
         if not parsed.netloc:
             raise invalid_uri(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
+        if not BUCKET.match(parsed.netloc):
+            raise invalid_uri(
+                uri,
+                f"{parsed.netloc!r} is not an S3 bucket name (3 to 255 letters, digits, dots, "
+                "hyphens and underscores); check the bucket in spec.storage.uri",
+            )
         return S3Store(parsed.netloc, parsed.path.strip("/"), s3 or S3Options.from_env(), policy)
     raise invalid_uri(uri, "use file:///path or s3://bucket/prefix")

@@ -4,6 +4,11 @@ Whatever is wrong with the file (missing, a directory, no permission, empty, end
 becomes a `SpindleError` that names the file and says what to do, never a traceback: most
 failures are `FileUnreadable`, a program that is not UTF-8 is `InvalidProgram` at the line and
 column of the first bad byte, and one over the size limit is `ProgramTooLarge`.
+
+A manifest is YAML, and YAML aliases can make a few hundred bytes stand for a billion values
+(the "billion laughs" bomb). `load_yaml` counts what the aliases expand to before building
+anything, and refuses more than `MAX_YAML_VALUES` (`InvalidManifest`), as kubectl and the API
+server refuse "excessive aliasing": Spindle never expands, stores or prints a bomb.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ import errno
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
+
+import yaml
 
 from spindle.errors import SpindleError
 from spindle.program.limits import MAX_PROGRAM_BYTES, check_program, too_large
@@ -19,6 +27,9 @@ from spindle.program.source import program_text
 
 MAX_MANIFEST_BYTES = 2 * MAX_PROGRAM_BYTES
 """A manifest holds one program and a little YAML around it."""
+MAX_YAML_VALUES = 100_000
+"""Scalars, sequences and mappings a manifest may hold once its aliases are expanded; a Pipeline
+has a few dozen, plus its Spark settings."""
 
 _HINTS = {
     errno.ENOENT: "check the path",
@@ -80,3 +91,54 @@ def in_file(error: SpindleError, path: str) -> SpindleError:
     if not error.message.startswith(f"{path}: "):
         error.message = f"{path}: {error.message}"
     return error
+
+
+def _expands_beyond(root: yaml.Node, limit: int) -> bool:
+    """Whether the node tree, each alias visited again where it is used, has more than `limit`
+    nodes. Stops counting at the limit, so a bomb (or an alias to its own ancestor) costs at
+    most `limit` steps."""
+    seen, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+    return False
+
+
+def load_yaml(data: bytes, *, path: str) -> Any:
+    """One YAML or JSON document from a manifest file, safely: no Python objects, no bombs."""
+    loader: yaml.SafeLoader | None = None
+    try:
+        loader = yaml.SafeLoader(data)  # decoding starts here: bytes that are not text fail
+        node = loader.get_single_node()
+        if node is not None and _expands_beyond(node, MAX_YAML_VALUES):
+            raise SpindleError(
+                reason="InvalidManifest",
+                message=f"{path}: its YAML aliases expand to more than {MAX_YAML_VALUES:,} "
+                "values (a YAML bomb, or an alias inside its own anchor). Write the manifest "
+                "out without anchors and aliases.",
+                details={"source": path},
+            )
+        return None if node is None else loader.construct_document(node)
+    except (RecursionError, yaml.reader.ReaderError) as error:
+        raise SpindleError(
+            reason="FileUnreadable",
+            message=f"Cannot read {path} as a manifest: {error}. Save it as UTF-8 YAML or "
+            "JSON text, holding one Pipeline.",
+            details={"path": path},
+        ) from None
+    except yaml.YAMLError as error:
+        raise SpindleError(
+            reason="InvalidManifest",
+            message=f"{path} is not valid YAML or JSON: {error}",
+            details={"source": path},
+        ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()

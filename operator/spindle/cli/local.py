@@ -9,7 +9,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -85,21 +84,7 @@ def _show_status(name: str, status: PipelineStatus, plan: ChangePlan | None) -> 
 def read_manifest(path: str) -> PipelineManifest:
     """A Pipeline manifest from a YAML or JSON file (`-`: standard input), validated."""
     data = files.read_bytes(path, limit=files.MAX_MANIFEST_BYTES)
-    try:
-        document = yaml.safe_load(data)
-    except (RecursionError, yaml.reader.ReaderError) as error:
-        raise SpindleError(
-            reason="FileUnreadable",
-            message=f"Cannot read {path} as a manifest: {error}. Save it as UTF-8 YAML or "
-            "JSON text, holding one Pipeline.",
-            details={"path": path},
-        ) from None
-    except yaml.YAMLError as error:
-        raise SpindleError(
-            reason="InvalidManifest",
-            message=f"{path} is not valid YAML or JSON: {error}",
-            details={"source": path},
-        ) from None
+    document = files.load_yaml(data, path=path)
     return load_manifest_document(document, source=path)
 
 

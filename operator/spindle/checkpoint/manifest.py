@@ -112,6 +112,7 @@ class Manifest(_Frozen):
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
+
 def _file_offsets_as_marks(document: dict[str, Any]) -> dict[str, Any]:
     """1 → 2: `file_input` offsets were the sorted list of every file ingested (only that
     connector stored a list); they become `{"mark": null, "seen": [...]}`, which the connector

@@ -39,6 +39,7 @@ def next_manifest(
     connectors: dict[str, ConnectorRecord],
     spark_version: str | None,
     bootstrap: BootstrapRecord | None = None,
+    runtime_version: str = RUNTIME_VERSION,
 ) -> Manifest:
     """The manifest of the checkpoint that follows `parent` (the first one when None)."""
     sequence = 0 if parent is None else parent.sequence + 1
@@ -51,7 +52,7 @@ def next_manifest(
         program=program_record(program),
         parser_version=PARSER_VERSION,
         plan_format_version=PLAN_FORMAT_VERSION,
-        runtime_version=RUNTIME_VERSION,
+        runtime_version=runtime_version,
         spark_version=spark_version,
         connectors=connectors,
         state=state,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from spindle.checkpoint import (
     BootstrapRecord,
@@ -30,9 +31,11 @@ from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.program import Program, View
 from spindle.runtime import storage, zsets
+from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import Input, make_input, make_output
 from spindle.runtime.maintain import Views, spark_types, table_schema, write_whole
 from spindle.runtime.zsets import column
+from spindle.versions import RUNTIME_VERSION
 
 ADHOC = "__adhoc__"
 """Connector name of a table's ad-hoc inserts (`spindle local execute`), under inputs/<table>/."""
@@ -65,6 +68,9 @@ class Runtime:
     pipeline: PipelineRef
     report: Report = _quiet
     outputs_on_bootstrap: str = "replace"
+    runtime_version: str = RUNTIME_VERSION
+    """What checkpoints record as their runtime: the spec's pin (`spec.runtimeVersion`), so a
+    pinned pipeline's next plan compares like with like."""
     input_records_read: int = 0
 
     # -- paths and schemas -------------------------------------------------------------------
@@ -145,6 +151,7 @@ class Runtime:
             connectors=connectors,
             spark_version=self.spark.version,
             bootstrap=bootstrap,
+            runtime_version=self.runtime_version,
         )
 
     # -- run mode ----------------------------------------------------------------------------
@@ -232,18 +239,25 @@ class Runtime:
                 frame = source.replay(self.spark, previous.offset if previous else None, wanted)
             table = program.tables[table_name]
             record = self._own(work.state[table_name], f"state/tables/{table_name}@{work.sequence}")
-            frame = frame.select(*[column(f.name) for f in table_schema(table).fields]).persist()
-            work.cached.append(frame)
-            rows = frame.count()
+            names = [column(f.name) for f in table_schema(table).fields]
+            if WEIGHT in frame.columns:  # an input that carries deletes: the table is a Z-set
+                added = frame.select(*names, column(WEIGHT).cast("bigint").alias(WEIGHT))
+                record = self._as_zset(record)
+            else:
+                added = zsets.weighted(frame.select(*names))
+            added = added.persist()
+            work.cached.append(added)
+            counted = added.agg(F.count(F.lit(1)), F.sum(column(WEIGHT))).first()
+            rows, net = (int(counted[0]), int(counted[1] or 0)) if counted else (0, 0)
             uri = self.uri(record.path)
-            frame.write.format("delta").mode("append").save(uri)
-            added = zsets.weighted(frame)
+            stored = added if record.layout == "zset" else added.drop(WEIGHT)
+            stored.write.format("delta").mode("append").save(uri)
             earlier = work.changes.get(table_name)
             work.changes[table_name] = added if earlier is None else earlier.unionByName(added)
             work.state[table_name] = record.model_copy(
                 update={
-                    "version": storage.delta_version(self.spark, uri),
-                    "rows": (record.rows or 0) + rows,
+                    "version": storage.last_commit(self.spark, uri)[0],
+                    "rows": (record.rows or 0) + net,
                 }
             )
             work.connectors[key] = ConnectorRecord(direction="input", offset=wanted)
@@ -260,24 +274,27 @@ class Runtime:
             if not (set(view.dependencies) & work.changes.keys()):
                 continue
             before = work.state[name]
-            change, store = reader.change(
+            maintained = reader.change(
                 view, before=manifest.state, after=work.state, changes=work.changes
             )
-            change = change.persist()
+            change = maintained.change.persist()
             size = change.count()
             mode = reader.mode(name)
             if size == 0:
                 change.unpersist()
+                if maintained.dirty():  # running values moved, columns did not: store only
+                    work.state[name] = maintained.store(self._own_view_path(before, name, work))
                 self.report("view", view=name, mode=mode, changes=0)
                 continue
-            path = before.path
-            if before.adopted:  # adopted state is read, never written: write anew
-                path = f"state/views/{name}@{work.sequence}"
-            work.state[name] = store(path)
+            work.state[name] = maintained.store(self._own_view_path(before, name, work))
             work.changes[name] = change
             work.stats.views_recomputed.append(name)
             self._emit_changes(view, change, work)
             self.report("view", view=name, mode=mode, changes=size, rows=work.state[name].rows)
+
+    def _own_view_path(self, record: StateRecord, name: str, work: _Work) -> str:
+        """Where a view's new state goes: in place, or anew for adopted state (read only)."""
+        return f"state/views/{name}@{work.sequence}" if record.adopted else record.path
 
     def _emit_changes(self, view: View, change: DataFrame, work: _Work) -> None:
         outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
@@ -289,6 +306,19 @@ class Runtime:
             output.emit(self.spark, signed, sequence=work.sequence)
         work.stats.changes_emitted += emitted
         signed.unpersist()
+
+    def _as_zset(self, record: StateRecord) -> StateRecord:
+        """A table about to receive deletes, stored from now on as a Z-set (rows with `__w`)."""
+        if record.layout == "zset":
+            return record
+        uri = self.uri(record.path)
+        frame = storage.read_delta(self.spark, uri, record.version, StructType([]))
+        zsets.weighted(frame).write.format("delta").mode("overwrite").option(
+            "overwriteSchema", "true"
+        ).save(uri)
+        return record.model_copy(
+            update={"version": storage.delta_version(self.spark, uri), "layout": "zset"}
+        )
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an

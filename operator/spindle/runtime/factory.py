@@ -17,6 +17,7 @@ from spindle.checkpoint.store import CheckpointStore
 from spindle.runtime import vacuum
 from spindle.runtime.engine import Runtime
 from spindle.runtime.session import spark_session
+from spindle.versions import RUNTIME_VERSION
 
 
 def open_runtime(
@@ -42,4 +43,5 @@ def open_runtime(
         pipeline=pipeline,
         report=report,
         outputs_on_bootstrap=spec.outputs.on_bootstrap,
+        runtime_version=spec.runtime_version or RUNTIME_VERSION,
     )

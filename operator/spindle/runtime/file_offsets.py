@@ -85,4 +85,3 @@ def between(before: FileOffset, wanted: FileOffset, listing: Listing, *, window:
         for p, m in sorted(listing, key=lambda item: (item[1], item[0]))
         if before.is_new(p, m, window=window) and not wanted.is_new(p, m, window=window)
     ]
-

@@ -64,6 +64,31 @@ class Analyzed:
         return "rows" if isinstance(self.shape, str) else LAYOUTS[type(self.shape)]
 
 
+@dataclass(frozen=True)
+class Maintained:
+    """A view's consolidated change this step, and how to store its new state (given the path
+    to write, the new record). `dirty`: the state must be written even when the change is
+    empty (an aggregate's running values moved while its columns did not)."""
+
+    change: DataFrame
+    store: Callable[[str], StateRecord]
+    dirty: Callable[[], bool] = lambda: False
+
+
+def _moved(running: DataFrame) -> bool:
+    """Whether a change's running values (`change_sql.group_change`) move any group."""
+    moved = [
+        F.coalesce(zsets.column(c), F.lit(0)) != 0
+        for c in running.columns
+        if c.startswith(("__c", "__n", "__s", "__r"))
+    ]
+    moved += [zsets.column(c).isNotNull() for c in running.columns if c.startswith("__m")]
+    condition = moved[0]
+    for term in moved[1:]:
+        condition = condition | term
+    return running.where(condition).limit(1).count() > 0
+
+
 @dataclass
 class Views:
     spark: SparkSession
@@ -182,7 +207,7 @@ class Views:
         before: Mapping[str, StateRecord],
         after: Mapping[str, StateRecord],
         changes: Mapping[str, DataFrame],
-    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+    ) -> Maintained:
         """The view's consolidated change this step, and how to store it (given the path to
         write, returns the new record). `before`/`after`: state at the start and now."""
         old_record = before[view.name]
@@ -221,7 +246,7 @@ class Views:
 
     def _recompute(
         self, view: View, analyzed: Analyzed, old: StateRecord, after: Mapping[str, StateRecord]
-    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+    ) -> Maintained:
         whole, analyzed = self.evaluate(view, after)
         new_contents = zsets.as_contents(whole, analyzed.layout)
         old_contents = self.contents(view.name, old) if old.version >= 0 else None
@@ -236,11 +261,11 @@ class Views:
                 kind="view", path=path, version=version, rows=rows, layout=analyzed.layout
             )
 
-        return change, store
+        return Maintained(change, store)
 
     def _linear(
         self, view: View, shape: Linear, analyzed: Analyzed, sources: Sources, old: StateRecord
-    ) -> tuple[DataFrame, Callable[[str], StateRecord]]:
+    ) -> Maintained:
         sql = change_sql.linear_change(shape, analyzed.relations, sources)
         assert sql is not None
         change = zsets.consolidate(self.query(view, sql))
@@ -255,16 +280,16 @@ class Views:
             return old.model_copy(
                 update={
                     "path": path,
-                    "version": storage.delta_version(self.spark, uri),
+                    "version": storage.last_commit(self.spark, uri)[0],
                     "rows": rows,
                 }
             )
 
-        return change, store
+        return Maintained(change, store)
 
     def _aggregate(
         self, view: View, shape: Aggregate, analyzed: Analyzed, sources: Sources, old: StateRecord
-    ) -> tuple[DataFrame, Callable[[str], StateRecord]] | None:
+    ) -> Maintained | None:
         relations = analyzed.relations[0]
         pre_terms = change_sql.telescoped(
             shape.block,
@@ -319,15 +344,14 @@ class Views:
             if path != old.path:
                 copy_delta(self.spark, self.uri(old.path), old.version, uri)
             merge_groups(self.spark, uri, new_state, gone, keys, state_columns)
-            version = storage.delta_version(self.spark, uri)
-            metrics = storage.last_metrics(self.spark, uri)
+            version, metrics = storage.last_commit(self.spark, uri)
             inserted = int(metrics.get("numTargetRowsInserted", 0))
             deleted = int(metrics.get("numTargetRowsDeleted", 0))
             rows = (old.rows or 0) + inserted - deleted
             new_state.unpersist()
             return old.model_copy(update={"path": path, "version": version, "rows": rows})
 
-        return change, store
+        return Maintained(change, store, lambda: _moved(self.spark.table(f"`{delta}`")))
 
     def _reread_extremes(
         self,

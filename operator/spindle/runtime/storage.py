@@ -104,22 +104,20 @@ def delta_version(spark: SparkSession, uri: str) -> int:
     return int(row[0]) if row else -1
 
 
-def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:
-    """Version and row count written by the latest commit of a Delta table (from its log)."""
+def last_commit(spark: SparkSession, uri: str) -> tuple[int, dict[str, str]]:
+    """Version and operation metrics (rows written, inserted, deleted...) of the latest commit
+    of a Delta table this process just wrote: one read of its log."""
     from delta.tables import DeltaTable
 
     row = DeltaTable.forPath(spark, uri).history(1).select("version", "operationMetrics").first()
     assert row is not None
-    metrics = row["operationMetrics"] or {}
-    return int(row["version"]), int(metrics.get("numOutputRows", 0))
+    return int(row["version"]), dict(row["operationMetrics"] or {})
 
 
-def last_metrics(spark: SparkSession, uri: str) -> dict[str, str]:
-    """The operation metrics of a Delta table's latest commit (rows inserted, deleted...)."""
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, uri).history(1).select("operationMetrics").first()
-    return dict(row[0] or {}) if row else {}
+def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:
+    """Version and row count written by the latest commit of a Delta table (from its log)."""
+    version, metrics = last_commit(spark, uri)
+    return version, int(metrics.get("numOutputRows", 0))
 
 
 def read_delta(spark: SparkSession, uri: str, version: int, schema: StructType) -> DataFrame:

@@ -215,12 +215,12 @@ class Views:
         analyzed = self.analyze(view, schemas)
         shape = analyzed.shape
         if isinstance(shape, str) or analyzed.layout != old_record.layout:
-            return self._recompute(view, analyzed, old_record, after)
+            return self._recompute(view, old_record, after)
         sources = self._sources(analyzed, before, after, changes)
         if isinstance(shape, Linear):
             return self._linear(view, shape, analyzed, sources, old_record)
         made = self._aggregate(view, shape, analyzed, sources, old_record)
-        return made if made is not None else self._recompute(view, analyzed, old_record, after)
+        return made if made is not None else self._recompute(view, old_record, after)
 
     def _sources(
         self,
@@ -245,8 +245,10 @@ class Views:
         return self.zset(name, record)
 
     def _recompute(
-        self, view: View, analyzed: Analyzed, old: StateRecord, after: Mapping[str, StateRecord]
+        self, view: View, old: StateRecord, after: Mapping[str, StateRecord]
     ) -> Maintained:
+        """Evaluate whole; the change is new minus old contents. A view stored in another
+        layout than its mode's is written even when its contents did not change."""
         whole, analyzed = self.evaluate(view, after)
         new_contents = zsets.as_contents(whole, analyzed.layout)
         old_contents = self.contents(view.name, old) if old.version >= 0 else None
@@ -261,7 +263,7 @@ class Views:
                 kind="view", path=path, version=version, rows=rows, layout=analyzed.layout
             )
 
-        return Maintained(change, store)
+        return Maintained(change, store, lambda: old.layout != analyzed.layout)
 
     def _linear(
         self, view: View, shape: Linear, analyzed: Analyzed, sources: Sources, old: StateRecord

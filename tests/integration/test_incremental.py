@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from decimal import Decimal
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 

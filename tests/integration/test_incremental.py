@@ -152,7 +152,7 @@ def as_records(frame: Any) -> Counter[tuple[Any, ...]]:
 
 
 SEEDS = range(1, 1 + soak.count(ci=1, soak=4))
-STEPS = soak.count(ci=4, soak=10)
+STEPS = soak.count(ci=3, soak=10)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -99,9 +99,9 @@ def finish(home: Path, *args: str) -> None:
 
 def run_with_kills(home: Path, rng: random.Random, kills: int, window: tuple[float, float]) -> int:
     """SIGKILL `kills` runs mid-flight. A run that finishes before its kill time does not count,
-    and the next one is tried (at most twice as many runs as kills)."""
+    and the next one is tried (at most three times as many runs as kills)."""
     landed = attempts = 0
-    while landed < kills and attempts < 2 * kills:
+    while landed < kills and attempts < 3 * kills:
         attempts += 1
         process = spindle(home, "local", "run", "crash", "--until-idle")
         try:

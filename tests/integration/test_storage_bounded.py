@@ -130,7 +130,7 @@ def test_after_many_steps_bytes_on_disk_stay_within_1_5x_of_live_state(
     )
     compiled = parse_program(spec.sql)
     checkpoint = runtime.initialize(compiled)
-    steps = soak.count(ci=8, soak=200)
+    steps = soak.count(ci=6, soak=200)
     for step in range(steps):
         rows = [
             {"id": step * 10 + j, "k": j % 3, "amount": (step * 7 + j * 13) % 100}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from spindle.plan.maintenance import Aggregate, Call, Linear, references
+from spindle.plan.maintenance import AGGREGATES, Aggregate, Call, Linear, references
 
 WEIGHT = "__w"
 COUNT = "__c"
@@ -267,7 +267,7 @@ def visible(
     """The view's columns computed from running values in `state`, with the running values
     kept; None if an output is not a function of the groups (Spark decides the fallback)."""
     select = shape.block.copy()
-    calls = [c for o in select.expressions for c in o.find_all(*_AGGREGATE_TYPES)]
+    calls = [c for o in select.expressions for c in o.find_all(*AGGREGATES)]
     for index, (node, call) in enumerate(zip(calls, shape.calls, strict=True)):
         node.replace(_finish(call, index, argument_types))
     keyed = {k: j for j, k in enumerate(shape.keys)}
@@ -293,6 +293,3 @@ def visible(
     if shape.grouped:
         query = query.where(exp.GT(this=_col(COUNT), expression=exp.Literal.number(0)))
     return _sql(query), names
-
-
-_AGGREGATE_TYPES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)

@@ -33,7 +33,7 @@ from spindle.program import Program, View
 from spindle.runtime import storage, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import Input, make_input, make_output
-from spindle.runtime.maintain import Views, spark_types, table_schema, write_whole
+from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
 from spindle.runtime.zsets import column
 from spindle.versions import RUNTIME_VERSION
 
@@ -325,9 +325,7 @@ class Runtime:
         absolute URI) is copied into this pipeline's own state first, never written to."""
         if not record.adopted:
             return record
-        source = self.uri(record.path)
-        frame = self.spark.read.format("delta").option("versionAsOf", record.version).load(source)
-        frame.write.format("delta").mode("overwrite").save(self.uri(path))
+        copy_delta(self.spark, self.uri(record.path), record.version, self.uri(path))
         return record.model_copy(
             update={"path": path, "version": storage.delta_version(self.spark, self.uri(path))}
         )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,7 +89,7 @@ def spindle(home: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        env={**os.environ, "PYTHONPATH": str(Path.cwd()), "PYTHONUNBUFFERED": "1"},
     )
 
 
@@ -97,19 +99,62 @@ def finish(home: Path, *args: str) -> None:
     assert process.returncode == 0, out + err
 
 
-def run_with_kills(home: Path, rng: random.Random, kills: int, window: tuple[float, float]) -> int:
-    """SIGKILL `kills` runs mid-flight. A run that finishes before its kill time does not count,
-    and the next one is tried (at most three times as many runs as kills)."""
+def progress(process: subprocess.Popen[str]) -> queue.Queue[str | None]:
+    """The lines the run prints on stderr as it goes (None once it closes)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def kill_point(
+    lines: queue.Queue[str | None], *, markers: tuple[str, ...], after: int, delay: float
+) -> bool:
+    """Wait for the `after`-th progress line containing one of `markers`, then `delay` seconds;
+    False if the run ended first."""
+    seen = 0
+    while seen < after:
+        line = lines.get(timeout=600)
+        if line is None:
+            return False
+        seen += any(marker in line for marker in markers)
+    time.sleep(delay)
+    return True
+
+
+def run_with_kills(
+    home: Path,
+    rng: random.Random,
+    kills: int,
+    *,
+    markers: tuple[str, ...],
+    after: tuple[int, int],
+    delay: float,
+) -> int:
+    """SIGKILL `kills` runs mid-flight, at seeded points measured in the run's own progress (a
+    number of lines containing one of `markers`, in the range `after`, then up to `delay`
+    seconds), so the points land alike on a fast or a slow machine. A run that ends before its
+    point does not count, and the next one is tried (at most three times as many runs as
+    kills)."""
     landed = attempts = 0
     while landed < kills and attempts < 3 * kills:
         attempts += 1
         process = spindle(home, "local", "run", "crash", "--until-idle")
-        try:
-            process.wait(timeout=rng.uniform(*window))
-        except subprocess.TimeoutExpired:
+        lines = progress(process)
+        point = rng.randint(*after), rng.uniform(0.0, delay)
+        if (
+            kill_point(lines, markers=markers, after=point[0], delay=point[1])
+            and process.poll() is None
+        ):
             process.send_signal(signal.SIGKILL)
             landed += 1
-        process.communicate()
+        process.wait(timeout=600)
     finish(home, "local", "run", "crash", "--until-idle")
     return landed
 
@@ -175,9 +220,19 @@ def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
     rng = random.Random(1122)
     started = time.monotonic()
     during_run, during_bootstrap = soak.count(ci=4, soak=14), soak.count(ci=2, soak=6)
-    landed = run_with_kills(crashed / "home", rng, kills=during_run, window=(6.0, 30.0))
+    landed = run_with_kills(
+        crashed / "home", rng, kills=during_run, markers=("step ",), after=(0, 1), delay=3.0
+    )
     finish(crashed / "home", "local", "apply", "-f", str(crashed / "v2.yaml"))
-    landed += run_with_kills(crashed / "home", rng, kills=during_bootstrap, window=(8.0, 22.0))
+    # a bootstrap prints its start, then a line per view: kill after the start or the first view
+    landed += run_with_kills(
+        crashed / "home",
+        rng,
+        kills=during_bootstrap,
+        markers=("Bootstrapping change", "rows written"),
+        after=(1, 2),
+        delay=1.5,
+    )
     wanted = during_run + during_bootstrap
     assert landed >= wanted, f"only {landed} kills landed in {time.monotonic() - started:.0f}s"
     print(f"{landed} kills landed in {time.monotonic() - started:.0f}s")

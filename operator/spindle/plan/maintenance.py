@@ -3,9 +3,10 @@
 `decompose` reads a view's query and returns its *shape*, the algebra the runtime maintains
 incrementally (DBSP-style Z-sets: rows with weights, +1 inserted, -1 deleted):
 
-- `Linear`: UNION ALL of select-project-join blocks (inner and cross joins). Its change is the
-  sum, over each input reference, of the block with that reference replaced by its change
-  (references before it read the new state, after it the old).
+- `Linear`: UNION ALL of select-project-join blocks (inner and cross joins, or one LEFT JOIN).
+  Its change is the sum, over each input reference, of the block with that reference replaced by
+  its change (references before it read the new state, after it the old); a LEFT JOIN adds the
+  change of its unmatched left rows.
 - `Aggregate`: one such block under GROUP BY (or a global aggregate, or SELECT DISTINCT) with
   COUNT, SUM, AVG, MIN and MAX. Groups keep running counts and sums; only the groups a change
   touches are read and rewritten; MIN and MAX re-read a group only when one of its values left.
@@ -114,8 +115,12 @@ def references(block: exp.Select) -> tuple[exp.Table, ...]:
     return tuple(t for t in found if isinstance(t, exp.Table))
 
 
-def _join_problem(join: exp.Join) -> str | None:
+def _join_problem(join: exp.Join, *, only: bool) -> str | None:
+    """Inner and cross joins are maintained anywhere; a LEFT JOIN when it is the block's only
+    join (its unmatched rows are maintained from the left rows the right side's change touches)."""
     side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if side == "LEFT" and kind in ("", "OUTER"):
+        return None if only else "a LEFT JOIN among other joins"
     if side or kind not in ("", "INNER", "CROSS"):
         return f"{' '.join(p for p in (side, kind) if p) or 'this'} JOIN"
     return None
@@ -129,7 +134,7 @@ def _block_problem(block: exp.Select) -> str | None:
     if len(references(block)) != 1 + len(joins):
         return "a subquery"
     for join in joins:
-        problem = _join_problem(join)
+        problem = _join_problem(join, only=len(joins) == 1)
         if problem:
             return problem
     if any(str(column.alias_or_name).startswith(RESERVED_PREFIX) for column in block.expressions):

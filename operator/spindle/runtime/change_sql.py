@@ -6,7 +6,11 @@ its new state, its change) and runs the SQL these functions build over them:
 
 - `linear_change`: the change of a `Linear` view. For a block over references r1..rn, the change
   is the sum over i of the block with ri read as its change, r1..ri-1 as new and ri+1..rn as old
-  state; the weight of a joined row is the product of its inputs' weights.
+  state; the weight of a joined row is the product of its inputs' weights. A block `L LEFT JOIN
+  R` is its inner join plus the unmatched rows U(L, R) (L rows no R row matches, R's columns
+  NULL). U is linear in L, and a row of L can change between matched and unmatched only if some
+  row of R's change matches it, so ΔU = U(ΔL, R') + U(L ⋉ ΔR, R') - U(L ⋉ ΔR, R): only the L
+  rows the change of R touches are read again.
 - `group_rows`: an `Aggregate`'s per-group running values (`__k*` keys, `__c` row count, `__s*`
   sums, `__n*` non-null counts, `__m*` minima/maxima) evaluated by Spark over whole inputs.
 - `pre_aggregate` + `group_change`: the same running values over a change, weighted; `combine`
@@ -67,14 +71,25 @@ def reading(block: exp.Select, names: Sequence[str]) -> exp.Select:
     the rest of the query is untouched)."""
     copy = block.copy()
     for table, name in zip(references(copy), names, strict=True):
-        alias = table.args.get("alias")
-        alias = alias.copy() if alias is not None else exp.TableAlias(this=table.this.copy())
-        table.replace(exp.Table(this=_id(name), alias=alias))
+        table.replace(exp.Table(this=_id(name), alias=_alias(table)))
     return copy
 
 
+def _left_join(block: exp.Select) -> exp.Join | None:
+    """The block's join when it is `L LEFT JOIN R` (the one outer join maintained)."""
+    joins: list[exp.Join] = list(block.args.get("joins") or [])
+    if len(joins) == 1 and (joins[0].side or "").upper() == "LEFT":
+        return joins[0]
+    return None
+
+
 def _weight_product(block: exp.Select) -> exp.Expr:
-    weights: list[exp.Expr] = [_col(WEIGHT, t.alias_or_name) for t in references(block)]
+    """The weight of an output row: the product of its inputs' weights. The right side of a LEFT
+    JOIN (read as rows present, weight 1) counts as 1 where no row matched."""
+    tables = references(block)
+    weights: list[exp.Expr] = [_col(WEIGHT, t.alias_or_name) for t in tables]
+    if _left_join(block) is not None:
+        weights[1] = exp.func("COALESCE", weights[1], exp.Literal.number(1))
     product = weights[0]
     for weight in weights[1:]:
         product = exp.Mul(this=product, expression=weight)
@@ -90,17 +105,60 @@ def weighted(block: exp.Select, names: Sequence[str]) -> exp.Select:
 @dataclass(frozen=True)
 class Sources:
     """Temporary view names for one step: each relation's old state, new state and change
-    (None: the relation did not change)."""
+    (None: the relation did not change). For LEFT JOINs also: `present(name, new)`, the rows
+    of a relation's old or new contents with weight 1, and `define(sql, negated)`, which
+    registers a query (its weights negated if asked) and returns the view's name."""
 
     old: Mapping[str, str]
     new: Mapping[str, str]
     change: Mapping[str, str | None]
+    present: Callable[[str, bool], str]
+    define: Callable[[str, bool], str]
 
 
 def telescoped(
     block: exp.Select, relations: Sequence[str], sources: Sources, shape: Callable[..., exp.Select]
 ) -> list[exp.Select]:
-    """The change of a (multi)linear block: one term per reference whose relation changed."""
+    """The change of a (multi)linear block: one term per reference whose relation changed; a
+    LEFT JOIN's inner part telescoped, plus the change of its unmatched rows."""
+    join = _left_join(block)
+    if join is None:
+        return _telescoped(block, relations, sources, shape)
+    inner = block.copy()
+    inner_join = _left_join(inner)
+    assert inner_join is not None
+    inner_join.set("side", None)
+    inner_join.set("kind", None)
+    terms = _telescoped(inner, relations, sources, shape)
+    unmatched = _unmatched(block)
+    left, right = relations
+    left_change, right_change = sources.change.get(left), sources.change.get(right)
+    if left_change is not None:
+        terms.append(shape(unmatched, [left_change, sources.present(right, True)]))
+    if right_change is not None:
+        touched = _touched(block, sources.old[left], right_change)
+        terms.append(
+            shape(unmatched, [sources.define(touched, False), sources.present(right, True)])
+        )
+        terms.append(
+            shape(unmatched, [sources.define(touched, True), sources.present(right, False)])
+        )
+    return terms
+
+
+def whole(block: exp.Select, relations: Sequence[str], sources: Sources) -> list[str]:
+    """What a block reads to be evaluated over the new state, weighted: each relation's new
+    Z-set; the right side of a LEFT JOIN as its rows present (a Z-set's cancelled rows would
+    hide that a left row is unmatched)."""
+    names = [sources.new[r] for r in relations]
+    if _left_join(block) is not None:
+        names[1] = sources.present(relations[1], True)
+    return names
+
+
+def _telescoped(
+    block: exp.Select, relations: Sequence[str], sources: Sources, shape: Callable[..., exp.Select]
+) -> list[exp.Select]:
     terms = []
     for index, relation in enumerate(relations):
         change = sources.change.get(relation)
@@ -113,6 +171,33 @@ def telescoped(
         ]
         terms.append(shape(block, names))
     return terms
+
+
+def _unmatched(block: exp.Select) -> exp.Select:
+    """The LEFT JOIN block restricted to the left rows no right row matched."""
+    right = references(block)[1].alias_or_name
+    return block.copy().where(exp.Is(this=_col(WEIGHT, right), expression=exp.Null()))
+
+
+def _touched(block: exp.Select, left: str, right_change: str) -> str:
+    """The rows of `left` that some row of the right side's change matches (the only rows
+    whose matched or unmatched status can change this step)."""
+    join = _left_join(block)
+    assert join is not None
+    left_table, right_table = references(block)
+    semi = join.copy()
+    semi.set("this", exp.Table(this=_id(right_change), alias=_alias(right_table)))
+    semi.set("side", "LEFT")
+    semi.set("kind", "SEMI")
+    select = exp.select(exp.Column(this=exp.Star(), table=_id(left_table.alias_or_name)))
+    select = select.from_(exp.Table(this=_id(left), alias=_alias(left_table)))
+    select.set("joins", [semi])
+    return _sql(select)
+
+
+def _alias(table: exp.Table) -> exp.TableAlias:
+    alias = table.args.get("alias")
+    return alias.copy() if alias is not None else exp.TableAlias(this=table.this.copy())
 
 
 def union_all(selects: Sequence[exp.Select]) -> str:

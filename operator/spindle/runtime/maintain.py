@@ -230,10 +230,25 @@ class Views:
         changes: Mapping[str, DataFrame],
     ) -> Sources:
         names = {n for block in analyzed.relations for n in block}
+        old = {n: self._zset_or_empty(n, before) for n in names}
+        new = {n: self._zset_or_empty(n, after) for n in names}
+
+        def present(name: str, now: bool) -> str:
+            rows = zsets.consolidate((new if now else old)[name])
+            return self.temp(rows.where(zsets.column(WEIGHT) > 0))
+
+        def define(sql: str, negated: bool) -> str:
+            frame = self.spark.sql(sql)
+            if negated:
+                frame = frame.withColumn(WEIGHT, -zsets.column(WEIGHT))
+            return self.temp(frame)
+
         return Sources(
-            old={n: self.temp(self._zset_or_empty(n, before)) for n in names},
-            new={n: self.temp(self._zset_or_empty(n, after)) for n in names},
+            old={n: self.temp(frame) for n, frame in old.items()},
+            new={n: self.temp(frame) for n, frame in new.items()},
             change={n: self.temp(changes[n]) if n in changes else None for n in names},
+            present=present,
+            define=define,
         )
 
     def _zset_or_empty(self, name: str, state: Mapping[str, StateRecord]) -> DataFrame:
@@ -345,11 +360,10 @@ class Views:
             uri = self.uri(path)
             if path != old.path:
                 copy_delta(self.spark, self.uri(old.path), old.version, uri)
-            merge_groups(self.spark, uri, new_state, gone, keys, state_columns)
-            version, metrics = storage.last_commit(self.spark, uri)
-            inserted = int(metrics.get("numTargetRowsInserted", 0))
-            deleted = int(metrics.get("numTargetRowsDeleted", 0))
-            rows = (old.rows or 0) + inserted - deleted
+            write = GroupWrite(new_state, gone, keys, state_columns)
+            version, rows = store_groups(
+                self.spark, uri, write, current=(old.version, old.rows or 0)
+            )
             new_state.unpersist()
             return old.model_copy(update={"path": path, "version": version, "rows": rows})
 
@@ -379,7 +393,9 @@ class Views:
         if touched.limit(1).count() == 0:
             touched.unpersist()
             return combined.drop(*flags)
-        whole = change_sql.pre_aggregate(shape.block, shape, [sources.new[n] for n in relations])
+        whole = change_sql.pre_aggregate(
+            shape.block, shape, change_sql.whole(shape.block, relations, sources)
+        )
         pre = self.query(view, whole.sql(dialect="spark"))
         if keys:
             pre = pre.join(touched, on=_null_safe(pre, touched, keys), how="left_semi")
@@ -442,17 +458,54 @@ def copy_delta(spark: SparkSession, source: str, version: int, target: str) -> N
     frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
 
 
-def merge_groups(
-    spark: SparkSession,
-    uri: str,
-    updates: DataFrame,
-    gone: DataFrame | None,
-    keys: list[str],
-    columns: list[str],
-) -> None:
-    """Rewrite the touched groups: update or insert the live ones, delete the ones now empty."""
+SMALL_GROUPS = 100_000
+"""A group table up to this many rows is rewritten whole in one job; a larger one MERGEs only
+the touched groups (a MERGE costs two jobs and a materialized source, whatever its size)."""
+
+
+@dataclass(frozen=True)
+class GroupWrite:
+    """A step's write to a group table: the touched groups' new state (`updates`), the groups
+    now empty (`gone`), by `keys`, over the table's `columns`."""
+
+    updates: DataFrame
+    gone: DataFrame | None
+    keys: list[str]
+    columns: list[str]
+
+
+def store_groups(
+    spark: SparkSession, uri: str, write: GroupWrite, *, current: tuple[int, int]
+) -> tuple[int, int]:
+    """Apply `write`; `current`: the table's version and rows before. Returns its new version
+    and rows."""
+    version, rows = current
+    if rows > SMALL_GROUPS:
+        _merge_groups(spark, uri, write)
+        new_version, metrics = storage.last_commit(spark, uri)
+        inserted = int(metrics.get("numTargetRowsInserted", 0))
+        deleted = int(metrics.get("numTargetRowsDeleted", 0))
+        return new_version, rows + inserted - deleted
+    keys, columns = write.keys, write.columns
+    fresh = write.updates.select(*[zsets.column(c) for c in columns])
+    if keys:
+        touched = fresh.select(*[zsets.column(k) for k in keys])
+        if write.gone is not None:
+            touched = touched.unionByName(write.gone.select(*[zsets.column(k) for k in keys]))
+        touched = touched.select(*[zsets.column(k).alias(f"__right{k}") for k in keys])
+        stored = spark.read.format("delta").option("versionAsOf", version).load(uri)
+        kept = stored.join(
+            touched, on=_null_safe(stored, touched, keys, right_prefix="__right"), how="left_anti"
+        )
+        fresh = kept.select(*[zsets.column(c) for c in columns]).unionByName(fresh)
+    return write_whole(spark, fresh, uri)
+
+
+def _merge_groups(spark: SparkSession, uri: str, write: GroupWrite) -> None:
+    """MERGE the touched groups: update or insert the live ones, delete the ones now empty."""
     from delta.tables import DeltaTable
 
+    updates, gone, keys, columns = write.updates, write.gone, write.keys, write.columns
     target = DeltaTable.forPath(spark, uri)
     if not keys:
         target.alias("t").merge(updates.alias("u"), "TRUE").whenMatchedUpdate(

@@ -5,6 +5,8 @@ Object storage URIs are `s3://` for boto3 and `s3a://` for Spark; `spark_uri` co
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -88,30 +90,37 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
     return bytes(data).decode()
 
 
-def is_delta(spark: SparkSession, uri: str) -> bool:
-    from delta.tables import DeltaTable
-
-    return bool(DeltaTable.isDeltaTable(spark, uri))
+LOG = "_delta_log"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
 def delta_version(spark: SparkSession, uri: str) -> int:
-    """The latest version of a Delta table; -1 when there is none."""
-    from delta.tables import DeltaTable
-
-    if not is_delta(spark, uri):
+    """The latest version of a Delta table; -1 when there is none. One listing of its log (no
+    Spark job: this runs for every relation on every step)."""
+    fs, log = _fs(spark, join(uri, LOG))
+    if not fs.exists(log):
         return -1
-    row = DeltaTable.forPath(spark, uri).history(1).select("version").first()
-    return int(row[0]) if row else -1
+    versions = [
+        int(found.group(1))
+        for status in fs.listStatus(log)
+        if (found := _COMMIT.match(status.getPath().getName()))
+    ]
+    return max(versions, default=-1)
 
 
 def last_commit(spark: SparkSession, uri: str) -> tuple[int, dict[str, str]]:
     """Version and operation metrics (rows written, inserted, deleted...) of the latest commit
-    of a Delta table this process just wrote: one read of its log."""
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, uri).history(1).select("version", "operationMetrics").first()
-    assert row is not None
-    return int(row["version"]), dict(row["operationMetrics"] or {})
+    of a Delta table this process just wrote: read from that commit's own log entry."""
+    version = delta_version(spark, uri)
+    text = read_text(spark, join(uri, LOG, f"{version:020d}.json"))
+    if version < 0 or text is None:
+        raise OSError(f"{uri} has no Delta commit to read")
+    for line in text.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            metrics = action["commitInfo"].get("operationMetrics") or {}
+            return version, {str(k): str(v) for k, v in metrics.items()}
+    return version, {}
 
 
 def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:

@@ -1,0 +1,49 @@
+"""The plan's maintenance decision per view: query in, mode and reason out (golden table)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spindle.plan.maintenance import Maintenance, Mode, maintenance
+from spindle.program import parse_program
+
+TABLES = "create table t1 (id bigint, k int, v int);\ncreate table t2 (k int, label varchar);\n"
+
+INCREMENTAL = Maintenance(Mode.INCREMENTAL)
+
+
+def recompute(reason: str) -> Maintenance:
+    return Maintenance(Mode.RECOMPUTE, reason)
+
+
+CASES: tuple[tuple[str, Maintenance], ...] = (
+    ("select id, v * 2 as v2 from t1 where v > 3", INCREMENTAL),
+    ("select a.id, b.label from t1 a join t2 b on a.k = b.k", INCREMENTAL),
+    ("select a.id, b.label from t1 a, t2 b where a.k = b.k", INCREMENTAL),
+    ("select a.id, b.label from t1 a left join t2 b on a.k = b.k", INCREMENTAL),
+    ("select a.id, b.label from t1 a left outer join t2 b on a.k = b.k and b.k > 1", INCREMENTAL),
+    (
+        "select b.label, count(a.id) as n, max(a.v) as hi from t2 b left join t1 a "
+        "on a.k = b.k group by b.label",
+        INCREMENTAL,
+    ),
+    ("select k, count(*) as n, sum(v) as s, avg(v) as m from t1 group by k", INCREMENTAL),
+    ("select distinct k from t1", INCREMENTAL),
+    ("select k from t1 union all select k from t2", INCREMENTAL),
+    (
+        "select a.id from t1 a left join t2 b on a.k = b.k join t1 c on c.id = a.id",
+        recompute("a LEFT JOIN among other joins"),
+    ),
+    ("select a.id from t1 a right join t2 b on a.k = b.k", recompute("RIGHT JOIN")),
+    ("select a.id from t1 a full outer join t2 b on a.k = b.k", recompute("FULL OUTER JOIN")),
+    ("select k, row_number() over (order by id) as r from t1", recompute("a window function")),
+    ("select k, count(*) as n from t1 group by k having count(*) > 1", recompute("HAVING")),
+    ("select count(distinct k) as n from t1", recompute("COUNT(DISTINCT ...)")),
+    ("select k from t1 union select k from t2", recompute("UNION (without ALL)")),
+)
+
+
+@pytest.mark.parametrize(("query", "expected"), CASES, ids=[q for q, _ in CASES])
+def test_each_view_is_maintained_as_the_plan_says(query: str, expected: Maintenance) -> None:
+    program = parse_program(f"{TABLES}create view v as {query};\n")
+    assert maintenance(program.views["v"]) == expected

@@ -9,8 +9,11 @@ import pytest
 
 from spindle.checkpoint.objects import open_objects
 from spindle.local.adhoc import write_batch
+from tests import soak
 from tests.e2e.conftest import SYSTEM, Operator, Space, wait_for
 from tests.e2e.pipelines import grades, root, s3_options
+from tests.e2e.storm import Storm
+from tests.fuzz.manifests import manifest_mutant
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3]
 
@@ -43,6 +46,33 @@ def test_invalid_sql_and_missing_secret_fail_clearly_and_others_are_served(
     assert space.wait_phase("healthy", "Stopped")["conditions"][0]["reason"] == "Stopped"
     assert space.pods() == []
     operator.healthy()
+
+
+STORM = soak.count(ci=1000, soak=1000)
+STORM_SEED = 15
+
+
+def test_a_storm_of_mutated_manifests_ends_in_refusals_and_reasons_and_others_are_served(
+    space: Space, operator: Operator
+) -> None:
+    """The fuzzer's manifest mutants (tests/fuzz/manifests.py), sent with kubectl: each is
+    refused by the API server (or by kubectl, for a YAML bomb) or gets a condition with a
+    CamelCase reason; afterwards a healthy pipeline still runs and the operator never
+    restarted."""
+    base = grades("v1", space, name="base")
+    base["metadata"]["namespace"] = space.name
+    mutants = [manifest_mutant(i, seed=STORM_SEED, base=base) for i in range(STORM)]
+    storm = Storm(space.kube, space.name)
+    storm.send(mutants)
+    print(storm.report())
+    assert sum(storm.refused.values()) + sum(storm.reasons.values()) == STORM, storm.report()
+    assert not storm.unexplained, storm.report()
+    assert storm.refused["api:Invalid"] > 0 and storm.refused["kubectl:excessive aliasing"] > 0
+    assert {"InvalidProgram", "SecretNotFound", "Stopped"} <= set(storm.reasons), storm.report()
+
+    space.apply(grades("v1", space, name="healthy"))
+    space.wait_phase("healthy", "Running", timeout=300)
+    assert space.pods() and operator.healthy()
 
 
 def test_an_image_that_cannot_be_pulled_and_executors_that_cannot_start_fail_clearly(

@@ -48,11 +48,12 @@ test: venv lint harness
 
 # The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process),
 # 200 steps of bounded storage on both backends, and 1,000 mutated manifests through the CLI
-# (CI runs fewer of each).
+# and through kubectl to the operator (CI runs fewer of each).
 soak: venv harness
 	@SPINDLE_SOAK=1 $(BIN)/python -m pytest -s --durations=10 $(PYTEST_ARGS) \
 	  tests/integration/test_runtime_crash.py tests/fuzz/test_manifests.py \
 	  tests/integration/test_storage_bounded.py \
+	  "tests/e2e/test_bad_input.py::test_a_storm_of_mutated_manifests_ends_in_refusals_and_reasons_and_others_are_served" \
 	  "tests/integration/test_checkpoints.py::test_kill_9_at_random_points_never_leaves_a_partial_checkpoint"
 
 unit: venv

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from spindle.k8s.cluster import SecretMissing
+from spindle.k8s.cluster import SecretMissing, SecretUnreadable
 
 Call = tuple[Any, ...]
 
@@ -23,6 +23,10 @@ class FakeCluster:
     calls: list[Call] = field(default_factory=list)
     refuse_pods: int | None = None
     """An HTTP status with which pod creation fails (admission, quota), or None."""
+    refuse_secrets: int | None = None
+    """An HTTP status with which reading a Secret fails (403: RBAC), or None."""
+    refuse_pod_list: int | None = None
+    """An HTTP status with which listing driver pods fails (403: RBAC), or None."""
 
     # -- what a test sets up -----------------------------------------------------------------
 
@@ -65,6 +69,8 @@ class FakeCluster:
         return copy.deepcopy(found)
 
     def driver_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        if self.refuse_pod_list is not None:
+            raise ApiException(status=self.refuse_pod_list, reason="Forbidden")
         return [
             copy.deepcopy(pod)
             for (ns, _), pod in self.pods.items()
@@ -92,6 +98,9 @@ class FakeCluster:
         self.pods.pop((meta["namespace"], meta["name"]), None)
 
     def secret_value(self, namespace: str, name: str, key: str) -> str:
+        if self.refuse_secrets is not None:
+            detail = f'secrets "{name}" is forbidden'
+            raise SecretUnreadable(name, status=self.refuse_secrets, detail=detail)
         secret = self.secrets.get((namespace, name))
         if secret is None:
             raise SecretMissing(name, None)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
 from spindle.checkpoint.objects import open_objects
 from spindle.local.adhoc import write_batch
+from tests import soak
 from tests.e2e.conftest import SYSTEM, Operator, Space, wait_for
 from tests.e2e.pipelines import grades, root, s3_options
+from tests.e2e.storm import Storm
+from tests.fuzz.manifests import manifest_mutant
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3]
 
@@ -43,6 +47,112 @@ def test_invalid_sql_and_missing_secret_fail_clearly_and_others_are_served(
     assert space.wait_phase("healthy", "Stopped")["conditions"][0]["reason"] == "Stopped"
     assert space.pods() == []
     operator.healthy()
+
+
+STORM = soak.count(ci=200, soak=1000)
+STORM_SEED = 15
+
+
+def test_a_storm_of_mutated_manifests_ends_in_refusals_and_reasons_and_others_are_served(
+    space: Space, operator: Operator
+) -> None:
+    """The fuzzer's manifest mutants (tests/fuzz/manifests.py), sent with kubectl: each is
+    refused by the API server (or by kubectl, for a YAML bomb) or gets a condition with a
+    CamelCase reason. A healthy pipeline started beside the storm keeps running, still follows
+    its spec afterwards, and the operator never restarted. CI sends 200, `make soak` 1,000."""
+    started = time.monotonic()
+    space.apply(grades("v1", space, name="healthy"))
+    base = grades("v1", space, name="base")
+    base["metadata"]["namespace"] = space.name
+    mutants = [manifest_mutant(i, seed=STORM_SEED, base=base) for i in range(STORM)]
+    storm = Storm(space.kube, space.name)
+    storm.send(mutants)
+    storm.gone()
+    print(f"{STORM} manifests in {time.monotonic() - started:.0f}s\n{storm.report()}")
+    assert storm.outcomes == STORM, storm.report()
+    assert not storm.unexplained, storm.report()
+    assert sum(storm.reasons.values()) == len(storm.accepted), storm.report()
+    assert storm.refused["api:Invalid"] > 0 and storm.refused["kubectl:excessive aliasing"] > 0
+    assert {"SecretNotFound", "Stopped"} <= set(storm.reasons), storm.report()
+
+    space.wait_phase("healthy", "Running", timeout=300)
+    space.apply(grades("v1", space, name="healthy", desiredState="Stopped"))
+    space.wait_phase("healthy", "Stopped", timeout=150)
+    assert operator.healthy()
+
+
+OPERATOR_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["s3"]},
+]
+"""Of the operator's rules (charts/spindle/templates/rbac.yaml), those its reads here need, with
+Secrets narrowed to one name as an administrator may narrow them."""
+
+
+def test_a_secret_the_operator_may_not_read_is_a_reason_not_a_retry(kube: Any) -> None:
+    """The API server's 403 for a Secret (an empty name once made the GET a forbidden LIST, and
+    the operator retried it forever with no condition) is the user's SecretForbidden, as a
+    service account with the operator's rules sees it from the real API server. The body turns
+    it into a Failed condition written once (tests/unit/test_operator_body.py); no Pipeline is
+    made here, so the session's operator, which may read every Secret, does not race this."""
+    from kubernetes import config
+
+    from spindle.api import StorageSpec
+    from spindle.errors import SpindleError
+    from spindle.k8s.cluster import Cluster, SecretUnreadable
+    from spindle.k8s.pods import DriverSettings
+    from spindle.k8s.reconcile import Reconciler, Settings
+
+    namespace = kube.namespace("forbidden")
+    account = f"system:serviceaccount:{namespace}:operator"
+    documents = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "operator"}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "operator"},
+            "rules": OPERATOR_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "operator"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "operator",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": namespace}],
+        },
+    ]
+    for document in documents:
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(document))
+    wait_for(
+        "the Role to take effect",
+        lambda: kube.kubectl(
+            "auth", "can-i", "get", "secrets/s3", "-n", namespace, "--as", account, check=False
+        ).startswith("yes"),
+        timeout=30,
+    )
+    api = config.new_client_from_config(str(kube.kubeconfig))
+    api.set_default_header("Impersonate-User", account)
+    cluster = Cluster(api)
+    with pytest.raises(SecretUnreadable) as empty:  # the GET of "" is a LIST
+        cluster.secret_value(namespace, "", "accessKeyId")
+    assert empty.value.status == 403 and "list" in empty.value.detail, empty.value.detail
+
+    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=DriverSettings(image="x")))
+    ref = {"name": "other", "key": "accessKeyId"}
+    storage = StorageSpec.model_validate(
+        {"uri": "s3://bucket/p", "credentials": {"accessKeyId": ref, "secretAccessKey": ref}}
+    )
+    with pytest.raises(SpindleError) as refused:
+        reconciler.s3(namespace, storage)
+    assert refused.value.reason == "SecretForbidden", refused.value
+    message = refused.value.message
+    assert f"{namespace}/other" in message and "forbidden" in message, message
+    assert "spec.storage.credentials" in message and "service account may get" in message
+    kube.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def test_an_image_that_cannot_be_pulled_and_executors_that_cannot_start_fail_clearly(

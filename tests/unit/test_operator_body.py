@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from spindle.checkpoint.store import open_store
 from spindle.k8s.pods import DriverSettings
@@ -151,3 +152,44 @@ def test_a_refused_driver_pod_is_a_failure_naming_the_service_account(
         ("write_status", "Failed"),
     ]
     assert "serviceAccountName" in cluster.status("grades")["conditions"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"), [(403, "SecretForbidden"), (422, "SecretUnreadable")]
+)
+def test_a_secret_the_api_server_refuses_fails_once_with_a_reason(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path, status: int, reason: str
+) -> None:
+    """A refused GET of the Secret (once: an empty name made it a forbidden LIST) is a
+    condition, not an error retried forever; the next reconcile writes nothing new."""
+    cluster.refuse_secrets = status
+    ref = {"name": "s3", "key": "id"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+    }
+    cluster.apply("grades", {"sql": V1, "storage": storage})
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.phase == "Failed" and outcome.requeue_after is None
+    assert cluster.take_calls() == [("event", "Warning", reason), ("write_status", "Failed")]
+    [condition] = cluster.status("grades")["conditions"]
+    assert condition["reason"] == reason and "default/s3" in condition["message"], condition
+    assert "spec.storage.credentials" in condition["message"]
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []
+
+
+def test_a_refused_pod_list_is_a_condition_and_a_throttle_is_retried(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.refuse_pod_list = 403
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "ApiRequestRefused"),
+        ("write_status", "Failed"),
+    ]
+    assert "HTTP 403" in cluster.status("grades")["conditions"][0]["message"]
+    cluster.refuse_pod_list = 429  # may pass on a retry: the worker retries, no condition
+    with pytest.raises(ApiException):
+        reconciler.reconcile("default", "grades")

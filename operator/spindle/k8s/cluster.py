@@ -35,10 +35,37 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+REFUSED = frozenset({400, 403, 405, 413, 415, 422})
+"""HTTP statuses with which the API server refuses a request itself (bad request, forbidden,
+too large, invalid): asking again with the same input gets the same answer. A conflict, a
+throttle, an expired token or a server error may pass on a retry; these never do."""
+
+
+def refused(error: ApiException) -> bool:
+    """Whether the API server refused the request for good (see `REFUSED`)."""
+    return error.status in REFUSED
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own words (its Status message), else the HTTP reason."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except (ValueError, AttributeError):
+        return str(error.reason)
+
+
 class SecretMissing(Exception):
     def __init__(self, name: str, key: str | None) -> None:
         super().__init__(name, key)
         self.name, self.key = name, key
+
+
+class SecretUnreadable(Exception):
+    """The API server refused the operator's GET of a Secret (`refused`): retrying never helps."""
+
+    def __init__(self, name: str, *, status: int, detail: str) -> None:
+        super().__init__(name, status, detail)
+        self.name, self.status, self.detail = name, status, detail
 
 
 @dataclass
@@ -145,6 +172,10 @@ class Cluster:
         except ApiException as error:
             if error.status == 404:
                 raise SecretMissing(name, None) from None
+            if refused(error):
+                raise SecretUnreadable(
+                    name, status=int(error.status), detail=api_message(error)
+                ) from None
             raise
         data = secret.data or {}
         if key not in data:

@@ -10,7 +10,6 @@ checkpoint records it, and `status.lastCheckpoint` shows the newest one with its
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +26,7 @@ from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
-from spindle.k8s.cluster import Cluster, SecretMissing
+from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
 from spindle.k8s.pods import LABEL_MODE, DriverSettings, current_pod, driver_pod, observed_driver
 from spindle.lifecycle import (
     Acted,
@@ -108,6 +107,8 @@ class Reconciler:
                         f"{credentials.access_key_id.key} and "
                         f"{credentials.secret_access_key.key}.",
                     ) from None
+                except SecretUnreadable as unreadable:
+                    raise _unreadable(namespace, unreadable) from None
         return S3Options(
             endpoint=storage.endpoint, region=storage.region, access_key=keys[0], secret_key=keys[1]
         )
@@ -153,11 +154,35 @@ class Reconciler:
         return len(keys)
 
 
-def _api_message(error: ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
-    except ValueError:
-        return str(error.reason)
+def _unreadable(namespace: str, error: SecretUnreadable) -> SpindleError:
+    """A Secret the API server will not give the operator, as the pipeline's condition (it was
+    retried forever, with no condition, when an empty name made the GET a forbidden LIST)."""
+    where = f"Secret {namespace}/{error.name}, named by spec.storage.credentials"
+    if error.status == 403:
+        reason = "SecretForbidden"
+        message = (
+            f"The operator may not read {where}: {error.detail}. Name a Secret in the "
+            "pipeline's namespace that the operator's service account may get (the chart's "
+            "ClusterRole grants get on secrets; a narrower Role must name this Secret)."
+        )
+    else:
+        reason = "SecretUnreadable"
+        message = (
+            f"The API server refused to return {where} (HTTP {error.status}): {error.detail}. "
+            "Fix the name in spec.storage.credentials."
+        )
+    details = {"secret": error.name, "status": error.status}
+    return SpindleError(reason=reason, message=message, details=details)
+
+
+def _refused(error: ApiException) -> Unobservable:
+    return Unobservable(
+        "ApiRequestRefused",
+        f"The API server refused a request the operator made for this pipeline (HTTP "
+        f"{error.status}): {api_message(error)}. Retrying does not help: fix what the message "
+        "names in the Pipeline, or the operator's rights in this namespace (charts/spindle "
+        "templates/rbac.yaml).",
+    )
 
 
 def _finished(pod: dict[str, Any]) -> bool:
@@ -208,12 +233,21 @@ class PipelineBody:
         return self.reconciler.cluster
 
     def observe(self) -> Observation:
+        """What there is; a request the API server refuses for good (`refused`: forbidden,
+        invalid) is the pipeline's problem, with a reason, not an error retried forever."""
+        try:
+            return self._observe()
+        except ApiException as error:
+            if not refused(error):
+                raise
+            self.pods, self.pod, self.spec, self.checkpoint = [], None, None, None
+            return replace(self._base(), problem=_refused(error))
+
+    def _base(self) -> Observation:
+        """The observation before the spec, its Secret and its checkpoint are read."""
         meta = self.pipeline["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        self.pods = self.cluster.driver_pods(namespace, name)
-        self.pod = current_pod(self.pods, owner_uid=meta["uid"])
         previous = _previous(self.pipeline)
-        base = Observation(
+        return Observation(
             spec=PipelineSpec(sql=""),
             generation=int(meta.get("generation", 1)),
             checkpoint=None,
@@ -223,8 +257,15 @@ class PipelineBody:
             if previous and previous.last_bootstrap
             else None,
             previous=previous,
-            name=name,
+            name=meta["name"],
         )
+
+    def _observe(self) -> Observation:
+        meta = self.pipeline["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        self.pods = self.cluster.driver_pods(namespace, name)
+        self.pod = current_pod(self.pods, owner_uid=meta["uid"])
+        base = self._base()
         try:
             spec = self.reconciler.spec_of(self.pipeline)
             assert spec.storage is not None
@@ -255,7 +296,7 @@ class PipelineBody:
                 raise
             decision = failed(
                 "DriverPodRejected",
-                f"The API server refused the driver pod: {_api_message(error)}. Check "
+                f"The API server refused the driver pod: {api_message(error)}. Check "
                 "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), "
                 "the namespace's Pod Security level and its quota.",
             )

@@ -270,27 +270,30 @@ class Runtime:
         each one's change to its outputs. A view whose change is empty writes nothing and
         wakes none of its dependents."""
         reader = self.views(program)
-        for name, view in program.views.items():
-            if not (set(view.dependencies) & work.changes.keys()):
-                continue
-            before = work.state[name]
-            maintained = reader.change(
-                view, before=manifest.state, after=work.state, changes=work.changes
-            )
-            change = maintained.change.persist()
-            size = change.count()
-            mode = reader.mode(name)
-            if size == 0:
-                change.unpersist()
-                if maintained.dirty():  # running values moved, columns did not: store only
-                    work.state[name] = maintained.store(self._own_view_path(before, name, work))
-                self.report("view", view=name, mode=mode, changes=0)
-                continue
-            work.state[name] = maintained.store(self._own_view_path(before, name, work))
-            work.changes[name] = change
-            work.stats.views_recomputed.append(name)
-            self._emit_changes(view, change, work)
-            self.report("view", view=name, mode=mode, changes=size, rows=work.state[name].rows)
+        try:
+            for name, view in program.views.items():
+                if not (set(view.dependencies) & work.changes.keys()):
+                    continue
+                before = work.state[name]
+                maintained = reader.change(
+                    view, before=manifest.state, after=work.state, changes=work.changes
+                )
+                change = maintained.change.persist()
+                size = change.count()
+                mode = reader.mode(name)
+                if size == 0:
+                    change.unpersist()
+                    if maintained.dirty():  # running values moved, columns did not: store only
+                        work.state[name] = maintained.store(self._own_view_path(before, name, work))
+                    self.report("view", view=name, mode=mode, changes=0)
+                    continue
+                work.state[name] = maintained.store(self._own_view_path(before, name, work))
+                work.changes[name] = change
+                work.stats.views_recomputed.append(name)
+                self._emit_changes(view, change, work)
+                self.report("view", view=name, mode=mode, changes=size, rows=work.state[name].rows)
+        finally:
+            work.cached.extend(reader.cached)
 
     def _own_view_path(self, record: StateRecord, name: str, work: _Work) -> str:
         """Where a view's new state goes: in place, or anew for adopted state (read only)."""
@@ -300,12 +303,11 @@ class Runtime:
         outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
         if not outputs:
             return
-        signed = zsets.signed(change).persist()  # written to every output: compute it once
-        emitted = signed.count()
+        signed = zsets.signed(change)  # cheap: `change` is cached
         for output in outputs:
             output.emit(self.spark, signed, sequence=work.sequence)
-        work.stats.changes_emitted += emitted
-        signed.unpersist()
+        emitted = change.agg(F.sum(F.abs(zsets.column(WEIGHT)))).first()
+        work.stats.changes_emitted += int(emitted[0] or 0) if emitted else 0
 
     def _as_zset(self, record: StateRecord) -> StateRecord:
         """A table about to receive deletes, stored from now on as a Z-set (rows with `__w`)."""

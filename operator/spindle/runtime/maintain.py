@@ -96,6 +96,14 @@ class Views:
     uri: Callable[[str], str]
     _frames: dict[tuple[str, int], DataFrame] = field(default_factory=dict)
     _analyzed: dict[str, Analyzed] = field(default_factory=dict)
+    cached: list[DataFrame] = field(default_factory=list)
+    """Frames computed once and read several times this step; the caller unpersists them when
+    the step ends (unpersisting one earlier would make Spark recompute the changes built on
+    it)."""
+
+    def cache(self, frame: DataFrame) -> DataFrame:
+        self.cached.append(frame.persist())
+        return frame
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -319,9 +327,11 @@ class Views:
         delta = self.temp(self.query(view, change_sql.group_change(shape, pre)))
         old_state = self.raw(view.name, old)
         types = {f.name: f.dataType.simpleString() for f in old_state.schema.fields}
-        combined = self.query(
-            view,
-            change_sql.combine(shape, old=self.temp(old_state), change=delta, types=types),
+        combined = self.cache(  # the touched groups: read for the change, the write, the gone
+            self.query(
+                view,
+                change_sql.combine(shape, old=self.temp(old_state), change=delta, types=types),
+            )
         )
         combined = self._reread_extremes(view, shape, relations, sources, combined)
         argument_types = {
@@ -337,9 +347,7 @@ class Views:
             return None
         sql, outputs = made
         state_columns = [f.name for f in old_state.schema.fields]
-        new_state = (
-            self.query(view, sql).select(*[zsets.column(c) for c in state_columns]).persist()
-        )
+        new_state = self.query(view, sql).select(*[zsets.column(c) for c in state_columns])
         keys = [change_sql.key(j) for j in range(len(shape.keys))]
         touched = combined.select(*[zsets.column(k) for k in keys])
         old_touched = (
@@ -364,7 +372,6 @@ class Views:
             version, rows = store_groups(
                 self.spark, uri, write, current=(old.version, old.rows or 0)
             )
-            new_state.unpersist()
             return old.model_copy(update={"path": path, "version": version, "rows": rows})
 
         return Maintained(change, store, lambda: _moved(self.spark.table(f"`{delta}`")))
@@ -427,7 +434,7 @@ class Views:
             ).otherwise(zsets.column(m))
             result = joined.withColumn(m, chosen).drop("__fresh", *[f"__right{k}" for k in keys])
         touched.unpersist()
-        return result.drop(*flags)
+        return self.cache(result.drop(*flags))
 
 
 def _null_safe(

@@ -3,12 +3,13 @@ config a user can get wrong refused with `InvalidConnectors` naming the connecto
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from spindle.errors import SpindleError
-from spindle.program import Connector, Direction
+from spindle.program import Connector, Direction, parse_program
 from spindle.program.formats import InputFormat, input_format, invalid_record
 
 COLUMNS = ("id", "v")
@@ -86,3 +87,23 @@ def test_a_bad_record_names_connector_file_and_line() -> None:
     assert error.reason == "InvalidInputRecord"
     assert error.message.startswith("Connector t.src: line 3 of /in/a.jsonl is odd.")
     assert error.details == {"connector": "t.src", "file": "/in/a.jsonl", "line": 3}
+
+
+def test_a_wrong_file_input_format_fails_parsing_at_the_table() -> None:
+    text = (
+        "create table t (id int, v int) with ('connectors' = '"
+        + json.dumps(
+            [{"name": "src", **connector({"name": "csv", "config": {"op_column": "v"}}).config}]
+        )
+        + "');"
+    )
+    with pytest.raises(SpindleError) as refused:
+        parse_program(text)
+    assert refused.value.reason == "InvalidConnectors"
+    assert "op_column 'v' is a column of the table" in refused.value.message
+    assert refused.value.details["line"] == 1 and refused.value.details["connector"] == "t.src"
+
+
+def test_formats_of_transports_spindle_does_not_read_are_not_judged_when_parsing() -> None:
+    kafka = {"name": "k", "transport": {"name": "kafka_input"}, "format": {"name": "avro"}}
+    parse_program(f"create table t (id int) with ('connectors' = '{json.dumps([kafka])}');")

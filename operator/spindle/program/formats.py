@@ -22,14 +22,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spindle.errors import SpindleError
-from spindle.program.model import Connector
+from spindle.errors import SpindleError, located
+from spindle.program.model import Connector, Table
 
 FORMATS = ("json", "csv", "parquet")
 UPDATE_FORMATS = ("raw", "insert_delete")
 """JSON update formats Spindle reads (Feldera also has `weighted`, `debezium`, `snowflake`)."""
 OPERATIONS: Mapping[str, int] = {"insert": 1, "delete": -1}
 """Values of an `op_column`, and the weight each one means."""
+READ_BY_SPINDLE = frozenset({"file_input"})
+"""Transports whose `format` Spindle itself reads (others are refused when run, not parsed)."""
 CHANGE_COLUMNS = ("weight_column", "op_column")
 """Config keys naming the column that says insert or delete (CSV and Parquet)."""
 
@@ -119,6 +121,25 @@ def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat
         op_column=named.get("op_column"),
         header=header == "true",
     )
+
+
+def check_inputs(table: Table) -> None:
+    """Validate the formats of `table`'s file inputs when the program is parsed, so a wrong
+    config fails `spindle plan` at the table's declaration, not the first step."""
+    columns = [c.name for c in table.columns]
+    for connector in table.connectors:
+        if connector.transport not in READ_BY_SPINDLE:
+            continue
+        try:
+            input_format(connector, columns=columns)
+        except SpindleError as error:
+            raise located(
+                reason=error.reason,
+                message=error.message.rstrip("."),
+                line=table.position.line,
+                column=table.position.column,
+                **error.details,
+            ) from None
 
 
 def invalid_record(

@@ -26,7 +26,7 @@ from tests import soak
 
 TABLES = (
     "create table t1 (id bigint, k int, v int, price decimal(7, 2));\n"
-    "create table t2 (k int, label varchar, w int);\n"
+    "create table t2 (k int not null primary key, label varchar, w int);\n"
 )
 
 # (name, query, what it reads): the pool programs are drawn from. {c} is a random constant.
@@ -95,9 +95,18 @@ def program_text(rng: random.Random, root: Path, source: Path) -> tuple[str, lis
             }
         ]
     )
+    cdc = json.dumps(
+        [
+            {
+                "name": "cdc",
+                "transport": {"name": "file_input", "config": {"path": str(root / "cdc")}},
+                "format": {"name": "json", "config": {"update_format": "insert_delete"}},
+            }
+        ]
+    )
     text = TABLES.replace(
         "price decimal(7, 2));", f"price decimal(7, 2)) with ('connectors' = '{lake}');"
-    )
+    ).replace("w int);", f"w int) with ('connectors' = '{cdc}');")
     for name, query, _ in VIEWS:
         output = json.dumps(
             [
@@ -119,7 +128,8 @@ def program_text(rng: random.Random, root: Path, source: Path) -> tuple[str, lis
 
 
 def batch(rng: random.Random, step: int) -> dict[str, list[dict[str, Any]]]:
-    """Rows to insert: t1 into its Delta source, t2 as ad-hoc inserts."""
+    """Rows to insert into t1 (through its Delta source); changes to t2, whose key is k:
+    upserts (often of a key it holds) and deletes by key, in `insert_delete` lines."""
     t1 = [
         {
             "id": step * 1000 + i,
@@ -130,14 +140,28 @@ def batch(rng: random.Random, step: int) -> dict[str, list[dict[str, Any]]]:
         for i in range(rng.randint(0, 12))
     ]
     t2 = [
-        {
-            "k": rng.choice([0, 1, 2, 5]),
-            "label": rng.choice(["a", "b", "c"]),
-            "w": rng.randint(0, 90),
+        {"delete": {"k": rng.choice([0, 1, 2, 5])}}
+        if rng.random() < 0.3
+        else {
+            "insert": {
+                "k": rng.choice([0, 1, 2, 5]),
+                "label": rng.choice(["a", "b", "c"]),
+                "w": rng.randint(0, 90),
+            }
         }
-        for _ in range(rng.randint(0, 3))
+        for _ in range(rng.randint(1, 4))
     ]
     return {"t1": t1, "t2": t2}
+
+
+def upserted(table: dict[int, tuple[Any, ...]], changes: list[dict[str, Any]]) -> None:
+    """Apply `insert_delete` changes to a primary-key table (k -> row), in order."""
+    for change in changes:
+        if "insert" in change:
+            row = change["insert"]
+            table[row["k"]] = (row["k"], row["label"], row["w"])
+        else:
+            table.pop(change["delete"]["k"], None)
 
 
 def contents(frame: Any) -> Counter[tuple[Any, ...]]:
@@ -172,7 +196,9 @@ def test_incremental_equals_recompute_after_every_step(
     tmp_path: Path, spark: Any, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inserts into both tables; deletes from t1 (through its Delta source's change feed) from
-    the second step on, so retractions flow from a table as well as out of aggregates. Group
+    the second step on, so retractions flow from a table as well as out of aggregates; t2 has a
+    primary key and receives upserts and deletes by key (JSON `insert_delete`), so replaced
+    rows leave as -old +new; its contents must equal applying its changes in order. Group
     tables are rewritten whole on odd steps and MERGEd on even ones (both ways of storing)."""
     from delta.tables import DeltaTable
 
@@ -199,6 +225,7 @@ def test_incremental_equals_recompute_after_every_step(
     before = {name: as_records(first.contents(name, manifest.state[name])) for name in chosen}
     ids: list[int] = []
     rewritten = maintain.SMALL_GROUPS
+    t2: dict[int, tuple[Any, ...]] = {}
     for step in range(1, STEPS + 1):
         rows = batch(rng, step)
         if rows["t1"]:
@@ -211,11 +238,12 @@ def test_incremental_equals_recompute_after_every_step(
             DeltaTable.forPath(spark, str(source)).delete(f"id IN ({', '.join(map(str, gone))})")
             ids = [i for i in ids if i not in gone]
         if rows["t2"]:
-            inbox = root / "inputs" / "t2"
+            inbox = tmp_path / "cdc"
             inbox.mkdir(parents=True, exist_ok=True)
             (inbox / f"{step:04d}.json").write_text(
                 "".join(json.dumps(r) + "\n" for r in rows["t2"])
             )
+            upserted(t2, rows["t2"])
         monkeypatch.setattr(maintain, "SMALL_GROUPS", rewritten if step % 2 else 0)
         started = time.perf_counter()
         manifest, stats = runtime.step(program, manifest)
@@ -226,6 +254,9 @@ def test_incremental_equals_recompute_after_every_step(
         )
         views = Views(spark, program, runtime.uri)
         views.register(manifest.state, tuple(program.tables))
+        assert contents(views.contents("t2", manifest.state["t2"])) == Counter(t2.values()), (
+            f"seed {seed} step {step}: t2 differs from its changes applied in order"
+        )
         for name in chosen:
             reference = _recomputed(spark, views, program, manifest, name)
             stored = views.contents(name, manifest.state[name])

@@ -8,6 +8,7 @@ from dataclasses import replace
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
+from spindle.program.formats import check_inputs
 from spindle.program.limits import check_program
 from spindle.program.model import Direction, Function, Position, Program, Table, View
 from spindle.program.statements import Statement, split
@@ -103,6 +104,7 @@ def parse_program(text: str) -> Program:
                 position=position,
                 text=statement.text,
             )
+            check_inputs(tables[facts.name])
         elif isinstance(facts, ViewFacts):
             connectors, notes = parse_connectors(
                 relation=facts.name,

@@ -4,12 +4,15 @@ Inputs return new rows and a new offset; offsets are opaque JSON stored in the c
 must not grow with history. `file_input` keeps a modification-time mark plus the files within
 `late_arrival_seconds` of it (`runtime.file_offsets`); `delta_table_input` the Delta version.
 
-What an input returns: a DataFrame with the table's columns, plus optionally an integer column
-`__w` (`WEIGHT`): +1 for an inserted row, -1 for a deleted one. An input without `__w` is
-insert-only. `delta_table_input` reads only the commits after its offset: the files they added
-(from the Delta log) when they only added rows, or the change data feed (`__w` from
-`_change_type`) when one of them removed or rewrote rows; without the feed that is
-`DeltaInputNotAppendOnly`. Until the engine maintains Z-sets, it ingests only the table columns.
+What an input returns: a DataFrame with the table's columns, an order column `__o` (`ORDER`:
+a later change has a larger value), and optionally an integer column `__w` (`WEIGHT`): +n for
+a row inserted n times, -n for one deleted. An input without `__w` is insert-only. File inputs
+read their format as `program.formats` validated it (JSON `insert_delete`, a CSV or Parquet
+weight or operation column), and fail with `InvalidInputRecord` on the first record that says
+neither insert nor delete, before anything is ingested. `delta_table_input` reads only the
+commits after its offset: the files they added (from the Delta log) when they only added rows,
+or the change data feed (`__w` from `_change_type`) when one of them removed or rewrote rows;
+without the feed that is `DeltaInputNotAppendOnly`.
 
 Outputs receive changes (the view's columns plus `weight`: +1 insert, -1 delete) under a step
 sequence number, so replaying a step rewrites the same files or Delta transaction instead of
@@ -19,38 +22,29 @@ duplicating them; on bootstrap, outputs Spindle owns can have their contents rep
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spindle.errors import SpindleError
 from spindle.program import Connector
+from spindle.program.formats import OPERATIONS, InputFormat, format_name, input_format
+from spindle.program.formats import invalid_record as _invalid_record
 from spindle.runtime import file_offsets, storage
+from spindle.runtime.change_sql import WEIGHT
+from spindle.runtime.zsets import column
 
-FORMATS = {"json": "json", "csv": "csv", "parquet": "parquet"}
 EXTENSIONS = {"json": "jsonl", "csv": "csv", "parquet": "parquet"}
 LATE_ARRIVAL_SECONDS = 60
-WEIGHT = "__w"
-"""An input's optional weight column: +1 insert, -1 delete (absent: every row is +1)."""
-
-
-def _format(connector: Connector) -> tuple[str, Mapping[str, Any]]:
-    fmt = connector.format or {"name": "json"}
-    name = str(fmt.get("name", "json")).lower()
-    if name not in FORMATS:
-        raise SpindleError(
-            reason="InvalidConnectors",
-            message=f"Connector {connector.key}: format '{name}' is not supported; use json, "
-            "csv or parquet.",
-            details={"connector": connector.key},
-        )
-    config = fmt.get("config") or {}
-    return name, config if isinstance(config, Mapping) else {}
+ORDER = "__o"
+"""An input's order column: a later change has a larger value (file, then line; Delta commit,
+then deletes before inserts). Tables with a primary key apply a key's changes in this order."""
+_FILE_BITS = 40
+"""ORDER is `file index << 40 | position in the file`: up to 2^40 records per file."""
 
 
 def _location(connector: Connector, *keys: str) -> str:
@@ -84,10 +78,11 @@ class Output(Protocol):
 
 @dataclass(frozen=True)
 class FileInput:
+    connector: str
+    """The connector's key, for error messages."""
     path: str
     schema: StructType
-    format: str
-    options: Mapping[str, Any]
+    format: InputFormat
     max_files: int | None = None
     """Flow control (`max_files_per_step`): at most this many new files per step."""
     late_ms: int = LATE_ARRIVAL_SECONDS * 1000
@@ -115,10 +110,106 @@ class FileInput:
         return self.read(spark, files)
 
     def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
-        reader = spark.read.schema(self.schema).format(FORMATS[self.format])
-        if self.format == "csv":
-            reader = reader.option("header", str(self.options.get("header", True)).lower())
-        return reader.load(files)
+        """The files' records, in order (ORDER), as rows with `__w` when the format carries
+        deletes; a record that says neither insert nor delete fails the read (`_check`)."""
+        if self.format.update_format == "insert_delete":
+            return self._insert_delete(spark, files)
+        return self._rows(spark, files)
+
+    def _insert_delete(self, spark: SparkSession, files: list[str]) -> DataFrame:
+        """JSON lines `{"insert": row}` / `{"delete": row}` (blank lines skipped)."""
+        names = [f.name for f in self.schema.fields]
+        lines = _positioned(spark, spark.read.text(files), files)
+        envelope = StructType(
+            [StructField("insert", self.schema), StructField("delete", self.schema)]
+        )
+        parsed = lines.where(F.trim("value") != "").withColumn(
+            "__e", F.from_json("value", envelope)
+        )
+        inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
+        self._check(
+            parsed,
+            "line",
+            (
+                (inserted & deleted, 'has both "insert" and "delete"; give one per line'),
+                (
+                    ~inserted & ~deleted,
+                    'is neither {"insert": {...}} nor {"delete": {...}} (or is not valid JSON)',
+                ),
+            ),
+        )
+        weight = F.when(inserted, F.lit(1)).otherwise(F.lit(-1)).cast("bigint")
+        row = F.coalesce("__e.insert", "__e.delete")
+        return parsed.select(*[row[n].alias(n) for n in names], weight.alias(WEIGHT), ORDER)
+
+    def _rows(self, spark: SparkSession, files: list[str]) -> DataFrame:
+        """Rows (JSON, CSV, Parquet), with a weight or operation column when configured."""
+        names, fmt = [f.name for f in self.schema.fields], self.format
+        extra = fmt.change_column
+        kinds = {fmt.weight_column: LongType(), fmt.op_column: StringType()}
+        schema = StructType(
+            [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
+        )
+        reader = spark.read.schema(schema).format(fmt.name)
+        if fmt.name == "csv":
+            reader = reader.option("header", str(fmt.header).lower())
+        records = _positioned(spark, reader.load(files), files)
+        if extra is None:
+            return records.select(*[column(n) for n in names], ORDER)
+        if fmt.weight_column is not None:
+            weight = column(extra)
+            problem = f"has no integer weight in column '{extra}'"
+        else:
+            value = F.lower(F.trim(column(extra)))
+            weight = F.lit(None)
+            for operation, sign in OPERATIONS.items():
+                weight = F.when(value == operation, F.lit(sign)).otherwise(weight)
+            problem = f"has no operation ({' or '.join(OPERATIONS)}) in column '{extra}'"
+        unit = "row" if fmt.name == "parquet" else "record"
+        self._check(records, unit, ((weight.isNull(), problem),))
+        signed: Column = weight.cast("bigint").alias(WEIGHT)
+        selected = [*[column(n) for n in names], signed, F.col(ORDER)]
+        return records.select(*selected).where(F.col(WEIGHT) != 0)
+
+    def _check(
+        self, records: DataFrame, unit: str, problems: tuple[tuple[Column, str], ...]
+    ) -> None:
+        """Fail, before anything is ingested, on the first record (in input order) that has
+        one of `problems`."""
+        which: Column = F.lit(None)
+        for index, (condition, _) in reversed(list(enumerate(problems))):
+            which = F.when(condition, F.lit(index)).otherwise(which)
+        found = records.withColumn("__p", which).where(F.col("__p").isNotNull())
+        first = found.orderBy(ORDER).select("__file", ORDER, "__p").limit(1).collect()
+        if not first:
+            return
+        row = first[0]
+        raise _invalid_record(
+            connector=self.connector,
+            file=unquote(row["__file"]),
+            unit=unit,
+            number=int(row[ORDER]) & ((1 << _FILE_BITS) - 1),
+            problem=problems[int(row["__p"])][1],
+        )
+
+
+def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:
+    """`frame` (read from `files`) with ORDER (file index in `files`, then the 1-based
+    position in its file) and `__file` (the file's path, URL-encoded as Spark names it)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    encoded = [jvm.org.apache.hadoop.fs.Path(f).toUri().toString() for f in files]
+    path = F.col("_metadata.file_path")
+    index = F.array_position(F.array(*[F.lit(e) for e in encoded]), path)
+    located = (
+        frame.withColumn("__file", path)
+        .withColumn("__i", index)
+        .withColumn("__b", F.col("_metadata.file_block_start"))
+        .withColumn("__m", F.monotonically_increasing_id())
+    )
+    position = F.row_number().over(Window.partitionBy("__i").orderBy("__b", "__m"))
+    order = F.shiftleft(F.col("__i"), _FILE_BITS) + position
+    return located.withColumn(ORDER, order.cast("bigint"))
 
 
 @dataclass(frozen=True)
@@ -140,14 +231,17 @@ class DeltaInput:
         names = [f.name for f in self.schema.fields]
         end = int(wanted)
         start = -1 if before is None else int(before)
+        unordered = F.lit(0).cast("bigint").alias(ORDER)  # inserts only: order is moot
         if start < 0:
-            return storage.read_delta(spark, self.uri, end, self.schema).select(*names)
+            table = storage.read_delta(spark, self.uri, end, self.schema)
+            return table.select(*[column(n) for n in names], unordered)
         commits = {v: self._commit(spark, v) for v in range(start + 1, end + 1)}
         rewrites = [v for v, actions in commits.items() if any(_removes(a) for a in actions)]
         if rewrites:
-            return self._change_feed(spark, start, end, rewrites).select(*names, WEIGHT)
+            changes = self._change_feed(spark, start, end, rewrites)
+            return changes.select(*[column(n) for n in names], WEIGHT, ORDER)
         added = [a["add"] for actions in commits.values() for a in actions if _adds(a)]
-        return self._read_added(spark, added, end).select(*names)
+        return self._read_added(spark, added, end).select(*[column(n) for n in names], unordered)
 
     def _commit(self, spark: SparkSession, version: int) -> list[dict[str, Any]]:
         text = storage.read_text(
@@ -192,9 +286,9 @@ class DeltaInput:
         for values, adds in groups.items():
             files = [storage.join(self.uri, unquote(a["path"])) for a in adds]
             part = spark.read.schema(data).parquet(*files)
-            for column, value in json.loads(values).items():
-                kind = table.schema[column].dataType
-                part = part.withColumn(column, F.lit(value).cast(kind))
+            for partition, value in json.loads(values).items():
+                kind = table.schema[partition].dataType
+                part = part.withColumn(partition, F.lit(value).cast(kind))
             frame = frame.unionByName(part)
         return frame
 
@@ -220,8 +314,10 @@ class DeltaInput:
             .load(self.uri)
         )
         kind = F.col("_change_type")
-        weight = F.when(kind.isin("insert", "update_postimage"), F.lit(1)).otherwise(F.lit(-1))
-        return changes.withColumn(WEIGHT, weight)
+        inserted = kind.isin("insert", "update_postimage")
+        weight = F.when(inserted, F.lit(1)).otherwise(F.lit(-1))
+        order = F.col("_commit_version") * 2 + inserted.cast("bigint")  # deletes first
+        return changes.withColumn(WEIGHT, weight).withColumn(ORDER, order.cast("bigint"))
 
 
 def _detail(spark: SparkSession, uri: str) -> tuple[list[str], dict[str, str]]:
@@ -254,9 +350,9 @@ class FileOutput:
     def _write(self, spark: SparkSession, frame: DataFrame, *, sequence: int, tag: str) -> None:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
         storage.delete(spark, staging)
-        frame.coalesce(1).write.mode("overwrite").format(FORMATS[self.format]).option(
-            "header", "true"
-        ).save(staging)
+        frame.coalesce(1).write.mode("overwrite").format(self.format).option("header", "true").save(
+            staging
+        )
         parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
         for index, part in enumerate(parts):
             target = storage.join(
@@ -295,7 +391,7 @@ class DeltaOutput:
 
 def make_input(connector: Connector, schema: StructType) -> Input:
     if connector.transport == "file_input":
-        name, options = _format(connector)
+        fmt = input_format(connector, columns=[f.name for f in schema.fields])
         limit = connector.config.get("max_files_per_step")
         late = connector.config.get("late_arrival_seconds", LATE_ARRIVAL_SECONDS)
         if not isinstance(late, int) or isinstance(late, bool) or late < 0:
@@ -306,12 +402,12 @@ def make_input(connector: Connector, schema: StructType) -> Input:
                 details={"connector": connector.key},
             )
         return FileInput(
-            _location(connector, "path", "uri"),
-            schema,
-            name,
-            options,
-            int(limit) if isinstance(limit, int) and limit > 0 else None,
-            late * 1000,
+            connector=connector.key,
+            path=_location(connector, "path", "uri"),
+            schema=schema,
+            format=fmt,
+            max_files=int(limit) if isinstance(limit, int) and limit > 0 else None,
+            late_ms=late * 1000,
         )
     if connector.transport == "delta_table_input":
         return DeltaInput(_location(connector, "uri", "path"), schema)
@@ -320,7 +416,7 @@ def make_input(connector: Connector, schema: StructType) -> Input:
 
 def make_output(connector: Connector, *, pipeline: str) -> Output:
     if connector.transport == "file_output":
-        name, _ = _format(connector)
+        name, _ = format_name(connector)
         return FileOutput(_location(connector, "path", "uri"), name)
     if connector.transport == "delta_table_output":
         return DeltaOutput(_location(connector, "uri", "path"), f"{pipeline}/{connector.key}")

@@ -29,10 +29,10 @@ from spindle.checkpoint.records import next_manifest
 from spindle.checkpoint.store import CheckpointStore
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
-from spindle.program import Program, View
-from spindle.runtime import storage, zsets
+from spindle.program import Program, Table, View
+from spindle.runtime import storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
-from spindle.runtime.connectors import Input, make_input, make_output
+from spindle.runtime.connectors import ORDER, Input, make_input, make_output
 from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
 from spindle.runtime.zsets import column
 from spindle.versions import RUNTIME_VERSION
@@ -225,11 +225,14 @@ class Runtime:
         manifest: Manifest,
         work: _Work,
     ) -> None:
-        """(1) Record the step intent, then append exactly what it names to the tables (a
-        replay of a crashed step ingests what that step planned, no more, no less)."""
+        """(1) Record the step intent, then apply exactly what it names to the tables (a
+        replay of a crashed step ingests what that step planned, no more, no less). A table's
+        input is its connectors' in declaration order (ad-hoc inserts last)."""
         planned = {key: offset for key, (_, offset) in polled.items()}
         intent = self.store.record_intent(work.sequence, {"offsets": planned})
-        for key, (frame, offset) in polled.items():
+        received: dict[str, list[DataFrame]] = {}
+        deletes: set[str] = set()
+        for position, (key, (frame, offset)) in enumerate(polled.items()):
             wanted = intent["offsets"].get(key)  # type: ignore[attr-defined]
             if wanted is None:
                 continue  # arrived after the crashed attempt planned this step: next step
@@ -237,33 +240,52 @@ class Runtime:
             if wanted != offset:  # replaying a crashed step: ingest exactly what it planned
                 previous = manifest.connectors.get(key)
                 frame = source.replay(self.spark, previous.offset if previous else None, wanted)
+            if WEIGHT in frame.columns:
+                deletes.add(table_name)
             table = program.tables[table_name]
-            record = self._own(work.state[table_name], f"state/tables/{table_name}@{work.sequence}")
-            names = [column(f.name) for f in table_schema(table).fields]
-            if WEIGHT in frame.columns:  # an input that carries deletes: the table is a Z-set
-                added = frame.select(*names, column(WEIGHT).cast("bigint").alias(WEIGHT))
-                record = self._as_zset(record)
-            else:
-                added = zsets.weighted(frame.select(*names))
-            added = added.persist()
+            received.setdefault(table_name, []).append(_in_order(frame, table, position))
+            work.connectors[key] = ConnectorRecord(direction="input", offset=wanted)
+        for table_name, frames in received.items():
+            self._ingest_table(
+                program.tables[table_name], frames, work, deletes=table_name in deletes
+            )
+        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changes))
+
+    def _ingest_table(
+        self, table: Table, frames: list[DataFrame], work: _Work, *, deletes: bool
+    ) -> None:
+        """Apply a table's input: appended to its rows, or to its Z-set when the input carries
+        deletes; upserted key by key (`runtime.upsert`) when it has a primary key."""
+        name, key = table.name, list(table.primary_key)
+        record = self._own(work.state[name], f"state/tables/{name}@{work.sequence}")
+        received = zsets.union(frames).persist()
+        work.cached.append(received)
+        counted = received.agg(F.count(F.lit(1)), F.sum(column(WEIGHT))).first()
+        rows, net = (int(counted[0]), int(counted[1] or 0)) if counted else (0, 0)
+        uri = self.uri(record.path)
+        if key:
+            record = self._relayout(record, "rows")
+            state = storage.read_delta(self.spark, uri, record.version, table_schema(table))
+            last = upsert.latest(received, key=key)
+            added = upsert.change(last=last, state=state, key=key).persist()
             work.cached.append(added)
-            counted = added.agg(F.count(F.lit(1)), F.sum(column(WEIGHT))).first()
-            rows, net = (int(counted[0]), int(counted[1] or 0)) if counted else (0, 0)
-            uri = self.uri(record.path)
+            net = int(added.agg(F.sum(column(WEIGHT))).first()[0] or 0)  # type: ignore[index]
+            upsert.apply(self.spark, uri, added, key=key)
+        else:
+            if deletes:
+                record = self._relayout(record, "zset")
+            added = received
             stored = added if record.layout == "zset" else added.drop(WEIGHT)
             stored.write.format("delta").mode("append").save(uri)
-            earlier = work.changes.get(table_name)
-            work.changes[table_name] = added if earlier is None else earlier.unionByName(added)
-            work.state[table_name] = record.model_copy(
-                update={
-                    "version": storage.last_commit(self.spark, uri)[0],
-                    "rows": (record.rows or 0) + net,
-                }
-            )
-            work.connectors[key] = ConnectorRecord(direction="input", offset=wanted)
-            work.stats.rows_ingested += rows
-            self.input_records_read += rows
-        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changes))
+        work.changes[name] = added
+        work.state[name] = record.model_copy(
+            update={
+                "version": storage.last_commit(self.spark, uri)[0],
+                "rows": (record.rows or 0) + net,
+            }
+        )
+        work.stats.rows_ingested += rows
+        self.input_records_read += rows
 
     def _maintain(self, program: Program, manifest: Manifest, work: _Work) -> None:
         """(2) Maintain, in dependency order, the views whose inputs changed, and (3) emit
@@ -309,17 +331,22 @@ class Runtime:
         emitted = change.agg(F.sum(F.abs(zsets.column(WEIGHT)))).first()
         work.stats.changes_emitted += int(emitted[0] or 0) if emitted else 0
 
-    def _as_zset(self, record: StateRecord) -> StateRecord:
-        """A table about to receive deletes, stored from now on as a Z-set (rows with `__w`)."""
-        if record.layout == "zset":
+    def _relayout(self, record: StateRecord, layout: str) -> StateRecord:
+        """A table stored from now on in `layout`: `zset` for one about to receive deletes (its
+        rows, weighted +1); `rows` for a primary-key table an earlier version stored as a
+        Z-set (its contents)."""
+        if record.layout == layout:
             return record
         uri = self.uri(record.path)
         frame = storage.read_delta(self.spark, uri, record.version, StructType([]))
-        zsets.weighted(frame).write.format("delta").mode("overwrite").option(
-            "overwriteSchema", "true"
-        ).save(uri)
+        converted = (
+            zsets.weighted(frame) if layout == "zset" else zsets.as_contents(frame, record.layout)
+        )
+        converted.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+            uri
+        )
         return record.model_copy(
-            update={"version": storage.delta_version(self.spark, uri), "layout": "zset"}
+            update={"version": storage.delta_version(self.spark, uri), "layout": layout}
         )
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
@@ -456,6 +483,18 @@ class Runtime:
                 details={"query": sql},
             ) from None
         return [row.asDict(recursive=True) for row in rows]
+
+
+def _in_order(frame: DataFrame, table: Table, position: int) -> DataFrame:
+    """An input's frame as a change of `table`: its columns and `__w` (+1 when the input
+    carries none); with a primary key also ORDER, after the connector's `position` (other
+    tables never compute it)."""
+    weight = column(WEIGHT) if WEIGHT in frame.columns else F.lit(1)
+    selected = [*[column(c.name) for c in table.columns], weight.cast("bigint").alias(WEIGHT)]
+    if table.primary_key:
+        order = F.struct(F.lit(position).alias("connector"), column(ORDER).alias("record"))
+        selected.append(order.alias(ORDER))
+    return frame.select(*selected)
 
 
 def _adhoc_connector(table: str, root: str) -> Any:

@@ -1,0 +1,156 @@
+"""What an input connector's `format` means: how its files are read, and how a record says
+whether it inserts or deletes a row. Pure: decided from the connector's JSON and its table's
+columns, before any file is opened (`runtime.connectors` reads accordingly).
+
+| format | `format.config` | a record is |
+|---|---|---|
+| `json` | none, or `"update_format": "raw"` | a row, inserted |
+| `json` | `"update_format": "insert_delete"` | `{"insert": row}` or `{"delete": row}` |
+| `csv`, `parquet` | `"weight_column": name` | a row and an integer weight (+n, -n, 0) |
+| `csv`, `parquet` | `"op_column": name` | a row and `insert` or `delete` |
+
+A weight of +n inserts the row n times, -n deletes it n times, 0 does nothing.
+
+The weight or operation column is consumed: it is not one of the table's columns (in CSV it is
+the last column of a line, after the table's). Other config keys are left to the reader (for
+example CSV's `header`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spindle.errors import SpindleError, located
+from spindle.program.model import Connector, Table
+
+FORMATS = ("json", "csv", "parquet")
+UPDATE_FORMATS = ("raw", "insert_delete")
+"""JSON update formats Spindle reads (Feldera also has `weighted`, `debezium`, `snowflake`)."""
+OPERATIONS: Mapping[str, int] = {"insert": 1, "delete": -1}
+"""Values of an `op_column`, and the weight each one means."""
+READ_BY_SPINDLE = frozenset({"file_input"})
+"""Transports whose `format` Spindle itself reads (others are refused when run, not parsed)."""
+CHANGE_COLUMNS = ("weight_column", "op_column")
+"""Config keys naming the column that says insert or delete (CSV and Parquet)."""
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """An input connector's format, validated."""
+
+    name: str
+    """`json`, `csv` or `parquet`."""
+    update_format: str = "raw"
+    """JSON only: `raw` (rows) or `insert_delete` (`{"insert": row}` / `{"delete": row}`)."""
+    weight_column: str | None = None
+    op_column: str | None = None
+    header: bool = True
+    """CSV only: the first line names the columns (and is skipped)."""
+
+    @property
+    def change_column(self) -> str | None:
+        """The consumed column that carries a record's weight or operation, if any."""
+        return self.weight_column or self.op_column
+
+    @property
+    def carries_deletes(self) -> bool:
+        return self.update_format == "insert_delete" or self.change_column is not None
+
+
+def _invalid(connector: Connector, problem: str, **details: Any) -> SpindleError:
+    return SpindleError(
+        reason="InvalidConnectors",
+        message=f"Connector {connector.key}: {problem}",
+        details={"connector": connector.key, **details},
+    )
+
+
+def format_name(connector: Connector) -> tuple[str, Mapping[str, Any]]:
+    """The format's name (json when absent) and its config; unknown names are refused."""
+    fmt = connector.format or {"name": "json"}
+    name = str(fmt.get("name", "json")).lower()
+    if name not in FORMATS:
+        raise _invalid(connector, f"format '{name}' is not supported; use json, csv or parquet.")
+    config = fmt.get("config") or {}
+    return name, config if isinstance(config, Mapping) else {}
+
+
+def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat:
+    """The validated format of an input connector of a table with `columns`."""
+    name, config = format_name(connector)
+    update = config.get("update_format", "raw")
+    if name != "json" and "update_format" in config:
+        raise _invalid(
+            connector,
+            f"update_format applies to json only; a {name} input says insert or delete with "
+            "weight_column or op_column.",
+        )
+    if update not in UPDATE_FORMATS:
+        raise _invalid(
+            connector,
+            f"update_format {update!r} is not supported; use 'raw' (rows, inserted) or "
+            '\'insert_delete\' ({"insert": row} / {"delete": row} per line).',
+        )
+    named = {key: config[key] for key in CHANGE_COLUMNS if config.get(key) is not None}
+    if named and name == "json":
+        raise _invalid(
+            connector,
+            f"{', '.join(named)} applies to csv and parquet; a json input says insert or "
+            "delete with update_format 'insert_delete'.",
+        )
+    if len(named) > 1:
+        raise _invalid(connector, "set weight_column or op_column, not both.")
+    for key, value in named.items():
+        if not isinstance(value, str) or not value:
+            raise _invalid(connector, f"{key} must be a column name (got {value!r}).")
+        if value.lower() in {c.lower() for c in columns}:
+            raise _invalid(
+                connector,
+                f"{key} '{value}' is a column of the table; the {key.split('_')[0]} column is "
+                "consumed by the input, so give it a name the table does not use.",
+            )
+    header = str(config.get("header", True)).lower()
+    if header not in ("true", "false"):
+        raise _invalid(connector, f"header must be true or false (got {config['header']!r}).")
+    return InputFormat(
+        name=name,
+        update_format=str(update),
+        weight_column=named.get("weight_column"),
+        op_column=named.get("op_column"),
+        header=header == "true",
+    )
+
+
+def check_inputs(table: Table) -> None:
+    """Validate the formats of `table`'s file inputs when the program is parsed, so a wrong
+    config fails `spindle plan` at the table's declaration, not the first step."""
+    columns = [c.name for c in table.columns]
+    for connector in table.connectors:
+        if connector.transport not in READ_BY_SPINDLE:
+            continue
+        try:
+            input_format(connector, columns=columns)
+        except SpindleError as error:
+            raise located(
+                reason=error.reason,
+                message=error.message.rstrip("."),
+                line=table.position.line,
+                column=table.position.column,
+                **error.details,
+            ) from None
+
+
+def invalid_record(
+    *, connector: str, file: str, unit: str, number: int, problem: str
+) -> SpindleError:
+    """A record of an input file that cannot be ingested (`unit` `number`: "line 3", "row 7");
+    nothing of the step is applied."""
+    return SpindleError(
+        reason="InvalidInputRecord",
+        message=f"Connector {connector}: {unit} {number} of {file} {problem}. Nothing of this "
+        "step was ingested; fix or remove the file (inputs are read again from the same "
+        "offset).",
+        details={"connector": connector, "file": file, unit: number},
+    )

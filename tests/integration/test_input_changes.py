@@ -1,0 +1,331 @@
+"""Inputs that change rows, not only insert them, through the real runtime: primary-key tables
+upsert (downstream views and outputs see -old +new), JSON `insert_delete` deletes, CSV and
+Parquet weight or operation columns, and a bad record fails the step before anything is
+ingested."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.store import open_store
+from spindle.errors import SpindleError
+from spindle.program import Program, parse_program
+from spindle.runtime import storage
+from spindle.runtime.engine import Runtime
+from spindle.runtime.maintain import Views
+
+
+def connectors(*entries: dict[str, Any]) -> str:
+    return json.dumps(list(entries))
+
+
+def file_input(name: str, path: Path, fmt: str = "json", **config: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "transport": {"name": "file_input", "config": {"path": str(path)}},
+        "format": {"name": fmt, "config": config},
+    }
+
+
+def insert_delete(path: Path) -> str:
+    """A table's connectors: one JSON `insert_delete` file input named `cdc`."""
+    return connectors(file_input("cdc", path, update_format="insert_delete"))
+
+
+def fed_and_watched(table: str, view: str, *, inbox: Path, out: Path) -> str:
+    """A program: `table` fed by `insert_delete` files from `inbox`, and `view` (name and
+    query) with a file output to `out`."""
+    name, query = view.split(" as ", 1)
+    return (
+        f"create table {table} with ('connectors' = '{insert_delete(inbox)}');\n"
+        f"create materialized view {name} with ('connectors' = '{connectors(file_output(out))}') "
+        f"as {query};"
+    )
+
+
+def file_output(path: Path) -> dict[str, Any]:
+    return {
+        "name": "out",
+        "transport": {"name": "file_output", "config": {"path": str(path)}},
+        "format": {"name": "json"},
+    }
+
+
+class Pipeline:
+    """A program run step by step by the runtime, with readers for its state and outputs."""
+
+    def __init__(self, spark: Any, tmp_path: Path, sql: str) -> None:
+        self.spark, self.tmp = spark, tmp_path
+        self.program: Program = parse_program(sql)
+        root = tmp_path / "pipeline"
+        self.runtime = Runtime(
+            spark=spark,
+            store=open_store(root.as_uri()),
+            root=root.as_uri(),
+            pipeline=PipelineRef(namespace="t", name=tmp_path.name),
+        )
+        self.manifest: Manifest = self.runtime.initialize(self.program)
+        self.seen: set[Path] = set()
+
+    def step(self) -> None:
+        self.manifest, _ = self.runtime.step(self.program, self.manifest)
+
+    def rows(self, name: str) -> Counter[tuple[Any, ...]]:
+        views = Views(self.spark, self.program, self.runtime.uri)
+        frame = views.contents(name, self.manifest.state[name])
+        return Counter(tuple(r) for r in frame.collect())
+
+    def stored(self, name: str) -> int:
+        """Rows physically stored for `name` (all of them, whatever their weight)."""
+        record = self.manifest.state[name]
+        uri = self.runtime.uri(record.path)
+        return storage.read_delta(self.spark, uri, record.version, _empty()).count()
+
+    def changes(self, outputs: Path) -> Counter[tuple[Any, ...]]:
+        """What the output received since last asked: rows with signed counts."""
+        found: Counter[tuple[Any, ...]] = Counter()
+        for path in sorted(outputs.glob("*.jsonl")):
+            if path in self.seen:
+                continue
+            self.seen.add(path)
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                weight = record.pop("weight")
+                found[tuple(record.values())] += weight
+        return found
+
+
+def _empty() -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType([])
+
+
+def write_lines(path: Path, records: list[Any], *, mtime: float | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+def test_primary_key_upserts_and_the_aggregate_sees_minus_old_plus_new(
+    tmp_path: Path, spark: Any
+) -> None:
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    sql = fed_and_watched(
+        "t (id int not null primary key, grp varchar, v int)",
+        "sums as select grp, sum(v) as total, count(*) as n from t group by grp",
+        inbox=inbox,
+        out=out,
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(
+        inbox / "1.jsonl",
+        [
+            {"insert": {"id": 1, "grp": "a", "v": 10}},
+            {"insert": {"id": 2, "grp": "a", "v": 5}},
+            {"insert": {"id": 3, "grp": "b", "v": 1}},
+        ],
+        mtime=1_000_000,
+    )
+    pipeline.step()
+    assert pipeline.rows("sums") == Counter({("a", 15, 2): 1, ("b", 1, 1): 1})
+    pipeline.changes(out)
+    write_lines(
+        inbox / "2.jsonl",
+        [
+            {"insert": {"id": 1, "grp": "b", "v": 7}},  # moves key 1 from a to b
+            {"delete": {"id": 2}},  # a delete by key only
+            {"delete": {"id": 99}},  # a key the table does not hold: nothing
+            {"insert": {"id": 4, "grp": "c", "v": 1}},
+            {"delete": {"id": 4, "grp": "c", "v": 1}},  # in the same batch: 4 never shows
+            {"insert": {"id": 3, "grp": "b", "v": 2}},
+            {"insert": {"id": 3, "grp": "b", "v": 3}},  # the last change of a key wins
+        ],
+        mtime=1_000_100,
+    )
+    pipeline.step()
+    assert pipeline.rows("t") == Counter({(1, "b", 7): 1, (3, "b", 3): 1})
+    assert pipeline.stored("t") == 2, "a primary-key table stores one row per key"
+    assert pipeline.manifest.state["t"].rows == 2
+    assert pipeline.rows("sums") == Counter({("b", 10, 2): 1})
+    assert pipeline.changes(out) == Counter({("a", 15, 2): -1, ("b", 1, 1): -1, ("b", 10, 2): 1})
+
+
+def test_a_keys_changes_apply_in_file_order_then_line_order(tmp_path: Path, spark: Any) -> None:
+    inbox = tmp_path / "in"
+    sql = (
+        "create table t (id int not null primary key, v int) with ("
+        f"'connectors' = '{insert_delete(inbox)}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    # one step, two files: b.jsonl is older, so it applies first although its name sorts last
+    write_lines(
+        inbox / "b.jsonl",
+        [{"insert": {"id": 1, "v": 1}}, {"insert": {"id": 2, "v": 1}}],
+        mtime=1_000_000,
+    )
+    write_lines(
+        inbox / "a.jsonl",
+        [{"insert": {"id": 1, "v": 2}}, {"delete": {"id": 2}}, {"insert": {"id": 3, "v": 3}}],
+        mtime=1_000_050,
+    )
+    pipeline.step()
+    assert pipeline.rows("t") == Counter({(1, 2): 1, (3, 3): 1})
+    # the table's ad-hoc inserts come after its connectors
+    write_lines(inbox / "c.jsonl", [{"insert": {"id": 3, "v": 30}}], mtime=1_000_100)
+    write_lines(tmp_path / "pipeline" / "inputs" / "t" / "x.jsonl", [{"id": 3, "v": 300}])
+    pipeline.step()
+    assert pipeline.rows("t") == Counter({(1, 2): 1, (3, 300): 1})
+
+
+def test_json_insert_delete_deletes_rows_of_a_table_without_a_key(
+    tmp_path: Path, spark: Any
+) -> None:
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    sql = fed_and_watched(
+        "t (k varchar, v int)", "big as select k, v from t where v > 1", inbox=inbox, out=out
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(
+        inbox / "1.jsonl",
+        [
+            {"insert": {"k": "x", "v": 5}},
+            {"insert": {"k": "x", "v": 5}},
+            {"insert": {"k": "y", "v": 9}},
+        ],
+        mtime=1_000_000,
+    )
+    pipeline.step()
+    assert pipeline.rows("big") == Counter({("x", 5): 2, ("y", 9): 1})
+    pipeline.changes(out)
+    write_lines(
+        inbox / "2.jsonl",
+        ["", {"delete": {"k": "x", "v": 5}}, {"delete": {"k": "y", "v": 9}}],
+        mtime=1_000_100,
+    )
+    pipeline.step()
+    assert pipeline.rows("big") == Counter({("x", 5): 1})
+    assert pipeline.changes(out) == Counter({("x", 5): -1, ("y", 9): -1})
+
+
+def test_csv_weight_column_and_parquet_operation_column(tmp_path: Path, spark: Any) -> None:
+    csv_in, parquet_in = tmp_path / "csv", tmp_path / "parquet"
+    sql = (
+        "create table c (k varchar, v int) with ("
+        f"'connectors' = '{connectors(file_input('w', csv_in, 'csv', weight_column='w'))}');\n"
+        "create table p (id int not null primary key, v int) with ("
+        f"'connectors' = '{connectors(file_input('op', parquet_in, 'parquet', op_column='op'))}'"
+        ");\n"
+        "create materialized view total as select sum(v) as s, count(*) as n from c;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(csv_in / "1.csv", ["k,v,w", "a,1,3", "b,2,1", "z,9,0"], mtime=1_000_000)
+    frame = spark.createDataFrame(
+        [(1, 10, "insert"), (2, 20, "insert"), (1, 11, "INSERT")], "id int, v int, op string"
+    )
+    frame.coalesce(1).write.parquet(str(parquet_in / "1"))
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("a", 1): 3, ("b", 2): 1})
+    assert pipeline.rows("total") == Counter({(5, 4): 1})
+    assert pipeline.rows("p") == Counter({(1, 11): 1, (2, 20): 1})
+    write_lines(csv_in / "2.csv", ["k,v,w", "a,1,-2"], mtime=1_000_100)
+    spark.createDataFrame([(2, None, "delete")], "id int, v int, op string").coalesce(
+        1
+    ).write.parquet(str(parquet_in / "2"))
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("a", 1): 1, ("b", 2): 1})
+    assert pipeline.rows("total") == Counter({(3, 2): 1})
+    assert pipeline.rows("p") == Counter({(1, 11): 1})
+
+
+def test_a_bad_line_fails_the_step_with_its_file_and_line_before_anything_is_ingested(
+    tmp_path: Path, spark: Any
+) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    sql = (
+        "create table a (id int, v int) with ("
+        f"'connectors' = '{connectors(file_input('ok', good))}');\n"
+        "create table t (id int not null primary key, v int) with ("
+        f"'connectors' = '{insert_delete(bad)}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    before = pipeline.manifest
+    write_lines(good / "1.jsonl", [{"id": 1, "v": 1}], mtime=1_000_000)
+    write_lines(
+        bad / "1.jsonl",
+        [{"insert": {"id": 1, "v": 1}}, {"insert": {"id": 2, "v": 1}, "delete": {"id": 1}}],
+        mtime=1_000_000,
+    )
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord"
+    assert f"line 2 of file:{bad / '1.jsonl'}" in failed.value.message
+    assert 'both "insert" and "delete"' in failed.value.message
+    assert failed.value.details["connector"] == "t.cdc"
+    assert pipeline.runtime.store.latest() == before, "nothing of the step was committed"
+    assert pipeline.rows("a") == Counter() and pipeline.rows("t") == Counter()
+    # fixed (a new file replaces the bad one): the next step ingests both inputs
+    (bad / "1.jsonl").unlink()
+    write_lines(bad / "2.jsonl", [{"insert": {"id": 1, "v": 1}}], mtime=1_000_100)
+    pipeline.step()
+    assert pipeline.rows("a") == Counter({(1, 1): 1})
+    assert pipeline.rows("t") == Counter({(1, 1): 1})
+
+
+@pytest.mark.parametrize(
+    ("fmt", "config", "lines", "problem"),
+    [
+        ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2"),
+        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1"),
+        ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2"),
+        ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1"),
+    ],
+)
+def test_a_bad_record_is_a_user_error_naming_it(
+    tmp_path: Path, spark: Any, fmt: str, config: dict[str, str], lines: list[str], problem: str
+) -> None:
+    inbox = tmp_path / "in"
+    sql = (
+        "create table c (k varchar, v int) with ("
+        f"'connectors' = '{connectors(file_input('in', inbox, fmt, **config))}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord"
+    assert f"{problem} of file:{inbox / f'1.{fmt}'}" in failed.value.message
+
+
+def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, spark: Any) -> None:
+    """An UPDATE's pre-image (-1) and post-image (+1) share a commit: the delete applies first,
+    so the key keeps its new row."""
+    from delta.tables import DeltaTable
+
+    source = str(tmp_path / "source")
+    spark.createDataFrame([(1, 10), (2, 20)], "id int, v int").write.format("delta").option(
+        "delta.enableChangeDataFeed", "true"
+    ).save(source)
+    lake = {"name": "lake", "transport": {"name": "delta_table_input", "config": {"uri": source}}}
+    sql = (
+        "create table t (id int not null primary key, v int) with ("
+        f"'connectors' = '{connectors(lake)}');\n"
+        "create materialized view total as select sum(v) as s from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    pipeline.step()
+    assert pipeline.rows("t") == Counter({(1, 10): 1, (2, 20): 1})
+    DeltaTable.forPath(spark, source).update("id = 1", {"v": "11"})
+    DeltaTable.forPath(spark, source).delete("id = 2")
+    pipeline.step()
+    assert pipeline.rows("t") == Counter({(1, 11): 1})
+    assert pipeline.stored("t") == 1
+    assert pipeline.rows("total") == Counter({(11,): 1})

@@ -1,0 +1,109 @@
+"""Input formats are validated from the connector alone: what each config means, and every
+config a user can get wrong refused with `InvalidConnectors` naming the connector."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from spindle.errors import SpindleError
+from spindle.program import Connector, Direction, parse_program
+from spindle.program.formats import InputFormat, input_format, invalid_record
+
+COLUMNS = ("id", "v")
+
+
+def connector(fmt: dict[str, Any] | None) -> Connector:
+    config: dict[str, Any] = {"transport": {"name": "file_input", "config": {"path": "/in"}}}
+    if fmt is not None:
+        config["format"] = fmt
+    return Connector(
+        relation="t",
+        name="src",
+        direction=Direction.INPUT,
+        transport="file_input",
+        config=config,
+        comparable="",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        (None, InputFormat(name="json")),
+        ({"name": "JSON", "config": {"update_format": "raw"}}, InputFormat(name="json")),
+        (
+            {"name": "json", "config": {"update_format": "insert_delete"}},
+            InputFormat(name="json", update_format="insert_delete"),
+        ),
+        (
+            {"name": "csv", "config": {"weight_column": "w", "header": "false"}},
+            InputFormat(name="csv", weight_column="w", header=False),
+        ),
+        (
+            {"name": "parquet", "config": {"op_column": "op"}},
+            InputFormat(name="parquet", op_column="op"),
+        ),
+    ],
+)
+def test_what_a_format_config_means(fmt: dict[str, Any] | None, expected: InputFormat) -> None:
+    assert input_format(connector(fmt), columns=COLUMNS) == expected
+
+
+def test_which_formats_carry_deletes() -> None:
+    assert not InputFormat(name="json").carries_deletes
+    assert InputFormat(name="json", update_format="insert_delete").carries_deletes
+    assert InputFormat(name="csv", weight_column="w").change_column == "w"
+    assert InputFormat(name="parquet", op_column="op").carries_deletes
+
+
+@pytest.mark.parametrize(
+    ("fmt", "says"),
+    [
+        ({"name": "avro"}, "format 'avro' is not supported"),
+        ({"name": "json", "config": {"update_format": "debezium"}}, "'debezium' is not supported"),
+        ({"name": "csv", "config": {"update_format": "insert_delete"}}, "applies to json only"),
+        ({"name": "json", "config": {"weight_column": "w"}}, "applies to csv and parquet"),
+        ({"name": "csv", "config": {"weight_column": "w", "op_column": "o"}}, "not both"),
+        ({"name": "csv", "config": {"weight_column": 3}}, "must be a column name"),
+        ({"name": "parquet", "config": {"op_column": "V"}}, "is a column of the table"),
+        ({"name": "csv", "config": {"header": "yes"}}, "header must be true or false"),
+    ],
+)
+def test_a_wrong_format_config_is_refused(fmt: dict[str, Any], says: str) -> None:
+    with pytest.raises(SpindleError) as refused:
+        input_format(connector(fmt), columns=COLUMNS)
+    assert refused.value.reason == "InvalidConnectors"
+    assert says in refused.value.message
+    assert refused.value.details["connector"] == "t.src"
+
+
+def test_a_bad_record_names_connector_file_and_line() -> None:
+    error = invalid_record(
+        connector="t.src", file="/in/a.jsonl", unit="line", number=3, problem="is odd"
+    )
+    assert error.reason == "InvalidInputRecord"
+    assert error.message.startswith("Connector t.src: line 3 of /in/a.jsonl is odd.")
+    assert error.details == {"connector": "t.src", "file": "/in/a.jsonl", "line": 3}
+
+
+def test_a_wrong_file_input_format_fails_parsing_at_the_table() -> None:
+    text = (
+        "create table t (id int, v int) with ('connectors' = '"
+        + json.dumps(
+            [{"name": "src", **connector({"name": "csv", "config": {"op_column": "v"}}).config}]
+        )
+        + "');"
+    )
+    with pytest.raises(SpindleError) as refused:
+        parse_program(text)
+    assert refused.value.reason == "InvalidConnectors"
+    assert "op_column 'v' is a column of the table" in refused.value.message
+    assert refused.value.details["line"] == 1 and refused.value.details["connector"] == "t.src"
+
+
+def test_formats_of_transports_spindle_does_not_read_are_not_judged_when_parsing() -> None:
+    kafka = {"name": "k", "transport": {"name": "kafka_input"}, "format": {"name": "avro"}}
+    parse_program(f"create table t (id int) with ('connectors' = '{json.dumps([kafka])}');")

@@ -244,10 +244,8 @@ class DeltaInput:
         return self._read_added(spark, added, end).select(*[column(n) for n in names], unordered)
 
     def _commit(self, spark: SparkSession, version: int) -> list[dict[str, Any]]:
-        text = storage.read_text(
-            spark, storage.join(self.uri, "_delta_log", f"{version:020d}.json")
-        )
-        if text is None:
+        actions = storage.commit_actions(spark, self.uri, version)
+        if actions is None:
             raise SpindleError(
                 reason="DeltaInputVersionExpired",
                 message=f"Version {version} of the Delta table {self.uri} is no longer in its "
@@ -256,7 +254,7 @@ class DeltaInput:
                 "connector (rename it) to read the table again from its current version.",
                 details={"uri": self.uri, "version": version},
             )
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return actions
 
     def _read_added(self, spark: SparkSession, added: list[dict[str, Any]], end: int) -> DataFrame:
         """The rows of the files the commits added (partition values from the log)."""

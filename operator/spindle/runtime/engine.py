@@ -342,22 +342,16 @@ class Runtime:
         converted = (
             zsets.weighted(frame) if layout == "zset" else zsets.as_contents(frame, record.layout)
         )
-        converted.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
-            uri
-        )
-        return record.model_copy(
-            update={"version": storage.delta_version(self.spark, uri), "layout": layout}
-        )
+        version, _ = write_whole(self.spark, converted, uri)
+        return record.model_copy(update={"version": version, "layout": layout})
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an
         absolute URI) is copied into this pipeline's own state first, never written to."""
         if not record.adopted:
             return record
-        copy_delta(self.spark, self.uri(record.path), record.version, self.uri(path))
-        return record.model_copy(
-            update={"path": path, "version": storage.delta_version(self.spark, self.uri(path))}
-        )
+        version = copy_delta(self.spark, self.uri(record.path), record.version, self.uri(path))
+        return record.model_copy(update={"path": path, "version": version})
 
     def _key(self) -> str:
         return f"{self.pipeline.namespace}/{self.pipeline.name}"

@@ -16,6 +16,7 @@ and wakes none of its dependents.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -241,6 +242,7 @@ class Views:
         old = {n: self._zset_or_empty(n, before) for n in names}
         new = {n: self._zset_or_empty(n, after) for n in names}
 
+        @functools.cache  # a LEFT JOIN reads its right side's new rows in several terms
         def present(name: str, now: bool) -> str:
             rows = zsets.consolidate((new if now else old)[name])
             return self.temp(rows.where(zsets.column(WEIGHT) > 0))
@@ -459,10 +461,11 @@ def write_whole(spark: SparkSession, frame: DataFrame, uri: str) -> tuple[int, i
     return storage.last_write(spark, uri)
 
 
-def copy_delta(spark: SparkSession, source: str, version: int, target: str) -> None:
-    """Copy state this pipeline may not write (adopted) into its own path first."""
+def copy_delta(spark: SparkSession, source: str, version: int, target: str) -> int:
+    """Copy state this pipeline may not write (adopted) into its own path first; returns the
+    copy's version."""
     frame = spark.read.format("delta").option("versionAsOf", version).load(source)
-    frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target)
+    return write_whole(spark, frame, target)[0]
 
 
 SMALL_GROUPS = 100_000

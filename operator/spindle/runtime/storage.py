@@ -108,15 +108,23 @@ def delta_version(spark: SparkSession, uri: str) -> int:
     return max(versions, default=-1)
 
 
+def commit_actions(spark: SparkSession, uri: str, version: int) -> list[dict[str, Any]] | None:
+    """The actions of one commit of a Delta table, from its log entry; None when the log no
+    longer holds it."""
+    text = read_text(spark, join(uri, LOG, f"{version:020d}.json"))
+    if text is None:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def last_commit(spark: SparkSession, uri: str) -> tuple[int, dict[str, str]]:
     """Version and operation metrics (rows written, inserted, deleted...) of the latest commit
     of a Delta table this process just wrote: read from that commit's own log entry."""
     version = delta_version(spark, uri)
-    text = read_text(spark, join(uri, LOG, f"{version:020d}.json"))
-    if version < 0 or text is None:
+    actions = commit_actions(spark, uri, version) if version >= 0 else None
+    if actions is None:
         raise OSError(f"{uri} has no Delta commit to read")
-    for line in text.splitlines():
-        action = json.loads(line) if line.strip() else {}
+    for action in actions:
         if "commitInfo" in action:
             metrics = action["commitInfo"].get("operationMetrics") or {}
             return version, {str(k): str(v) for k, v in metrics.items()}

@@ -7,23 +7,14 @@ from typing import Any
 
 import pytest
 import yaml
-from lupa import LuaRuntime
+
+from tests.lua import run
 
 SCRIPT = Path("docs/argocd/health.lua").read_text()
 
 
 def health(obj: dict[str, Any]) -> tuple[str, str]:
-    lua = LuaRuntime(unpack_returned_tuples=True)
-
-    def to_lua(value: Any) -> Any:
-        if isinstance(value, dict):
-            return lua.table_from({k: to_lua(v) for k, v in value.items()})
-        if isinstance(value, list):
-            return lua.table_from([to_lua(v) for v in value])
-        return value
-
-    lua.globals().obj = to_lua(obj)
-    result = lua.execute(SCRIPT)
+    result = run(SCRIPT, obj=obj)
     return result["status"], result["message"]
 
 

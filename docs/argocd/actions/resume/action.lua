@@ -1,0 +1,3 @@
+-- Resume ingestion: spec.desiredState Running.
+obj.spec.desiredState = "Running"
+return obj

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +24,17 @@ from tests.e2e.pipelines import (
 from tests.unit.test_plan_golden import REFERENCE_DIFF
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
+
+
+def sample(operator: Operator, series: str) -> Callable[[], float | None]:
+    """The value of one series (its name and labels, as /metrics writes them), or None."""
+    line = re.compile(rf"^{re.escape(series)} (\S+)$", re.M)
+
+    def value() -> float | None:
+        found = line.search(operator.metrics())
+        return None if found is None else float(found.group(1))
+
+    return value
 
 
 def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark: Any) -> None:
@@ -50,6 +63,9 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert "AwaitingApproval" in listing and change in listing, listing
     assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
     checkpoint_before = store(space).latest().id
+    grades_series = f'{{name="grades",namespace="{space.name}"}}'
+    pending = sample(operator, "spindle_pending_changes_age_seconds" + grades_series)
+    assert wait_for("the pending change's age on /metrics", pending) > 0
 
     # 3. A wrong id: an Event naming the pending id, and no pod.
     space.kube.kubectl(
@@ -85,6 +101,13 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     history = store(space).history()
     assert [m.bootstrap.change_id for m in history if m.bootstrap] == [change]
     assert 'spindle_pipelines{phase="Running"}' in operator.metrics()
+    checkpoint_age = sample(operator, "spindle_checkpoint_age_seconds" + grades_series)
+    assert wait_for("the checkpoint's age on /metrics", lambda: checkpoint_age() is not None)
+    assert pending() is None  # approved: the pending series is gone
+    reconciles = sample(operator, 'spindle_reconcile_duration_seconds_count{result="ok"}')
+    assert (reconciles() or 0) >= 3
+    bootstraps = sample(operator, "spindle_bootstrap_duration_seconds_count")
+    assert wait_for("the bootstrap on /metrics", bootstraps) >= 1
     assert space.events("ApprovalIgnored") == [event]  # announced once, not every resync
     annotations = space.get("grades")["metadata"].get("annotations", {})
     assert not [k for k in annotations if "kopf" in k], annotations

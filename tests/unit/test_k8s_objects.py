@@ -285,21 +285,6 @@ def test_watchdog_fails_liveness_when_the_watch_stops_delivering(
     assert "re-list" in (dog.problem() or "")
 
 
-def test_metrics_count_pipelines_per_phase_and_bootstraps_once() -> None:
-    from spindle.k8s.metrics import Metrics
-
-    seen = Metrics()
-    seen.reconciled(("ns", "a"), phase="Running", result="ok")
-    seen.reconciled(("ns", "b"), phase="Running", result="ok")
-    seen.reconciled(("ns", "b"), phase=None, result="gone")
-    seen.bootstrapped("c1", 12.0)
-    seen.bootstrapped("c1", 12.0)
-    text = seen.exposition().decode()
-    assert 'spindle_pipelines{phase="Running"} 1.0' in text
-    assert 'spindle_reconciles_total{result="ok"} 2.0' in text
-    assert "spindle_bootstrap_duration_seconds_count 1.0" in text
-
-
 def test_a_driver_killed_for_memory_says_which_limit_to_raise() -> None:
     pod = {
         "metadata": {"labels": {"spindle.dev/mode": "run", "spindle.dev/generation": "1"}},

@@ -1,6 +1,20 @@
 """Prometheus metrics and the liveness verdict, served on one small HTTP port.
 
-`/metrics`: reconciles by result, pipelines per phase, bootstrap durations.
+`/metrics` (docs/operator.md lists them; docs/grafana/spindle.json charts them):
+- `spindle_reconciles_total{result}` and `spindle_reconcile_duration_seconds{result}` (histogram),
+  `result` being ok, gone or error;
+- `spindle_pipelines{phase}`, every phase always present;
+- `spindle_pending_changes_age_seconds{namespace,name}`: how long each pipeline has been
+  AwaitingApproval (since its Ready condition last changed); a series only while it awaits;
+- `spindle_checkpoint_age_seconds{namespace,name}`: the age of each Running pipeline's newest
+  checkpoint; a series only while it is Running;
+- `spindle_bootstrap_duration_seconds` (histogram): each bootstrap that finished while this
+  process ran, once, from the checkpoint that records it.
+
+Labels stay bounded: counters and histograms carry no pipeline names (their buckets would
+multiply by the fleet); the two per-pipeline gauges have one series per pipeline at most, and
+drop it when the pipeline leaves the phase or is deleted. Ages are computed when scraped.
+
 `/healthz`: fails when watching has stalled, i.e. when a periodic re-list finds a pipeline
 version that the watch stream has not delivered within `stall_after` seconds, or when the
 re-list itself has not completed for that long.
@@ -8,26 +22,64 @@ re-list itself has not completed for that long.
 
 from __future__ import annotations
 
+import datetime
+import threading
 import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from spindle.api import Phase
 
 Key = tuple[str, str]
+RESULTS = ("ok", "gone", "error")
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _seconds(since: datetime.datetime, *, now: datetime.datetime) -> float:
+    """Seconds from `since` to `now`, never negative; a time without a zone is UTC."""
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=datetime.UTC)
+    return max(0.0, (now - since).total_seconds())
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the last reconcile of one pipeline found."""
+
+    phase: str
+    since: datetime.datetime | None = None
+    """When the phase's Ready condition last changed."""
+    checkpoint_at: datetime.datetime | None = None
+    """When the newest checkpoint was committed."""
 
 
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    clock: Callable[[], datetime.datetime] = _utcnow
+    _seen: dict[Key, Seen] = field(default_factory=dict)
+    _bootstrapped: dict[Key, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    started: datetime.datetime = field(init=False)
 
     def __post_init__(self) -> None:
+        self.started = self.clock()
         self.reconciles = Counter(
             "spindle_reconciles", "Reconciles by result.", ["result"], registry=self.registry
         )
-        self.pipelines = Gauge(
-            "spindle_pipelines", "Pipelines per phase.", ["phase"], registry=self.registry
+        self.reconcile_seconds = Histogram(
+            "spindle_reconcile_duration_seconds",
+            "How long one reconcile of one pipeline took, by result.",
+            ["result"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
         )
         self.bootstraps = Histogram(
             "spindle_bootstrap_duration_seconds",
@@ -35,30 +87,75 @@ class Metrics:
             buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
             registry=self.registry,
         )
-        self._phases: dict[Key, str] = {}
-        self._bootstraps_seen: set[str] = set()
-        for phase in Phase:
-            self.pipelines.labels(phase.value).set(0)
+        for result in RESULTS:
+            self.reconciles.labels(result)
+            self.reconcile_seconds.labels(result)
+        self.registry.register(_PerPipeline(self))
 
-    def reconciled(self, key: Key, *, phase: str | None, result: str) -> None:
+    def reconciled(self, *, seconds: float, result: str) -> None:
         self.reconciles.labels(result).inc()
-        if phase is None:
-            self._phases.pop(key, None)
-        else:
-            self._phases[key] = phase
-        counts = {p.value: 0 for p in Phase}
-        for value in self._phases.values():
-            counts[value] = counts.get(value, 0) + 1
-        for value, count in counts.items():
-            self.pipelines.labels(value).set(count)
+        self.reconcile_seconds.labels(result).observe(seconds)
 
-    def bootstrapped(self, checkpoint_id: str, seconds: float) -> None:
-        if checkpoint_id not in self._bootstraps_seen:
-            self._bootstraps_seen.add(checkpoint_id)
-            self.bootstraps.observe(seconds)
+    def observed(self, key: Key, seen: Seen) -> None:
+        with self._lock:
+            self._seen[key] = seen
+
+    def forget(self, key: Key) -> None:
+        """The pipeline is gone: its series go too."""
+        with self._lock:
+            self._seen.pop(key, None)
+            self._bootstrapped.pop(key, None)
+
+    def bootstrapped(
+        self, key: Key, *, checkpoint_id: str, finished_at: datetime.datetime, seconds: float
+    ) -> None:
+        """Counted once per checkpoint, and only when it finished while this process ran (a
+        restarted operator re-reads every pipeline's last bootstrap)."""
+        with self._lock:
+            before = _seconds(finished_at, now=self.started) > 0  # finished before we started
+            if before or self._bootstrapped.get(key) == checkpoint_id:
+                return
+            self._bootstrapped[key] = checkpoint_id
+        self.bootstraps.observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def snapshot(self) -> dict[Key, Seen]:
+        with self._lock:
+            return dict(self._seen)
+
+
+@dataclass(eq=False)  # a registry keys its collectors by identity
+class _PerPipeline:
+    """The gauges computed from what reconciles found, when scraped."""
+
+    metrics: Metrics
+
+    def collect(self) -> Iterator[Metric]:
+        now, seen = self.metrics.clock(), self.metrics.snapshot()
+        phases = GaugeMetricFamily("spindle_pipelines", "Pipelines per phase.", labels=["phase"])
+        tally = Tally(s.phase for s in seen.values())
+        for phase in Phase:
+            phases.add_metric([phase.value], tally[phase.value])
+        pending = GaugeMetricFamily(
+            "spindle_pending_changes_age_seconds",
+            "How long each pipeline has awaited approval of its pending change.",
+            labels=["namespace", "name"],
+        )
+        checkpoints = GaugeMetricFamily(
+            "spindle_checkpoint_age_seconds",
+            "The age of each Running pipeline's newest checkpoint.",
+            labels=["namespace", "name"],
+        )
+        for key, s in sorted(seen.items()):
+            if s.phase == Phase.AWAITING_APPROVAL and s.since is not None:
+                pending.add_metric(list(key), _seconds(s.since, now=now))
+            if s.phase == Phase.RUNNING and s.checkpoint_at is not None:
+                checkpoints.add_metric(list(key), _seconds(s.checkpoint_at, now=now))
+        yield phases
+        yield pending
+        yield checkpoints
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from aiohttp import web
 from spindle.api.crd import PLURAL
 from spindle.api.types import GROUP, VERSION
 from spindle.k8s.cluster import Cluster, api_client
-from spindle.k8s.metrics import Key, Metrics, Watchdog
+from spindle.k8s.metrics import Key, Metrics, Seen, Watchdog
 from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
 from spindle.k8s.reconcile import Outcome, Reconciler, Settings
 
@@ -110,25 +111,39 @@ class Operator:
     # -- the loop ------------------------------------------------------------------------------
 
     def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
-        self.metrics.reconciled((namespace, name), phase=outcome.phase, result="ok")
-        record = outcome.checkpoint.bootstrap if outcome.checkpoint else None
-        if outcome.checkpoint is not None and record is not None:
+        key, checkpoint = (namespace, name), outcome.checkpoint
+        at = checkpoint.created_at if checkpoint else None
+        self.metrics.observed(key, Seen(phase=outcome.phase, since=outcome.since, checkpoint_at=at))
+        record = checkpoint.bootstrap if checkpoint else None
+        if checkpoint is not None and record is not None:
             seconds = (record.finished_at - record.started_at).total_seconds()
-            self.metrics.bootstrapped(outcome.checkpoint.id, seconds)
+            self.metrics.bootstrapped(
+                key, checkpoint_id=checkpoint.id, finished_at=record.finished_at, seconds=seconds
+            )
+
+    def _reconcile(self, key: Key) -> Outcome | None:
+        """One reconcile, in a worker thread, timed and counted by its result."""
+        assert self.reconciler is not None
+        started, result = time.perf_counter(), "error"
+        try:
+            outcome = self.reconciler.reconcile(*key)
+            result = "gone" if outcome is None else "ok"
+            return outcome
+        finally:
+            self.metrics.reconciled(seconds=time.perf_counter() - started, result=result)
 
     async def _worker(self) -> None:
-        assert self.work is not None and self.reconciler is not None
+        assert self.work is not None
         while True:
             key = await self.work.take()
             try:
-                outcome = await asyncio.to_thread(self.reconciler.reconcile, *key)
+                outcome = await asyncio.to_thread(self._reconcile, key)
                 if outcome is None:
-                    self.metrics.reconciled(key, phase=None, result="gone")
+                    self.metrics.forget(key)
                 elif outcome.requeue_after is not None:
                     self.work.add_after(key, outcome.requeue_after)
             except Exception:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
-                self.metrics.reconciles.labels("error").inc()
                 self.work.add_after(key, 5.0)
             finally:
                 self.work.done(key)
@@ -158,7 +173,7 @@ class Operator:
         meta = body.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if event_type == "DELETED":
-            self.metrics.reconciled(key, phase=None, result="gone")
+            self.metrics.forget(key)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
         self.work.add(key)

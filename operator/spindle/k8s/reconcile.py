@@ -56,6 +56,8 @@ class Outcome:
     action: Action
     requeue_after: float | None
     checkpoint: Manifest | None
+    since: datetime.datetime
+    """When the Ready condition last changed (how long the phase has lasted, as a rule)."""
 
 
 def _now() -> str:
@@ -129,12 +131,14 @@ class Reconciler:
         if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
             return None  # driver pods go with it (ownerReferences)
         body = PipelineBody(self, pipeline)
-        acted, _ = cycle(body, now=_now())
+        acted, report = cycle(body, now=_now())
+        [ready] = report.status.conditions
         outcome = Outcome(
             phase=acted.decision.phase.value,
             action=acted.decision.action,
             requeue_after=body.requeue_after,
             checkpoint=body.checkpoint,
+            since=datetime.datetime.fromisoformat(ready.last_transition_time),
         )
         self.on_outcome(namespace, name, outcome)
         return outcome

@@ -1,11 +1,14 @@
-"""Argo CD's Lua customizations (docs/argocd) run by a real Lua interpreter (lupa), with the
-resource as the global `obj`, as Argo CD runs them; Lua tables come back as dicts and lists."""
+"""Argo CD's Lua customizations (docs/argocd) run by a real Lua 5.1 interpreter (lupa; Argo CD's
+gopher-lua is Lua 5.1), with the resource as the global `obj`, as Argo CD runs them; Lua tables
+come back as dicts and lists."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lupa import LuaRuntime, lua_type
+from lupa.lua51 import LuaError, LuaRuntime, lua_type
+
+__all__ = ["LuaError", "from_lua", "run"]
 
 
 def run(script: str, *, obj: dict[str, Any]) -> Any:

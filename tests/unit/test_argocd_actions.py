@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
-from lupa import LuaError
 
 from spindle.api.types import APPROVE_ANNOTATION, DesiredState, Phase
 from spindle.k8s.pods import DriverSettings
 from spindle.k8s.reconcile import Reconciler, Settings
 from tests.fake_cluster import FakeCluster
-from tests.lua import run
+from tests.lua import LuaError, run
 from tests.unit.test_lifecycle import V1, V2
 from tests.unit.test_operator_body import seeded, spec
 

@@ -7,7 +7,8 @@ H, in one run on one Spark session:
   load      the step that ingests all H rows (the aggregate, join and filter evaluated over it)
   step      a 100-row step on top of H (median of --repeat)
   batch     10k-row steps on top of H: throughput in rows/s
-and at the largest H also:
+The steps of every size run in interleaved rounds, so load from elsewhere on the machine falls
+on all sizes alike. At the largest H also:
   full      recomputing every view from the stored tables (what every step cost before #14)
   by hand   a hand-written incremental PySpark job on the same layout: aggregate the 100 new
             rows, MERGE them into the stored groups, join and filter only the touched groups
@@ -26,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +103,11 @@ def jvm_peak_rss_mb(spark: SparkSession) -> float:
 
 
 def by_hand(spark: SparkSession, work: Path, data: Path, tag: str) -> None:
-    """The incremental job a person would write for this pipeline, on a Delta layout."""
+    """The incremental job a person would write for this pipeline, on a Delta layout. Its new
+    rows are under work/hand (outside the pipeline's input directory)."""
     from delta.tables import DeltaTable
 
-    new = spark.read.parquet(str(data / "events" / tag))
+    new = spark.read.parquet(str(work / "hand" / "events" / tag))
     partial = new.groupBy("k").agg(F.sum("amount").alias("total"), F.count("*").alias("n"))
     groups = DeltaTable.forPath(spark, str(work / "hand_totals"))
     groups.alias("t").merge(partial.alias("p"), "t.k = p.k").whenMatchedUpdate(
@@ -121,7 +124,33 @@ def by_hand(spark: SparkSession, work: Path, data: Path, tag: str) -> None:
     ).json(str(work / "hand_out"))
 
 
-def run_size(spark: SparkSession, rows: int, repeat: int, *, largest: bool) -> dict[str, float]:
+@dataclass
+class History:
+    """One history size's pipeline, its runtime and its latest checkpoint."""
+
+    rows: int
+    work: Path
+    data: Path
+    pipeline: Program
+    runtime: Runtime
+    checkpoint: Manifest
+    next_id: int
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def step(self, spark: SparkSession, count: int, tag: str) -> float:
+        """Write `count` new rows and run one step over them; its seconds."""
+        write_rows(spark, self.data, start=self.next_id, count=count, tag=tag)
+        self.next_id += count
+        (self.checkpoint, stats), seconds = timed(self.runtime.step, self.pipeline, self.checkpoint)
+        assert stats.rows_ingested == count, stats
+        return seconds
+
+    def median(self, kind: str) -> float:
+        return statistics.median(self.seconds[kind])
+
+
+def load(spark: SparkSession, rows: int) -> History:
+    """A pipeline whose first step ingests `rows` rows of history (timed as `load`)."""
     work = Path(tempfile.mkdtemp(prefix=f"spindle-steady-{rows}-"))
     data = work / "data"
     spark.range(GROUPS).select(
@@ -133,49 +162,25 @@ def run_size(spark: SparkSession, rows: int, repeat: int, *, largest: bool) -> d
     runtime = Runtime(
         spark=spark, store=store, root=store.uri, pipeline=PipelineRef(namespace="b", name="s")
     )
-    checkpoint: Manifest = runtime.initialize(pipeline)
-    (checkpoint, _), load = timed(runtime.step, pipeline, checkpoint)
-    result = {"load": load}
-    next_id = rows
-    steps = []
-    for index in range(repeat + 1):  # the first small step warms caches: not counted
-        write_rows(spark, data, start=next_id, count=100, tag=f"small{index}")
-        next_id += 100
-        (checkpoint, stats), seconds = timed(runtime.step, pipeline, checkpoint)
-        assert stats.rows_ingested == 100, stats
-        if index:
-            steps.append(seconds)
-    result["step"] = statistics.median(steps)
-    batches = []
-    for index in range(repeat):
-        write_rows(spark, data, start=next_id, count=10_000, tag=f"batch{index}")
-        next_id += 10_000
-        (checkpoint, _), seconds = timed(runtime.step, pipeline, checkpoint)
-        batches.append(seconds)
-    result["batch_rows_per_s"] = 10_000 / statistics.median(batches)
-    if largest:
-        views = Views(spark, pipeline, runtime.uri)
+    checkpoint = runtime.initialize(pipeline)
+    (checkpoint, _), seconds = timed(runtime.step, pipeline, checkpoint)
+    history = History(rows, work, data, pipeline, runtime, checkpoint, rows)
+    history.seconds["load"] = [seconds]
+    return history
 
-        def full() -> None:
-            state = dict(checkpoint.state)
-            for name, view in pipeline.views.items():
-                frame, _ = views.evaluate(view, state)
-                path = f"full/{name}"
-                frame.write.format("delta").mode("overwrite").save(runtime.uri(path))
 
-        _, result["full"] = timed(full)
-        spark.read.format("delta").load(runtime.uri(checkpoint.state["totals"].path)).select(
-            "k", "total", "n"
-        ).write.format("delta").save(str(work / "hand_totals"))
-        hand = []
-        for index in range(repeat + 1):
-            write_rows(spark, data, start=next_id, count=100, tag=f"hand{index}")
-            next_id += 100
-            _, seconds = timed(lambda: by_hand(spark, work, data, f"hand{index}"))  # noqa: B023
-            if index:
-                hand.append(seconds)
-        result["hand"] = statistics.median(hand)
-    return result
+def full_recompute(spark: SparkSession, history: History) -> float:
+    """Every view evaluated over the stored tables and written whole (a step before #14)."""
+    views = Views(spark, history.pipeline, history.runtime.uri)
+
+    def full() -> None:
+        state = dict(history.checkpoint.state)
+        for name, view in history.pipeline.views.items():
+            frame, _ = views.evaluate(view, state)
+            path = f"full/{name}"
+            frame.write.format("delta").mode("overwrite").save(history.runtime.uri(path))
+
+    return timed(full)[1]
 
 
 def main() -> None:
@@ -185,23 +190,52 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     spark = spark_session(app="spindle-steady", extra={"spark.sql.shuffle.partitions": "8"})
-    results = {}
-    print(f"{'history':>12} {'load step':>10} {'100-row step':>13} {'10k rows/s':>11}")
-    for rows in sizes:
-        results[rows] = run_size(spark, rows, args.repeat, largest=rows == sizes[-1])
-        r = results[rows]
+    histories = [load(spark, rows) for rows in sizes]
+    small, large = histories[0], histories[-1]
+    spark.read.format("delta").load(
+        large.runtime.uri(large.checkpoint.state["totals"].path)
+    ).select("k", "total", "n").write.format("delta").save(str(large.work / "hand_totals"))
+
+    def hand(tag: str) -> float:
+        write_rows(spark, large.work / "hand", start=large.next_id, count=100, tag=tag)
+        large.next_id += 100
+        return timed(lambda: by_hand(spark, large.work, large.data, tag))[1]
+
+    # Rounds interleave the sizes (and the hand-written job), so a change in the machine's load
+    # during the run falls on every figure alike. Round 0 warms caches and is not counted.
+    for index in range(args.repeat + 1):
+        for history in histories:
+            seconds = history.step(spark, 100, f"small{index}")
+            if index:
+                history.seconds.setdefault("step", []).append(seconds)
+        seconds = hand(f"hand{index}")
+        if index:
+            large.seconds.setdefault("hand", []).append(seconds)
+    for index in range(args.repeat):
+        for history in histories:
+            seconds = history.step(spark, 10_000, f"batch{index}")
+            history.seconds.setdefault("batch", []).append(seconds)
+    large.seconds["full"] = [full_recompute(spark, large)]
+
+    print(f"{'history':>12} {'load step':>10} {'100-row step':>13} {'10k rows/s':>11}  rounds")
+    for h in histories:
+        rounds = " ".join(f"{s:.2f}" for s in h.seconds["step"])
         print(
-            f"{rows:>12,} {r['load']:>9.2f}s {r['step']:>12.2f}s {r['batch_rows_per_s']:>11,.0f}",
-            flush=True,
+            f"{h.rows:>12,} {h.median('load'):>9.2f}s {h.median('step'):>12.2f}s "
+            f"{10_000 / h.median('batch'):>11,.0f}  [{rounds}]"
         )
-    small, large = results[sizes[0]], results[sizes[-1]]
-    print(f"full recompute at {sizes[-1]:,}: {large['full']:.2f} s")
-    print(f"hand-written incremental job at {sizes[-1]:,}: {large['hand']:.2f} s")
+    hand_rounds = " ".join(f"{s:.2f}" for s in large.seconds["hand"])
+    print(f"full recompute at {large.rows:,}: {large.median('full'):.2f} s")
+    print(
+        f"hand-written incremental job at {large.rows:,}: {large.median('hand'):.2f} s "
+        f"[{hand_rounds}]"
+    )
     print("Ratios:")
-    growth = large["step"] / small["step"]
-    print(f"  step@{sizes[-1]:,} / step@{sizes[0]:,}  {growth:6.2f}x  (<= 1.5x)")
-    print(f"  step / full recompute         {large['step'] / large['full']:6.1%}  (<= 10%)")
-    print(f"  step / hand-written job       {large['step'] / large['hand']:6.2f}x  (<= 1.5x)")
+    growth = large.median("step") / small.median("step")
+    print(f"  step@{large.rows:,} / step@{small.rows:,}  {growth:6.2f}x  (<= 1.5x)")
+    step, full, by_hand_job = large.median("step"), large.median("full"), large.median("hand")
+    print(f"  step / full recompute         {step / full:6.1%}  (<= 10%)")
+    print(f"  step / hand-written job       {step / by_hand_job:6.2f}x  (<= 1.5x)")
     print(f"Peak JVM RSS: {jvm_peak_rss_mb(spark):,.0f} MiB")
 
 

@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 from sqlglot import exp
@@ -353,7 +353,9 @@ class Views:
         keys = [change_sql.key(j) for j in range(len(shape.keys))]
         touched = combined.select(*[zsets.column(k) for k in keys])
         old_touched = (
-            old_state.join(touched, on=_null_safe(old_state, touched, keys), how="left_semi")
+            old_state.alias("o").join(
+                touched.alias("t"), on=zsets.same_key("o", "t", keys), how="left_semi"
+            )
             if keys
             else old_state
         )
@@ -407,7 +409,9 @@ class Views:
         )
         pre = self.query(view, whole.sql(dialect="spark"))
         if keys:
-            pre = pre.join(touched, on=_null_safe(pre, touched, keys), how="left_semi")
+            pre = pre.alias("p").join(
+                touched.alias("t"), on=zsets.same_key("p", "t", keys), how="left_semi"
+            )
         result = combined
         for index, call in enumerate(shape.calls):
             if call.kind not in ("min", "max"):
@@ -429,24 +433,14 @@ class Views:
             fresh = fresh.select(
                 *[zsets.column(k).alias(f"__right{k}") for k in keys], zsets.column("__fresh")
             )
-            condition = _null_safe(result, fresh, keys, right_prefix="__right")
-            joined = result.join(fresh, on=condition, how="left")
+            condition = zsets.same_key("r", "f", keys, right_prefix="__right")
+            joined = result.alias("r").join(fresh.alias("f"), on=condition, how="left")
             chosen = F.when(
                 zsets.column(r) > 0, zsets.column("__fresh").cast(result.schema[m].dataType)
             ).otherwise(zsets.column(m))
             result = joined.withColumn(m, chosen).drop("__fresh", *[f"__right{k}" for k in keys])
         touched.unpersist()
         return self.cache(result.drop(*flags))
-
-
-def _null_safe(
-    left: DataFrame, right: DataFrame, keys: list[str], *, right_prefix: str = ""
-) -> Column:
-    condition = None
-    for k in keys:
-        term = left[k].eqNullSafe(right[right_prefix + k])
-        condition = term if condition is None else condition & term
-    return condition if condition is not None else F.lit(True)
 
 
 def _has_star(block: exp.Select) -> bool:
@@ -504,8 +498,10 @@ def store_groups(
             touched = touched.unionByName(write.gone.select(*[zsets.column(k) for k in keys]))
         touched = touched.select(*[zsets.column(k).alias(f"__right{k}") for k in keys])
         stored = spark.read.format("delta").option("versionAsOf", version).load(uri)
-        kept = stored.join(
-            touched, on=_null_safe(stored, touched, keys, right_prefix="__right"), how="left_anti"
+        kept = stored.alias("s").join(
+            touched.alias("t"),
+            on=zsets.same_key("s", "t", keys, right_prefix="__right"),
+            how="left_anti",
         )
         fresh = kept.select(*[zsets.column(c) for c in columns]).unionByName(fresh)
     return write_whole(spark, fresh, uri)
@@ -517,12 +513,7 @@ def _merge_groups(spark: SparkSession, uri: str, write: GroupWrite) -> None:
 
     updates, gone, keys, columns = write.updates, write.gone, write.keys, write.columns
     target = DeltaTable.forPath(spark, uri)
-    if not keys:
-        target.alias("t").merge(updates.alias("u"), "TRUE").whenMatchedUpdate(
-            set={f"`{c}`": f"u.`{c}`" for c in columns}
-        ).whenNotMatchedInsert(values={f"`{c}`": f"u.`{c}`" for c in columns}).execute()
-        return
-    on = " AND ".join(f"t.`{k}` <=> u.`{k}`" for k in keys)
+    on = zsets.same_key("t", "u", keys)  # no keys (one global group): the one row matches
     marked = updates.withColumn("__gone", F.lit(False))
     if gone is not None:
         empty = {c: F.lit(None).cast(updates.schema[c].dataType) for c in columns if c not in keys}

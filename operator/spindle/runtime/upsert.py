@@ -12,9 +12,8 @@ when the two are equal.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from spindle.runtime import zsets
@@ -23,12 +22,6 @@ from spindle.runtime.connectors import ORDER
 from spindle.runtime.zsets import column
 
 _LAST = "__last"
-
-
-def _same_key(left: str, right: str, key: Sequence[str]) -> Column:
-    """Null-safe equality of the key columns of two aliased frames."""
-    terms = [F.col(f"{left}.`{k}`").eqNullSafe(F.col(f"{right}.`{k}`")) for k in key]
-    return reduce(lambda a, b: a & b, terms)
 
 
 def latest(changes: DataFrame, *, key: Sequence[str]) -> DataFrame:
@@ -42,7 +35,7 @@ def change(*, last: DataFrame, state: DataFrame, key: Sequence[str]) -> DataFram
     """The consolidated Z-set the keys' last changes make to `state` (the table's rows)."""
     names = state.columns
     touched = last.select(*[column(k) for k in key])
-    old = state.alias("s").join(touched.alias("t"), _same_key("s", "t", key), "left_semi")
+    old = state.alias("s").join(touched.alias("t"), zsets.same_key("s", "t", key), "left_semi")
     new = last.where(column(WEIGHT) > 0).select(*[column(n) for n in names])
     return zsets.consolidate(zsets.weighted(old, -1).unionByName(zsets.weighted(new)))
 
@@ -60,7 +53,7 @@ def apply(spark: SparkSession, uri: str, delta: DataFrame, *, key: Sequence[str]
     source = gone.select(*[column(n) for n in names], F.lit(-1).alias(WEIGHT)).unionByName(
         delta.where(column(WEIGHT) > 0)
     )
-    deleting = _same_key("t", "s", key) & (F.col(f"s.{WEIGHT}") < 0)
+    deleting = zsets.same_key("t", "s", key) & (F.col(f"s.{WEIGHT}") < 0)
     (
         DeltaTable.forPath(spark, uri)
         .alias("t")

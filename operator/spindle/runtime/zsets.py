@@ -12,7 +12,8 @@ bag of rows SQL sees. The layouts (`StateRecord.layout`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -24,6 +25,14 @@ RESERVED = "__"
 
 def column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+def same_key(left: str, right: str, keys: Sequence[str], *, right_prefix: str = "") -> Column:
+    """Null-safe equality of `keys` between two aliased frames (a NULL key matches a NULL key,
+    as GROUP BY and a primary key treat it). The right frame's key columns may carry a prefix
+    that keeps them apart from the left's after the join. No keys: every row matches."""
+    terms = [F.col(f"{left}.`{k}`").eqNullSafe(F.col(f"{right}.`{right_prefix}{k}`")) for k in keys]
+    return reduce(lambda a, b: a & b, terms) if terms else F.lit(True)
 
 
 def visible(frame: DataFrame) -> list[str]:

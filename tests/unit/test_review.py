@@ -98,9 +98,7 @@ SIZES = {
 
 def test_the_estimate_counts_the_stored_relations_a_bootstrap_reads() -> None:
     new = CHAIN.replace("where v > 0", "where v > 1")
-    plan = make_plan(
-        old=parse_program(CHAIN), new=parse_program(new), stored=Stored(sizes=SIZES)
-    )
+    plan = make_plan(old=parse_program(CHAIN), new=parse_program(new), stored=Stored(sizes=SIZES))
     estimate = plan.estimate
     assert estimate is not None
     # a is modified, b reads it (upstream): both evaluated; a reads t, b reads u (a is new)

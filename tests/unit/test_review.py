@@ -138,6 +138,7 @@ def test_duration_uses_the_latest_bootstrap_rate_then_the_step_rate() -> None:
     unknown = make_plan(old=old, new=new, stored=Stored(sizes=None, rates=(boot,))).estimate
     assert unknown is not None and unknown.input_rows is None and unknown.duration() == "unknown"
     assert unknown.unknown == ("t", "u")
+    assert unknown.headline() == "2 views to evaluate, stored rows unknown, duration unknown"
 
 
 def test_outputs_and_what_bootstrap_does_to_them() -> None:
@@ -241,3 +242,20 @@ def test_silent_is_an_output_mode_of_the_spec() -> None:
     assert spec.outputs.on_bootstrap == "silent"
     with pytest.raises(ValueError, match="onBootstrap"):
         PipelineSpec.model_validate({"sql": "", "outputs": {"onBootstrap": "quiet"}})
+
+
+def test_kubectl_spindle_shows_the_estimate_before_approving(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spindle.cli.kubectl_plugin import _show
+
+    checkpoint = next_checkpoint(None, program=V1)
+    sizes = {"grades": StoredSize(rows=8, bytes=800), "students": StoredSize(rows=2, bytes=20)}
+    pending = decide(observed(checkpoint, V1, restate="avg_grade", sizes=sizes)).pending_change
+    assert pending is not None
+    _show(pending.model_dump(mode="json"))
+    out = capsys.readouterr().out
+    assert "Reason: restate" in out
+    assert "Estimate: 2 views to evaluate, 10 stored rows to read, duration unknown" in out
+    assert "stored state read: 10 rows, 820 bytes (grades, students)" in out
+    assert "rows read from connectors: 0" in out

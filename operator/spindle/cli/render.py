@@ -78,16 +78,24 @@ def _count(value: Any, unit: str) -> str:
 def estimate_lines(estimate: dict[str, Any]) -> list[str]:
     """The estimate (`status.pendingChange.estimate`, or a plan's) as plain lines."""
     reads = ", ".join(estimate.get("storedRelationsRead") or []) or "none"
+    size = (
+        "size unknown"
+        if estimate.get("inputRows") is None
+        else f"{_count(estimate.get('inputRows'), 'rows')}, "
+        f"{_count(estimate.get('inputBytes'), 'bytes')}"
+    )
     lines = [
         f"Estimate: {estimate['headline']}",
         f"  views to evaluate: {', '.join(estimate.get('viewsToEvaluate') or []) or 'none'}",
-        f"  stored state read: {_count(estimate.get('inputRows'), 'rows')}, "
-        f"{_count(estimate.get('inputBytes'), 'bytes')} ({reads})",
+        f"  stored state read: {size} ({reads})",
         f"  rows read from connectors: {estimate.get('connectorRows', 0)} "
         f"({estimate.get('connectorRowsNote')})",
     ]
     if estimate.get("sizesUnknown"):
-        lines.append(f"  sizes unknown: {', '.join(estimate['sizesUnknown'])}")
+        lines.append(
+            f"  no statistics for: {', '.join(estimate['sizesUnknown'])} (no checkpoint, or its "
+            "Delta log does not say)"
+        )
     outputs = ", ".join(estimate.get("outputs") or []) or "none"
     mode = estimate.get("outputsOnBootstrap", "replace")
     verb = {"replace": "replaced", "append": "appended to", "silent": "left alone (silent)"}

@@ -70,9 +70,13 @@ class Estimate:
 
     def headline(self) -> str:
         """Views, rows, duration: one line (the Argo CD health message shows it)."""
-        rows = "unknown" if self.input_rows is None else f"{self.input_rows:,}"
         views = f"{len(self.views)} view{'' if len(self.views) == 1 else 's'}"
-        return f"{views} to evaluate, {rows} stored rows to read, duration {self.duration()}"
+        rows = (
+            "stored rows unknown"
+            if self.input_rows is None
+            else f"{self.input_rows:,} stored rows to read"
+        )
+        return f"{views} to evaluate, {rows}, duration {self.duration()}"
 
     def to_json(self) -> dict[str, Any]:
         rate = self.rate

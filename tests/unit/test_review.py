@@ -259,3 +259,13 @@ def test_kubectl_spindle_shows_the_estimate_before_approving(
     assert "Estimate: 2 views to evaluate, 10 stored rows to read, duration unknown" in out
     assert "stored state read: 10 rows, 820 bytes (grades, students)" in out
     assert "rows read from connectors: 0" in out
+
+
+def test_an_unreadable_log_is_an_unknown_size_not_a_failure(tmp_path: Path) -> None:
+    write_log(tmp_path / "state" / "t", [[_add("p", 10, 2)]], {})
+    (tmp_path / "state" / "t" / "_delta_log" / f"{0:020d}.json").write_text("{not json")
+    checkpoint = next_checkpoint(None).model_copy(
+        update={"state": {"t": StateRecord(kind="table", path="state/t", version=0)}}
+    )
+    sizes = stored_sizes(open_objects(tmp_path.as_uri()), checkpoint)
+    assert sizes == {"t": StoredSize(rows=None, bytes=None)}

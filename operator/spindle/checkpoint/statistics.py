@@ -19,6 +19,7 @@ from typing import Any
 
 from spindle.checkpoint.manifest import Manifest, StateRecord
 from spindle.checkpoint.objects import ObjectNotFound, ObjectStore, S3Options, open_objects
+from spindle.errors import SpindleError
 from spindle.plan import StoredSize
 
 LOG = "_delta_log"
@@ -60,8 +61,8 @@ def relation_size(
         return _CACHE[key]
     try:
         size = delta_size(table, record.version)
-    except (OSError, ValueError, KeyError, TypeError):
-        size = StoredSize(rows=None, bytes=None)
+    except (SpindleError, OSError, ValueError, KeyError, TypeError):
+        size = StoredSize(rows=None, bytes=None)  # the estimate says unknown; nothing fails
     if size.rows is not None:
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()

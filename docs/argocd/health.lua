@@ -22,6 +22,9 @@ if status.phase == "AwaitingApproval" then
   end
   hs.status = "Suspended"
   hs.message = "Change " .. id .. " awaits approval: annotate spindle.dev/approve=" .. id
+  if status.pendingChange ~= nil and status.pendingChange.estimate ~= nil then
+    hs.message = hs.message .. " (" .. (status.pendingChange.estimate.headline or "") .. ")"
+  end
   return hs
 end
 if status.phase == "Failed" then

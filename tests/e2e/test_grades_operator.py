@@ -37,6 +37,12 @@ def sample(operator: Operator, series: str) -> Callable[[], float | None]:
     return value
 
 
+def annotate(space: Space, key: str, value: str) -> None:
+    space.kube.kubectl(
+        "annotate", "--overwrite", "pipeline", "grades", "-n", space.name, f"{key}={value}"
+    )
+
+
 def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark: Any) -> None:
     # 1. v1: Running, data ingested, results right.
     ingest_grades(space)
@@ -59,6 +65,9 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     change = status["pendingChange"]["id"]
     assert change == "b77cf0f27757"
     assert status["pendingChange"]["diff"] == REFERENCE_DIFF
+    estimate = status["pendingChange"]["estimate"]  # from the Delta logs on S3, no Spark job
+    assert estimate["storedRelationsRead"] == ["grades", "students"]
+    assert (estimate["inputRows"], estimate["connectorRows"]) == (10, 0)
     listing = space.kube.kubectl("get", "spl", "-n", space.name)
     assert "AwaitingApproval" in listing and change in listing, listing
     assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
@@ -78,15 +87,7 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert store(space).latest().id == checkpoint_before
 
     # 4. The right id: a bootstrap driver, Bootstrapping, then Running with the new results.
-    space.kube.kubectl(
-        "annotate",
-        "--overwrite",
-        "pipeline",
-        "grades",
-        "-n",
-        space.name,
-        f"spindle.dev/approve={change}",
-    )
+    annotate(space, "spindle.dev/approve", change)
     wait_for("Bootstrapping", lambda: space.status("grades").get("phase") == "Bootstrapping")
     status = space.wait_phase(
         "grades", "Running", lastBootstrap=lambda b: bool(b) and b["changeId"] == change
@@ -100,6 +101,8 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert [p["metadata"]["name"] for p in space.pods()] == [f"grades-{change}-driver"]
     history = store(space).history()
     assert [m.bootstrap.change_id for m in history if m.bootstrap] == [change]
+    [booted] = [m.bootstrap for m in history if m.bootstrap]
+    assert booted.state_rows_read == estimate["inputRows"]  # the estimate was exact
     assert 'spindle_pipelines{phase="Running"}' in operator.metrics()
     checkpoint_age = sample(operator, "spindle_checkpoint_age_seconds" + grades_series)
     assert wait_for("the checkpoint's age on /metrics", lambda: checkpoint_age() is not None)
@@ -111,4 +114,18 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert space.events("ApprovalIgnored") == [event]  # announced once, not every resync
     annotations = space.get("grades")["metadata"].get("annotations", {})
     assert not [k for k in annotations if "kopf" in k], annotations
+
+    # 5. A restatement through the annotation: reason restate, approved like any change.
+    annotate(space, "spindle.dev/restate", "avg_grade_all_courses")
+    restating = space.wait_phase("grades", "AwaitingApproval")
+    pending = restating["pendingChange"]
+    assert pending["reason"] == "restate" and pending["id"] != change
+    assert pending["estimate"]["viewsToEvaluate"] == ["avg_grade_all_courses"]
+    assert pending["estimate"]["throughput"]["from"] == "bootstrap"
+    annotate(space, "spindle.dev/approve", pending["id"])
+    status = space.wait_phase(
+        "grades", "Running", lastBootstrap=lambda b: bool(b) and b["changeId"] == pending["id"]
+    )
+    assert "pendingChange" not in status  # served once, though the annotation stays
+    assert query(spark, space, ALL_COURSES) == V2_ALL_COURSES
     print(json.dumps(status, indent=1))

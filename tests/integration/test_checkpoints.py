@@ -231,7 +231,12 @@ def test_concurrent_commits_from_one_parent_have_exactly_one_winner(
 
 def test_golden_manifests_of_every_released_format_load() -> None:
     golden = sorted(Path("tests/golden/manifests").glob("v*.json"))
-    assert [p.name for p in golden] == ["v1-file-input-list.json", "v1.json", "v2.json"]
+    assert [p.name for p in golden] == [
+        "v1-file-input-list.json",
+        "v1.json",
+        "v2.json",
+        "v3.json",
+    ]
     for path in golden:
         loaded = load_manifest(path.read_bytes(), uri=str(path))
         assert loaded.format_version == FORMAT_VERSION
@@ -251,6 +256,14 @@ def test_format_1_file_input_offsets_migrate_to_a_mark_and_the_files_seen() -> N
         "mark": 1795842000000,
         "seen": ["file:/data/grades/003.json"],
     }
+
+
+def test_format_3_records_throughput_and_older_formats_have_none() -> None:
+    v2 = load_manifest(Path("tests/golden/manifests/v2.json").read_bytes(), uri="v2.json")
+    assert v2.throughput == {} and v2.restated is None
+    v3 = load_manifest(Path("tests/golden/manifests/v3.json").read_bytes(), uri="v3.json")
+    assert v3.throughput["bootstrap"].rows == 10 and v3.throughput["step"].seconds == 4.2
+    assert v3.restated == "avg_grade"
 
 
 # -- faults: a proxy between the store and the real S3 server ------------------------------------

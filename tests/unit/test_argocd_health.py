@@ -64,3 +64,11 @@ def test_generation_mismatch_and_no_status_are_progressing() -> None:
 def test_the_argocd_cm_snippet_carries_the_same_script() -> None:
     cm = yaml.safe_load(Path("docs/argocd/argocd-cm.yaml").read_text())
     assert cm["data"]["resource.customizations.health.spindle.dev_Pipeline"] == SCRIPT
+
+
+def test_awaiting_approval_shows_the_estimate_headline() -> None:
+    headline = "3 views to evaluate, 10 stored rows to read, duration ~2s"
+    pending = {"id": "b77cf0f27757", "estimate": {"headline": headline}}
+    status, message = health(pipeline("AwaitingApproval", pendingChange=pending))
+    assert status == "Suspended"
+    assert message.endswith(f"spindle.dev/approve=b77cf0f27757 ({headline})")

@@ -68,3 +68,35 @@ def test_local_status_json_equals_the_operator_status(
     PipelineStatus.model_validate(local)  # the operator's own model reads it
     assert operator["phase"] == phase
     assert without_times(local) == operator
+
+
+def test_a_restatement_gives_the_same_status_locally_and_in_the_operator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spindle.local.home import LocalPipeline
+    from tests.fake_cluster import FakeCluster as Cluster
+    from tests.unit.test_lifecycle import V1
+
+    storage = tmp_path / "storage"
+    seeded(storage)
+    spec = {"sql": V1, "storage": {"uri": storage.as_uri()}}
+    cluster = Cluster()
+    cluster.apply("grades", spec)
+    cluster.annotate("grades", "spindle.dev/restate", "avg_grade")
+    reconciler = Reconciler(
+        cluster=cluster,  # type: ignore[arg-type]
+        settings=Settings(driver=DriverSettings(image="spindle:test")),
+    )
+    reconciler.reconcile("default", "grades")
+    operator = without_times(cluster.status("grades"))
+    home = tmp_path / "home"
+    local_status(spec, home, capsys)
+    LocalPipeline(home, "grades").request_restate("avg_grade")
+    assert main(["local", "status", "grades", "--json", "--home", str(home)]) == 0
+    local = without_times(json.loads(capsys.readouterr().out))
+    assert operator["pendingChange"]["reason"] == "restate"
+    assert operator["pendingChange"]["estimate"]["viewsToEvaluate"] == [
+        "avg_grade",
+        "avg_grade_enriched",
+    ]
+    assert local == operator

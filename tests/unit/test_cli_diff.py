@@ -145,3 +145,20 @@ def test_a_broken_statement_in_a_large_program_is_located_in_parallel_too(tmp_pa
     assert bodies[0] == bodies[1]
     assert bodies[0]["error_code"] == "InvalidProgram"
     assert bodies[0]["details"]["line"] == 254, bodies[0]
+
+
+def test_diff_shows_an_estimate_without_storage(capsys: pytest.CaptureFixture[str]) -> None:
+    from spindle.cli.main import main as cli
+
+    grades = "examples/grades"
+    assert cli(["diff", f"{grades}/v1.sql", f"{grades}/v2.sql", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimate"]
+    assert estimate["viewsToEvaluate"] == [
+        "avg_grade",
+        "avg_grade_enriched",
+        "avg_grade_all_courses",
+    ]
+    assert estimate["inputRows"] is None and estimate["connectorRows"] == 0
+    assert estimate["sizesUnknown"] == ["grades", "students"]
+    assert cli(["diff", f"{grades}/v1.sql", f"{grades}/v2.sql"]) == 0
+    assert "duration: unknown (no throughput recorded yet)" in capsys.readouterr().out

@@ -103,3 +103,21 @@ def test_runtime_pinning_against_a_checkpoint_written_by_runtime_a(
 
     assert main(["plan", "-f", _pinned(tmp_path, "v0"), "--checkpoint", uri, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["reason"] == "InvalidSpec"
+
+
+def test_plan_shows_the_estimate_and_plans_a_restate_annotation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = _checkpointed(tmp_path / "root")
+    assert main(["plan", "-f", str(EXAMPLE / "pipeline-v2.yaml"), "--checkpoint", uri]) == 0
+    out = capsys.readouterr().out
+    assert "Estimate: 3 views to evaluate" in out
+    assert "rows read from connectors: 0" in out
+    document = yaml.safe_load((EXAMPLE / "pipeline-v1.yaml").read_text())
+    document["metadata"]["annotations"] = {"spindle.dev/restate": "avg_grade_enriched"}
+    manifest = tmp_path / "restate.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+    assert main(["plan", "-f", str(manifest), "--checkpoint", uri, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["needsApproval"] is True and body["pendingChange"]["reason"] == "restate"
+    assert body["pendingChange"]["estimate"]["viewsToEvaluate"] == ["avg_grade_enriched"]

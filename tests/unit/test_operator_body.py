@@ -193,3 +193,31 @@ def test_a_refused_pod_list_is_a_condition_and_a_throttle_is_retried(
     cluster.refuse_pod_list = 429  # may pass on a retry: the worker retries, no condition
     with pytest.raises(ApiException):
         reconciler.reconcile("default", "grades")
+
+
+def test_a_restate_annotation_awaits_approval_and_the_bootstrap_pod_carries_it(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V1))
+    cluster.annotate("grades", "spindle.dev/restate", "avg_grade_enriched,nope")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "UnknownRelation"),
+        ("write_status", "Failed"),
+    ]
+    assert "'nope'" in cluster.status("grades")["conditions"][0]["message"]
+    cluster.annotate("grades", "spindle.dev/restate", "avg_grade_enriched")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("write_status", "AwaitingApproval")]
+    pending = cluster.status("grades")["pendingChange"]
+    assert pending["reason"] == "restate"
+    assert pending["diff"]["program_diff"]["modified_views"] == ["avg_grade_enriched"]
+    assert pending["estimate"]["viewsToEvaluate"] == ["avg_grade_enriched"]
+    assert pending["estimate"]["connectorRows"] == 0
+    cluster.annotate("grades", "spindle.dev/approve", pending["id"])
+    reconciler.reconcile("default", "grades")
+    name = f"grades-{pending['id']}-driver"
+    assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
+    command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
+    assert command[command.index("--restate") + 1] == "avg_grade_enriched"

@@ -70,6 +70,16 @@ class PendingChange(_Status):
     bootstrap: dict[str, Any] = Field(
         default_factory=dict, description="What bootstrapping will do, or why it is refused."
     )
+    estimate: dict[str, Any] | None = Field(
+        default=None,
+        description="What approving costs, from the checkpoint's Delta statistics (no Spark "
+        "job): views to evaluate, stored rows and bytes they read, rows read from connectors "
+        "(always 0), outputs and what happens to them, and a duration from the throughput "
+        "earlier checkpoints recorded ('unknown' with no history).",
+    )
+    reason: str | None = Field(
+        default=None, description="'restate' when views are recomputed on request."
+    )
 
 
 class CheckpointStatus(_Status):

@@ -18,6 +18,18 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Pipeline"
 APPROVE_ANNOTATION = f"{GROUP}/approve"
 """`spindle.dev/approve=<change id>` approves exactly that pending change."""
+RESTATE_ANNOTATION = f"{GROUP}/restate"
+"""`spindle.dev/restate=<view>[,<view>...][@<label>]` asks to recompute views (and their
+dependents) without an SQL change, through the same approval. A request is served once; to
+restate the same views again, change the label."""
+
+
+def restate_views(request: str | None) -> tuple[str, ...]:
+    """The view names of a restatement request (`a,b@label`): stripped, empty ones dropped."""
+    if not request:
+        return ()
+    names = request.partition("@")[0]
+    return tuple(n.strip() for n in names.split(",") if n.strip())
 
 
 class _Model(BaseModel):
@@ -182,10 +194,11 @@ class OutputsSpec(_Model):
     on_bootstrap: str = Field(
         default="replace",
         alias="onBootstrap",
-        pattern="^(replace|append)$",
-        description="What bootstrapping does to outputs Spindle owns (Delta tables, file "
-        "directories) of new and modified views: 'replace' their contents atomically, or "
-        "'append' the full contents as Feldera does.",
+        pattern="^(replace|append|silent)$",
+        description="What bootstrapping does to the outputs of new and modified views: "
+        "'replace' their contents atomically (outputs Spindle owns: Delta tables, file "
+        "directories), 'append' the full contents as Feldera does, or 'silent': write nothing "
+        "to them (Feldera's silent_bootstrap; later steps emit changes as usual).",
     )
 
 

@@ -13,6 +13,7 @@ from spindle.checkpoint.manifest import (
     Manifest,
     PipelineRef,
     ProgramRecord,
+    RateRecord,
     StateRecord,
     load_manifest,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Manifest",
     "PipelineRef",
     "ProgramRecord",
+    "RateRecord",
     "StateRecord",
     "load_manifest",
 ]

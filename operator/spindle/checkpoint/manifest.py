@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spindle.errors import SpindleError, first_problem
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def new_checkpoint_id(sequence: int) -> str:
@@ -85,10 +85,22 @@ class BootstrapRecord(_Frozen):
     finished_at: datetime.datetime
     views_evaluated: list[str] = Field(default_factory=list)
     input_records_read: int = 0
+    state_rows_read: int | None = Field(
+        default=None,
+        description="Rows the bootstrap scanned from stored state (format 3 on; None before).",
+    )
+
+
+class RateRecord(_Frozen):
+    """Rows processed in how many seconds, by one step or bootstrap."""
+
+    rows: int = Field(ge=0)
+    seconds: float = Field(ge=0)
+    checkpoint: str = Field(description="The checkpoint that step or bootstrap committed.")
 
 
 class Manifest(_Frozen):
-    format_version: Literal[2] = 2
+    format_version: Literal[3] = 3
     id: str
     parent: str | None
     sequence: int = Field(ge=0, description="0 for the first checkpoint, parent's + 1 after.")
@@ -104,6 +116,17 @@ class Manifest(_Frozen):
     bootstrap: BootstrapRecord | None = None
     origin: str | None = Field(
         default=None, description="URI#id of a checkpoint this pipeline was started from."
+    )
+    throughput: dict[Literal["step", "bootstrap"], RateRecord] = Field(
+        default_factory=dict,
+        description="The latest step's rows ingested and the latest bootstrap's stored rows "
+        "read, with their seconds; carried forward from the parent, so the latest checkpoint "
+        "holds the pipeline's history (what a bootstrap's duration is estimated from).",
+    )
+    restated: str | None = Field(
+        default=None,
+        description="The last restatement request (spindle.dev/restate) a bootstrap served; "
+        "carried forward, so a served request is not asked again.",
     )
 
     def to_json(self) -> bytes:
@@ -127,9 +150,16 @@ def _file_offsets_as_marks(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "format_version": 2, "connectors": connectors}
 
 
+def _throughput(document: dict[str, Any]) -> dict[str, Any]:
+    """2 → 3: checkpoints record throughput and served restatements; format 2 recorded none
+    (no history: a bootstrap's duration is "unknown" until one is measured)."""
+    return {**document, "format_version": 3}
+
+
 MIGRATIONS: dict[int, Migration] = {
     # from_version: function turning a from_version document into from_version + 1
     1: _file_offsets_as_marks,
+    2: _throughput,
 }
 
 

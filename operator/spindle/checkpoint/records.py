@@ -10,6 +10,7 @@ from spindle.checkpoint.manifest import (
     Manifest,
     PipelineRef,
     ProgramRecord,
+    RateRecord,
     StateRecord,
     new_checkpoint_id,
 )
@@ -40,11 +41,20 @@ def next_manifest(
     spark_version: str | None,
     bootstrap: BootstrapRecord | None = None,
     runtime_version: str = RUNTIME_VERSION,
+    measured: tuple[str, int, float] | None = None,
+    restated: str | None = None,
 ) -> Manifest:
-    """The manifest of the checkpoint that follows `parent` (the first one when None)."""
+    """The manifest of the checkpoint that follows `parent` (the first one when None).
+    `measured` is this step's or bootstrap's (kind, rows, seconds); the parent's throughput
+    and served restatement are carried forward."""
     sequence = 0 if parent is None else parent.sequence + 1
+    checkpoint_id = new_checkpoint_id(sequence)
+    throughput = dict(parent.throughput) if parent is not None else {}
+    if measured is not None:
+        kind, rows, seconds = measured
+        throughput[kind] = RateRecord(rows=rows, seconds=seconds, checkpoint=checkpoint_id)  # type: ignore[index]
     return Manifest(
-        id=new_checkpoint_id(sequence),
+        id=checkpoint_id,
         parent=None if parent is None else parent.id,
         sequence=sequence,
         created_at=datetime.datetime.now(datetime.UTC),
@@ -57,4 +67,6 @@ def next_manifest(
         connectors=connectors,
         state=state,
         bootstrap=bootstrap,
+        throughput=throughput,
+        restated=restated if restated is not None else (parent.restated if parent else None),
     )

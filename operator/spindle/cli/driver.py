@@ -44,6 +44,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
         mode=DriverMode(args.mode),
         change_id=args.change_id,
         approved_by=args.approved_by,
+        restate=args.restate,
         master=args.master,
         conf=_conf(args.conf),
         until_idle=args.until_idle,
@@ -66,6 +67,9 @@ def register(sub: Any) -> None:
     driver.add_argument("--mode", choices=("run", "bootstrap"), required=True)
     driver.add_argument("--change-id", help="the approved change (bootstrap mode)")
     driver.add_argument("--approved-by", default=None, help="recorded in the checkpoint")
+    driver.add_argument(
+        "--restate", default=None, help="the restatement request the approved change serves"
+    )
     driver.add_argument("--master", default="local[2]", help="Spark master")
     driver.add_argument("--conf", action="append", default=[], help="Spark setting key=value")
     driver.add_argument("--until-idle", action="store_true", help="exit once input runs dry")

@@ -1,6 +1,7 @@
 """`kubectl spindle approve|diff|status NAME`: the kubectl plugin (console script kubectl-spindle).
 
-`approve` reads the pending change id from the status, shows the diff and asks before it
+`approve` reads the pending change id from the status, shows the diff and the estimate (what
+the bootstrap evaluates, reads and replaces, and how long it should take) and asks before it
 annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
 it showed: if the pending change moves in between, the operator ignores the approval.
 """
@@ -78,6 +79,10 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
 def _show(pending: dict[str, Any]) -> None:
     out = render.console()
     out.print(render.change_table(pending["id"], pending.get("changes") or {}, pending["diff"]))
+    if pending.get("reason"):
+        out.print(f"Reason: {pending['reason']}", markup=False)
+    render.print_estimate(pending.get("estimate"), out)
+    # the data-diff preview (status.pendingChange.preview) is shown here once it exists
     bootstrap = pending.get("bootstrap") or {}
     if bootstrap.get("allowed") is False:
         out.print(f"[red]Bootstrap refused: {bootstrap.get('error_code')}[/]")

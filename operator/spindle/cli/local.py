@@ -137,6 +137,26 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restate(args: argparse.Namespace) -> int:
+    """Ask to recompute views (and their dependents) without an SQL change: a pending change
+    with reason `restate`, approved like any other."""
+    pipeline = _pipeline(args)
+    pipeline.record()
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%f")
+    previous = pipeline.restate
+    pipeline.request_restate(f"{','.join(args.views)}@{stamp}")
+    status, decision = runner.status(pipeline, say=lambda _: None)
+    if decision.reason == "UnknownRelation":
+        pipeline.request_restate(previous)  # refused: the earlier request stays as it was
+        runner.status(pipeline, say=_say)
+        raise SpindleError(reason=decision.reason, message=decision.message)
+    if args.json:
+        render.print_json(status.to_json())
+    else:
+        _show_status(pipeline.name, status, decision.plan)
+    return 0 if status.pending_change is not None else 1
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     runner.run(_pipeline(args), until_idle=args.until_idle, say=_say, report=BootstrapProgress())
     return 0
@@ -241,6 +261,14 @@ def register(sub: Any) -> None:
     approve.add_argument("name")
     approve.add_argument("change_id")
     approve.set_defaults(run=cmd_approve)
+
+    restate = actions.add_parser(
+        "restate", parents=[home], help="recompute views without an SQL change (approve it)"
+    )
+    restate.add_argument("name")
+    restate.add_argument("views", nargs="+", metavar="VIEW")
+    restate.add_argument("--json", action="store_true")
+    restate.set_defaults(run=cmd_restate)
 
     execute = actions.add_parser("execute", parents=[home], help="insert rows ad hoc")
     execute.add_argument("name")

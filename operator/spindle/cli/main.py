@@ -30,7 +30,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     new = _parse_file(args.new, texts[1])
     plan = make_plan(old=old, new=new)  # type: ignore[arg-type]
     if args.json:
-        render.print_json(plan.to_json())
+        estimate = plan.estimate.to_json() if plan.estimate else None
+        render.print_json({**plan.to_json(), "estimate": estimate})
     else:
         render.print_plan(plan)
     return 0

@@ -1,8 +1,9 @@
 """`spindle plan -f pipeline.yaml [--checkpoint URI[#ID]]`: the change id, offline.
 
-It reads the checkpoint the operator would plan against and runs the same lifecycle, so the id
-it prints is the one the operator will ask for: commit `spindle.dev/approve: <id>` with the SQL
-change and the bootstrap runs on sync (GitOps approval).
+It reads the checkpoint the operator would plan against (and its stored relations' sizes, for the
+estimate) and runs the same lifecycle, so the id it prints is the one the operator will ask for,
+a `spindle.dev/restate` annotation in the manifest included: commit `spindle.dev/approve: <id>`
+with the SQL change and the bootstrap runs on sync (GitOps approval).
 """
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from spindle.api.types import RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import open_store, pipeline_root
 from spindle.cli import render
 from spindle.cli.local import read_manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle import Observation, decide
+from spindle.versions import RUNTIME_VERSION
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -49,7 +53,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
             s3=s3,
             adopt=False,
         )
-    decision = decide(Observation(spec=spec, generation=0, checkpoint=checkpoint))
+    restate = meta.annotations.get(RESTATE_ANNOTATION)
+    runtime = spec.runtime_version or RUNTIME_VERSION
+    sizes = (
+        stored_sizes(store.objects, checkpoint, s3=s3)
+        if checkpoint is not None
+        and needs_sizes(checkpoint, sql=spec.sql, runtime=runtime, restate=restate)
+        else None
+    )
+    observed = Observation(
+        spec=spec, generation=0, checkpoint=checkpoint, restate=restate, sizes=sizes
+    )
+    decision = decide(observed)
     body: dict[str, Any] = {
         "changeId": decision.pending_change.id if decision.pending_change else None,
         "checkpoint": checkpoint.id if checkpoint else None,

@@ -71,6 +71,53 @@ def query_diffs(plan: ChangePlan) -> list[str]:
     return blocks
 
 
+def _count(value: Any, unit: str) -> str:
+    return "unknown" if value is None else f"{value:,} {unit}"
+
+
+def estimate_lines(estimate: dict[str, Any]) -> list[str]:
+    """The estimate (`status.pendingChange.estimate`, or a plan's) as plain lines."""
+    reads = ", ".join(estimate.get("storedRelationsRead") or []) or "none"
+    size = (
+        "size unknown"
+        if estimate.get("inputRows") is None
+        else f"{_count(estimate.get('inputRows'), 'rows')}, "
+        f"{_count(estimate.get('inputBytes'), 'bytes')}"
+    )
+    lines = [
+        f"Estimate: {estimate['headline']}",
+        f"  views to evaluate: {', '.join(estimate.get('viewsToEvaluate') or []) or 'none'}",
+        f"  stored state read: {size} ({reads})",
+        f"  rows read from connectors: {estimate.get('connectorRows', 0)} "
+        f"({estimate.get('connectorRowsNote')})",
+    ]
+    if estimate.get("sizesUnknown"):
+        lines.append(
+            f"  no statistics for: {', '.join(estimate['sizesUnknown'])} (no checkpoint, or its "
+            "Delta log does not say)"
+        )
+    outputs = ", ".join(estimate.get("outputs") or []) or "none"
+    mode = estimate.get("outputsOnBootstrap", "replace")
+    verb = {"replace": "replaced", "append": "appended to", "silent": "left alone (silent)"}
+    lines.append(f"  outputs {verb.get(mode, mode)}: {outputs}")
+    rate = estimate.get("throughput")
+    basis = (
+        f"at {rate['rowsPerSecond']:,} rows/s, the latest {rate['from']}'s"
+        if rate
+        else "no throughput recorded yet"
+    )
+    lines.append(f"  duration: {estimate.get('duration', 'unknown')} ({basis})")
+    return lines
+
+
+def print_estimate(estimate: dict[str, Any] | None, out: Console | None = None) -> None:
+    if not estimate:
+        return
+    out = out or console()
+    for line in estimate_lines(estimate):
+        out.print(line, markup=False)
+
+
 def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
     from rich.markup import escape
 
@@ -89,6 +136,7 @@ def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
         out.print(f"[yellow]Recomputed each step:[/] {escape(name)} ({escape(reason or '')})")
     for warning in plan.new.warnings:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
+    print_estimate(plan.estimate.to_json() if plan.estimate else None, out)
     if plan.bootstrap.allowed:
         out.print(f"Bootstrap: allowed. Approve with change id [bold]{plan.change_id}[/].")
     else:

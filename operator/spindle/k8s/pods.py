@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
+from spindle.api.types import RESTATE_ANNOTATION
 from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -156,6 +157,9 @@ def driver_pod(
     command = ["spindle", "driver", "--mode", mode]
     if mode == "bootstrap" and change_id:
         command += ["--change-id", change_id, "--approved-by", "annotation spindle.dev/approve"]
+        restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
+        if restate:
+            command += ["--restate", restate]
     if spec.spark.mode == "kubernetes":
         command += ["--master", K8S_MASTER]
     else:

@@ -20,10 +20,11 @@ from pydantic import ValidationError
 
 from spindle.api import PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
-from spindle.api.types import APPROVE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
@@ -262,6 +263,7 @@ class PipelineBody:
             else None,
             previous=previous,
             name=meta["name"],
+            restate=(meta.get("annotations") or {}).get(RESTATE_ANNOTATION),
         )
 
     def _observe(self) -> Observation:
@@ -282,12 +284,22 @@ class PipelineBody:
                 s3=s3,
                 adopt=False,
             )
+            runtime = spec.runtime_version or base.runtime_version
+            sizes = (
+                stored_sizes(store.objects, self.checkpoint, s3=s3)
+                if self.checkpoint is not None
+                and needs_sizes(
+                    self.checkpoint, sql=spec.sql, runtime=runtime, restate=base.restate
+                )
+                else None
+            )
         except SpindleError as error:
             return replace(base, problem=Unobservable(error.reason, error.message))
         self.spec = spec
         return replace(
             base,
             spec=spec,
+            sizes=sizes,
             checkpoint=self.checkpoint,
             checkpoint_uri=store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
         )

@@ -6,12 +6,14 @@ decides on it and never asks for more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
+from spindle.plan import StoredSize
 from spindle.versions import RUNTIME_VERSION
 
 
@@ -69,6 +71,11 @@ class Observation:
     local CLI only in `spindle local run` (else nothing is running, and the status says so)."""
     name: str = "NAME"
     """The pipeline's name, for messages that tell a user what to type."""
+    restate: str | None = None
+    """A restatement request (`spindle.dev/restate`, `spindle local restate`), as given."""
+    sizes: Mapping[str, StoredSize] | None = None
+    """The checkpoint's stored relations' sizes, from their Delta logs; None when the body did
+    not read them (nothing to estimate: the program is the checkpointed one)."""
 
 
 def bootstrapped(checkpoint: Manifest | None, change_id: str | None) -> bool:

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
-from spindle.api.types import APPROVE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, restate_views
+from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import Action, Decision, failed
 from spindle.lifecycle.observation import DriverMode, Observation, ObservedDriver, bootstrapped
-from spindle.plan import ChangePlan, make_plan
+from spindle.plan import RESTATE, ChangePlan, Rate, Stored, make_plan
 from spindle.program import Program, parse_program
 from spindle.versions import SUPPORTED_RUNTIME_VERSIONS
 
@@ -113,6 +114,11 @@ def _failed_here(s: Situation) -> bool:
     )
 
 
+def _restating_only(s: Situation) -> bool:
+    plan = s.plan
+    return bool(plan.restate) and plan.old_fingerprints.program == plan.new_fingerprints.program
+
+
 def _approve_hint(s: Situation) -> str:
     return (
         f"Change {s.change} needs approval: annotate the pipeline with "
@@ -141,8 +147,11 @@ RULES: tuple[Rule, ...] = (
         lambda s: s.active and s.plan.needs_approval,
         Phase.STOPPING,
         Action.STOP_DRIVER,
-        "ProgramChanged",
-        "The program changed: stopping the driver at a checkpoint before planning the change.",
+        lambda s: "RestateRequested" if _restating_only(s) else "ProgramChanged",
+        lambda s: (
+            ("A restatement was requested" if _restating_only(s) else "The program changed")
+            + ": stopping the driver at a checkpoint before planning the change."
+        ),
     ),
     Rule(
         _pause_changed,
@@ -237,7 +246,40 @@ def pending_change(plan: ChangePlan) -> PendingChange:
         diff=ChangeDiff.model_validate(plan.diff.to_json()),
         changes=body["changes"],
         bootstrap=body["bootstrap"],
+        estimate=plan.estimate.to_json() if plan.estimate else None,
+        reason=RESTATE if plan.restate else None,
     )
+
+
+def rates(checkpoint: Manifest | None) -> tuple[Rate, ...]:
+    """The throughput the checkpoint's history recorded: the latest bootstrap's and step's."""
+    if checkpoint is None:
+        return ()
+    return tuple(
+        Rate(kind=kind, rows=record.rows, seconds=record.seconds)
+        for kind, record in sorted(checkpoint.throughput.items())
+    )
+
+
+def restatement(observed: Observation, program: Program) -> tuple[str, ...] | Decision:
+    """The views a restatement request names, none when it was served (the checkpoint records
+    it), or the failure naming what is not a view."""
+    request = observed.restate
+    checkpoint = observed.checkpoint
+    if not request or checkpoint is None or checkpoint.restated == request:
+        return ()
+    names = restate_views(request)
+    unknown = [n for n in names if n not in program.views]
+    if unknown or not names:
+        views = ", ".join(program.views) or "none"
+        return failed(
+            "UnknownRelation",
+            f"The restatement request names {', '.join(repr(n) for n in unknown) or 'no view'}"
+            f", which is not a view of spec.sql (its views: {views}). Fix or remove the "
+            f"{RESTATE_ANNOTATION} annotation (locally: spindle local restate "
+            f"{observed.name} VIEW...).",
+        )
+    return names
 
 
 def _apply(rule: Rule, s: Situation) -> Decision:
@@ -298,11 +340,21 @@ def situation(observed: Observation) -> Situation | Decision:
                 "pipeline from an older checkpoint or clear its state.",
                 stop=active,
             )
+    restate = restatement(observed, program)
+    if isinstance(restate, Decision):
+        return restate
     plan = make_plan(
         old=old,
         new=program,
         old_runtime=checkpoint.runtime_version if checkpoint else None,
         runtime=observed.spec.runtime_version or observed.runtime_version,
+        restate=restate,
+        restate_request=observed.restate,
+        stored=Stored(
+            sizes=observed.sizes,
+            rates=rates(checkpoint),
+            outputs_mode=observed.spec.outputs.on_bootstrap,
+        ),
     )
     return Situation(observed, program, plan)
 

@@ -2,6 +2,7 @@
 
 pipelines/<name>/pipeline.json   the applied manifest, its generation, the last bootstrap
 pipelines/<name>/approval        the approved change id
+pipelines/<name>/restate         a restatement request (`spindle local restate`)
 pipelines/<name>/driver.json     the last run's mode, generation, phase and failure reason
 pipelines/<name>/run.pid         the PID of a running `spindle local run`
 pipelines/<name>/status.json     the last status recorded (the operator's `.status` shape)
@@ -99,6 +100,19 @@ class LocalPipeline:
 
     def approve(self, change_id: str) -> None:
         _write_atomic(self.directory / "approval", change_id + "\n")
+
+    @property
+    def restate(self) -> str | None:
+        path = self.directory / "restate"
+        return path.read_text().strip() or None if path.exists() else None
+
+    def request_restate(self, request: str | None) -> None:
+        """Record a restatement request (None: withdraw it)."""
+        path = self.directory / "restate"
+        if request is None:
+            path.unlink(missing_ok=True)
+        else:
+            _write_atomic(path, request + "\n")
 
     # the driver (a `spindle local run` process) ------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.errors import SpindleError
 from spindle.lifecycle import (
     Acted,
@@ -33,6 +34,7 @@ from spindle.lifecycle import (
     timestamp,
 )
 from spindle.local.home import LocalPipeline
+from spindle.versions import RUNTIME_VERSION
 
 if TYPE_CHECKING:  # pyspark loads only when something runs
     from spindle.runtime.engine import Runtime
@@ -97,8 +99,16 @@ class LocalBody:
         record = pipeline.record()
         self.generation = int(record["generation"])
         self.checkpoint = start_from(pipeline, adopt=self.run is not None)
+        spec, restate = pipeline.manifest().spec, pipeline.restate
+        sizes = None
+        runtime = spec.runtime_version or RUNTIME_VERSION
+        if self.checkpoint is not None and needs_sizes(
+            self.checkpoint, sql=spec.sql, runtime=runtime, restate=restate
+        ):
+            s3 = pipeline.storage_root()[1]
+            sizes = stored_sizes(pipeline.store().objects, self.checkpoint, s3=s3)
         return Observation(
-            spec=pipeline.manifest().spec,
+            spec=spec,
             generation=self.generation,
             checkpoint=self.checkpoint,
             approval=pipeline.approval,
@@ -110,6 +120,8 @@ class LocalBody:
             previous=pipeline.status(),
             start_requested=self.run is not None,
             name=pipeline.name,
+            restate=restate,
+            sizes=sizes,
         )
 
     def act(self, decision: Decision) -> Acted:

@@ -7,12 +7,13 @@ into a `ChangePlan`. The runtime evaluates it; the lifecycle decides on it; the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from spindle.plan.changes import ObjectChange, Status, object_changes
+from spindle.plan.changes import Category, ObjectChange, Status, object_changes
 from spindle.plan.connectors import connector_changes
 from spindle.plan.diff import Diff, ProgramDiff
+from spindle.plan.estimate import Estimate, Rate, StoredSize, make_estimate
 from spindle.plan.maintenance import Maintenance, maintenance_of
 from spindle.plan.refusals import Change, Refusal, refusal
 from spindle.program import Fingerprints, Program, fingerprint, parse_program
@@ -22,9 +23,17 @@ from spindle.versions import RUNTIME_VERSION
 EMPTY_PROGRAM = parse_program("")
 
 
-def change_id(*, old_program_fp: str, new_program_fp: str, runtime: str) -> str:
-    """Short, stable id of a change: what an approval names."""
-    return digest("change", old_program_fp, new_program_fp, runtime)[:12]
+def change_id(
+    *, old_program_fp: str, new_program_fp: str, runtime: str, restate: tuple[str, ...] = ()
+) -> str:
+    """Short, stable id of a change: what an approval names. A restatement (views recomputed
+    without an SQL change) is part of it, so approving one never approves the other."""
+    extra = ("restate", *sorted(restate)) if restate else ()
+    return digest("change", old_program_fp, new_program_fp, runtime, *extra)[:12]
+
+
+RESTATE = "restate"
+"""The reason of a view recomputed on request (`spindle.dev/restate`), and of its dependents."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,19 @@ class ChangePlan:
     """No checkpoint yet: nothing to diff against, so no approval is needed."""
     maintenance: Mapping[str, Maintenance] = field(default_factory=dict)
     """How each view of the new program is kept up to date (incremental or recompute)."""
+    restate: tuple[str, ...] = ()
+    """Views named by a restatement request (sorted); their dependents are restated too."""
+    restate_request: str | None = None
+    """The request as given (`spindle.dev/restate`): the checkpoint records it once served."""
+    estimate: Estimate | None = None
+    """What bootstrapping costs (None before the first checkpoint: nothing to bootstrap)."""
+
+    @property
+    def kept_state(self) -> frozenset[str]:
+        """Checkpointed relations the bootstrap keeps (and may read)."""
+        old = set(self.old.tables) | set(self.old.views)
+        new = set(self.new.tables) | set(self.new.views)
+        return frozenset((old & new) - set(self.state_to_discard))
 
     @property
     def needs_approval(self) -> bool:
@@ -129,21 +151,65 @@ def _bootstrap(found: Refusal | None) -> Bootstrap:
     return Bootstrap(False, found.error_code, found.message, found.details)
 
 
+def restated(new: Program, restate: tuple[str, ...]) -> dict[str, ObjectChange]:
+    """The views named and every view reading them, transitively, as modified with the reason
+    `restate` (the caller checked that the names are views of `new`)."""
+    found: set[str] = set(restate)
+    for name, view in new.views.items():  # topological order: upstream first
+        if found & set(view.dependencies):
+            found.add(name)
+    return {
+        n: ObjectChange(n, "view", Status.MODIFIED, (RESTATE,), Category.BREAKING)
+        for n in new.views
+        if n in found
+    }
+
+
+def _with_restated(
+    changes: dict[str, ObjectChange], new: Program, restate: tuple[str, ...]
+) -> dict[str, ObjectChange]:
+    for name, change in restated(new, restate).items():
+        existing = changes.get(name)
+        if existing is None:
+            changes[name] = change
+        elif existing.status is Status.MODIFIED and RESTATE not in existing.reasons:
+            changes[name] = ObjectChange(
+                name, "view", Status.MODIFIED, (*existing.reasons, RESTATE), Category.BREAKING
+            )
+    return changes
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the checkpoint records beyond its program, for the estimate: each stored
+    relation's size (None: not observed) and the rates earlier steps and bootstraps measured."""
+
+    sizes: Mapping[str, StoredSize] | None = None
+    rates: tuple[Rate, ...] = ()
+    outputs_mode: str = "replace"
+
+
 def make_plan(
     *,
     old: Program | None,
     new: Program,
     old_runtime: str | None = None,
     runtime: str = RUNTIME_VERSION,
+    restate: tuple[str, ...] = (),
+    restate_request: str | None = None,
+    stored: Stored | None = None,
 ) -> ChangePlan:
-    """Diff `new` against `old` (the checkpointed program, or None before the first one)."""
+    """Diff `new` against `old` (the checkpointed program, or None before the first one);
+    `restate` names views of `new` to recompute though they did not change."""
     first_start = old is None
     before = EMPTY_PROGRAM if old is None else old
     old_fp, new_fp = fingerprint(before), fingerprint(new)
     runtime_changed = old_runtime is not None and old_runtime != runtime
+    restate = () if first_start else tuple(sorted(set(restate)))
     changes = object_changes(
         old=before, new=new, old_fp=old_fp, new_fp=new_fp, runtime_changed=runtime_changed
     )
+    changes = _with_restated(changes, new, restate)
 
     def names(kind: str, status: Status) -> tuple[str, ...]:
         return tuple(sorted(n for n, c in changes.items() if c.kind == kind and c.status is status))
@@ -158,7 +224,7 @@ def make_plan(
     )
     diff = Diff(program_diff, None, **connector_changes(old=before, new=new))
     found = refusal(Change(old=before, new=new, diff=diff, changes=changes))
-    return ChangePlan(
+    plan = ChangePlan(
         old=before,
         new=new,
         old_fingerprints=old_fp,
@@ -169,9 +235,24 @@ def make_plan(
             old_program_fp="" if first_start else old_fp.program,
             new_program_fp=new_fp.program,
             runtime=runtime,
+            restate=restate,
         ),
         bootstrap=_bootstrap(None if first_start else found),
         runtime=runtime,
         first_start=first_start,
         maintenance=maintenance_of(new),
+        restate=restate,
+        restate_request=restate_request if restate else None,
     )
+    if first_start:
+        return plan
+    given = stored or Stored()
+    estimate = make_estimate(
+        new=new,
+        views=plan.views_to_evaluate,
+        kept=plan.kept_state,
+        sizes=given.sizes,
+        rates=given.rates,
+        outputs_mode=given.outputs_mode,
+    )
+    return replace(plan, estimate=estimate)

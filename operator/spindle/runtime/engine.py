@@ -9,6 +9,7 @@ evaluates a `ChangePlan` from stored state without reading any input, then commi
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from spindle.checkpoint.records import next_manifest
 from spindle.checkpoint.store import CheckpointStore
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
+from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
 from spindle.runtime import storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
@@ -142,6 +144,8 @@ class Runtime:
         state: dict[str, StateRecord],
         connectors: dict[str, ConnectorRecord],
         bootstrap: BootstrapRecord | None = None,
+        measured: tuple[str, int, float] | None = None,
+        restated: str | None = None,
     ) -> Manifest:
         return next_manifest(
             parent=parent,
@@ -152,6 +156,8 @@ class Runtime:
             spark_version=self.spark.version,
             bootstrap=bootstrap,
             runtime_version=self.runtime_version,
+            measured=measured,
+            restated=restated,
         )
 
     # -- run mode ----------------------------------------------------------------------------
@@ -187,6 +193,7 @@ class Runtime:
         """One step from `manifest`, in the phases the module docstring lists; returns the new
         checkpoint (or `manifest` when idle)."""
         work = _Work.after(manifest)
+        started = time.monotonic()
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
         polled = self._poll(inputs, manifest)
@@ -195,9 +202,14 @@ class Runtime:
         try:
             self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)
+            measured = ("step", work.stats.rows_ingested, time.monotonic() - started)
             committed = self.store.commit(
                 self._manifest(
-                    program=program, parent=manifest, state=work.state, connectors=work.connectors
+                    program=program,
+                    parent=manifest,
+                    state=work.state,
+                    connectors=work.connectors,
+                    measured=measured,
                 )
             )
         finally:
@@ -368,6 +380,7 @@ class Runtime:
         commit with a bootstrap record."""
         _refuse_unless_allowed(plan)
         started = datetime.datetime.now(datetime.UTC)
+        clock = time.monotonic()
         read_before = self.input_records_read
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
@@ -378,6 +391,7 @@ class Runtime:
         }
         kept_views = {n: r for n, r in state.items() if n in program.views}
         self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
+        state_rows_read = self._stored_rows_read(plan, manifest)
         self._reset_tables(plan, manifest, state, sequence)
         reset = set(plan.connectors_to_reset)
         keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
@@ -390,6 +404,7 @@ class Runtime:
             finished_at=datetime.datetime.now(datetime.UTC),
             views_evaluated=list(plan.views_to_evaluate),
             input_records_read=self.input_records_read - read_before,
+            state_rows_read=state_rows_read,
         )
         committed = self.store.commit(
             self._manifest(
@@ -398,10 +413,20 @@ class Runtime:
                 state=state,
                 connectors=connectors,
                 bootstrap=record,
+                measured=("bootstrap", state_rows_read, time.monotonic() - clock),
+                restated=plan.restate_request,
             )
         )
         self.report("bootstrap-done", rows=rows_written, checkpoint=committed.id)
         return committed
+
+    def _stored_rows_read(self, plan: ChangePlan, manifest: Manifest) -> int:
+        """The rows of checkpointed state the views to evaluate scan, counted by Spark (a Delta
+        count: from its file statistics where it has them). Tables reset empty are not read."""
+        reader = self.views(plan.new)
+        kept = frozenset(_kept_state(plan, manifest))
+        reads = stored_reads(new=plan.new, views=plan.views_to_evaluate, kept=kept)
+        return sum(reader.raw(name, manifest.state[name]).count() for name in reads)
 
     def _reset_tables(
         self, plan: ChangePlan, manifest: Manifest, state: dict[str, StateRecord], sequence: int
@@ -448,7 +473,8 @@ class Runtime:
             record = self._write_whole(reader, view, state, f"state/views/{name}@{sequence}")
             state[name] = record
             rows = record.rows or 0
-            if view.connectors:  # only outputs need the stored contents read back
+            if view.connectors and self.outputs_on_bootstrap != "silent":
+                # only outputs need the stored contents read back
                 contents = reader.contents(name, record).withColumn("weight", F.lit(1))
                 for connector in view.connectors:
                     output = make_output(connector, pipeline=self._key())

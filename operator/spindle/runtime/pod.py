@@ -53,6 +53,8 @@ class PodSettings:
     mode: DriverMode
     change_id: str | None = None
     approved_by: str | None = None
+    restate: str | None = None
+    """The restatement request (`spindle.dev/restate`) the approved change was planned with."""
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
     until_idle: bool = False
@@ -106,6 +108,7 @@ class DriverPodBody:
             generation=generation,
             checkpoint=self.checkpoint,
             approval=self.settings.change_id,
+            restate=self.settings.restate,
             checkpoint_uri=self.store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
             name=self.ref.name,
         )

@@ -124,6 +124,7 @@ class ServerFiles:
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs: it exists and is not a zombie (an exited child nobody reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -223,3 +223,16 @@ def test_server_killed_mid_step_recovers_exactly_once(tmp_path: Path, homes: lis
         }
 
     assert outputs(crashed) == outputs(reference)
+
+
+def test_an_idle_server_stops_by_itself(tmp_path: Path, homes: list[Path]) -> None:
+    home = tmp_path / "home"
+    homes.append(home)
+    call(home, "local", "apply", "-f", str(prepare(tmp_path, 1)))
+    _, err = call(home, "query", "crash", "SELECT 1", "--idle-timeout", "1", expect=1)
+    assert "stops after 1 s idle" in err
+    pid = server_pid(home)
+    assert pid is not None
+    wait_gone(pid)
+    assert ServerFiles(home).state() is None  # it cleaned up after itself
+    assert "stopping (idle)" in ServerFiles(home).log_path.read_text()

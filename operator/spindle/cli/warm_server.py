@@ -61,6 +61,7 @@ class Server:
     last_active: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     waiting: int = 0
+    counting: threading.Lock = field(default_factory=threading.Lock)
     command: list[str] | None = None
     stop_command: threading.Event | None = None
     exiting: threading.Event = field(default_factory=threading.Event)
@@ -141,7 +142,7 @@ class Server:
             stop.set()
 
         threading.Thread(target=watch, daemon=True).start()
-        self.waiting += 1
+        self.count(+1)
         try:
             with self.lock:
                 if self.exiting.is_set():
@@ -156,7 +157,11 @@ class Server:
                     self.last_active = time.monotonic()
             send({"exit": code})
         finally:
-            self.waiting -= 1
+            self.count(-1)
+
+    def count(self, change: int) -> None:
+        with self.counting:
+            self.waiting += change
 
     def run(self, request: dict[str, Any], send: Any, stop: threading.Event) -> int:
         from spindle.cli.main import run_here
@@ -215,6 +220,7 @@ def serve(*, home: Path, idle_timeout: float) -> None:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
+            server.last_active = time.monotonic()  # not idle while a new client is greeted
             threading.Thread(target=server.handle, args=(conn,), daemon=True).start()
     finally:
         files.clear(pid=os.getpid())

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spindle.local.warm import ServerFiles, alive, version
+from spindle.local.warm import ServerFiles, alive, is_server, version
 
 DEFAULT_IDLE_TIMEOUT = 600.0
 START_TIMEOUT = 120.0
@@ -112,7 +112,7 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
     if state is None:
         return None
     pid = int(state["pid"])
-    if not alive(pid):
+    if not is_server(pid):
         files.clear(pid=pid)
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -124,7 +124,7 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
         sock.settimeout(None)
     except (OSError, ValueError):
         sock.close()
-        if alive(pid):  # running but not answering: it is not a server that can be used
+        if is_server(pid):  # running but not answering: it is not a server that can be used
             os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 10.0)
         files.clear(pid=pid)
@@ -206,7 +206,7 @@ def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
     """Stop the home's server (a command in progress ends first: a run finishes its step);
     its PID, or None when none ran. A server that refuses the request is sent SIGTERM."""
     state = files.state()
-    if state is None or not alive(int(state["pid"])):
+    if state is None or not is_server(int(state["pid"])):
         return None
     pid = int(state["pid"])
     answer = None

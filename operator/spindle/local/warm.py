@@ -134,6 +134,17 @@ def alive(pid: int) -> bool:
     return _state_of(pid) != "Z"
 
 
+def is_server(pid: int) -> bool:
+    """Whether `pid` runs and is a warm server (not another process that took a dead
+    server's PID)."""
+    if not alive(pid):
+        return False
+    try:
+        return b"spindle.cli.warm_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc to tell: trust the PID
+
+
 def _state_of(pid: int) -> str | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -224,6 +224,27 @@ def test_server_killed_mid_step_recovers_exactly_once(tmp_path: Path, homes: lis
 
     assert outputs(crashed) == outputs(reference)
 
+    # `spindle local stop` of a served run: the step commits, the run ends, then the server
+    more = 20
+    for i in range(FILES, FILES + more):
+        batch = [{"id": i * ROWS + j, "k": j % 4, "amount": j} for j in range(ROWS)]
+        (crashed / "in" / f"{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in batch))
+    server = server_pid(home)
+    assert server is not None
+    run = spindle(home, "local", "run", "crash", "--until-idle")
+    assert run.stderr is not None
+    for line in run.stderr:
+        if line.startswith("step "):
+            break
+    out, _ = call(home, "local", "stop", "crash")  # never served: it signals the run
+    assert "Stopped pipeline 'crash'" in out
+    rest = run.stderr.read()
+    assert run.wait(timeout=600) == 0 and "Stopped at checkpoint" in rest
+    wait_gone(server)
+    assert LocalPipeline(home, "crash").running_pid() is None
+    events = rows(home, "events")  # a new server
+    assert len(events) == len(set(events)) and len(events) % ROWS == 0
+
 
 def test_an_idle_server_stops_by_itself(tmp_path: Path, homes: list[Path]) -> None:
     home = tmp_path / "home"

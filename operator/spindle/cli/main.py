@@ -6,13 +6,13 @@ is imported only when the command runs in this process.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Command = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:  # argparse loads only when the command runs here
+    import argparse
 
 
 def _parse_file(path: str, text: str) -> object:
@@ -45,6 +45,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def build_parser(*, extensions: bool = True) -> argparse.ArgumentParser:
     """The command line; without `extensions`, only `diff` (which needs no storage, Spark or
     Kubernetes modules, so it starts in a fraction of the time)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="spindle", description="Evolve Spark SQL pipelines without re-ingesting history."
     )

@@ -11,17 +11,13 @@ command is known to run here, so a served command starts in milliseconds.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +64,12 @@ def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:
     return action in ("apply", "status", "approve", "execute"), False
 
 
-@dataclass
 class Connection:
-    """An open, greeted connection to a home's server."""
+    """An open, greeted connection to a home's server (a plain class: `dataclasses` alone
+    would add a third to the client's start-up)."""
 
-    sock: socket.socket
-    reader: Any
-    pid: int
+    def __init__(self, sock: socket.socket, reader: Any, pid: int) -> None:
+        self.sock, self.reader, self.pid = sock, reader, pid
 
     def send(self, frame: dict[str, Any]) -> None:
         self.sock.sendall((json.dumps(frame) + "\n").encode())
@@ -143,6 +138,9 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
 
 def start(files: ServerFiles, *, idle_timeout: float) -> Connection:
     """Start the home's server (one, even when several clients try at once) and connect."""
+    import fcntl
+    import subprocess
+
     files.prepare()
     with files.lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -225,6 +223,13 @@ def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
     return pid
 
 
+def _columns() -> int:
+    try:
+        return int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns)
+    except (OSError, ValueError):
+        return 80
+
+
 def _relay(connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float) -> int:
     connection.send(
         {
@@ -234,7 +239,7 @@ def _relay(connection: Connection, files: ServerFiles, argv: Sequence[str], idle
             "cwd": os.getcwd(),
             "env": dict(os.environ),
             "tty": {"out": sys.stdout.isatty(), "err": sys.stderr.isatty()},
-            "columns": shutil.get_terminal_size().columns,
+            "columns": _columns(),
             "idle_timeout": idle,
         }
     )

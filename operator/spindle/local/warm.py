@@ -16,9 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +37,12 @@ def version() -> str:
     return f"{spindle.__version__}+{digest.hexdigest()[:12]}"
 
 
-@dataclass(frozen=True)
 class ServerFiles:
-    """Where the server of one home keeps its files."""
+    """Where the server of one home keeps its files (a plain class: the client imports it,
+    and `dataclasses` costs it more than all the rest)."""
 
-    home: Path
+    def __init__(self, home: Path) -> None:
+        self.home = home
 
     @property
     def directory(self) -> Path:
@@ -76,6 +74,8 @@ class ServerFiles:
         path = self.directory / "spindle.sock"
         if len(str(path)) <= MAX_SOCKET_PATH:
             return path
+        import tempfile
+
         key = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:16]
         short = Path(tempfile.gettempdir()) / f"spindle-{os.getuid()}"
         short.mkdir(mode=0o700, exist_ok=True)
@@ -84,6 +84,8 @@ class ServerFiles:
 
     def new_token(self) -> str:
         """A fresh token, written with mode 0600 before any byte of it is."""
+        import secrets
+
         token = secrets.token_hex(32)
         temp = self.token_path.with_name(".token.tmp")
         with contextlib.suppress(FileNotFoundError):

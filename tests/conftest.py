@@ -22,6 +22,9 @@ __all__ = ["ROOT", "Kube"]  # e2e tests import both from here
 ROOT = Path(__file__).resolve().parent.parent
 os.chdir(ROOT)
 os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
+# local commands run in the test's own process (cold, or on the `spark` fixture's session); the
+# warm server's tests (tests/integration/test_warm_server.py) start servers and stop them
+os.environ.setdefault("SPINDLE_NO_SERVER", "1")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ cluster; state and checkpoints in a local directory; Spark in local mode):
 2. apply v2 (date range to 2026-06-10, plus avg_grade_all_courses): AwaitingApproval + diff;
 3. approve the change id and run: the bootstrap evaluates views from stored state;
 4. query the new results, and show that no input record was read during the bootstrap.
+The first run starts the home's warm Spark server, which the later commands reuse; the demo
+stops it at the end.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ def spindle(*args: str, home: Path, capture: bool = False) -> str:
 
 def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="spindle-demo-"))
+    try:
+        demo(home)
+    finally:  # the first run started the home's warm Spark server; the demo leaves none behind
+        spindle("local", "server", "stop", home=home)
+
+
+def demo(home: Path) -> None:
     print("== Spindle demo: the student-grades pipeline (Feldera's bootstrapping example) ==")
     print(f"(home: {home}; no cluster, local storage, Spark in local mode)")
     spindle("local", "apply", "-f", str(HERE / "pipeline-v1.yaml"), home=home)

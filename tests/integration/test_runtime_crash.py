@@ -85,7 +85,9 @@ def prepare(root: Path, version: int, storage: dict[str, Any] | None = None) -> 
 
 def spindle(home: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "spindle.cli.main", *args, "--home", str(home)],
+        # --no-server: the process killed is the one running the step (the warm server's own
+        # kill test is in test_warm_server.py)
+        [sys.executable, "-m", "spindle.cli.main", *args, "--home", str(home), "--no-server"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

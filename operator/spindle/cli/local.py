@@ -21,7 +21,7 @@ from rich.table import Table
 
 from spindle.api import PipelineManifest, load_manifest_document
 from spindle.api.status import PipelineStatus
-from spindle.cli import files, render
+from spindle.cli import files, render, served, server_commands
 from spindle.errors import SpindleError
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, default_home
@@ -158,7 +158,13 @@ def cmd_restate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    runner.run(_pipeline(args), until_idle=args.until_idle, say=_say, report=BootstrapProgress())
+    runner.run(
+        _pipeline(args),
+        until_idle=args.until_idle,
+        say=_say,
+        report=BootstrapProgress(),
+        stop=served.stop_event(),
+    )
     return 0
 
 
@@ -230,6 +236,17 @@ def cmd_execute(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     home = argparse.ArgumentParser(add_help=False)
     home.add_argument("--home", default=str(default_home()), help="local state (~/.spindle)")
+    home.add_argument(
+        "--no-server",
+        action="store_true",
+        help="run in this process, without the home's warm Spark server ($SPINDLE_NO_SERVER=1)",
+    )
+    home.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        help="seconds the warm Spark server waits for the next command before it stops",
+    )
     local = sub.add_parser("local", help="run pipelines locally, with no cluster")
     actions = local.add_subparsers(dest="action", required=True)
 
@@ -274,6 +291,8 @@ def register(sub: Any) -> None:
     execute.add_argument("name")
     execute.add_argument("sql", help="INSERT INTO t VALUES (...), ...")
     execute.set_defaults(run=cmd_execute)
+
+    server_commands.register(actions, home)
 
     query = sub.add_parser("query", parents=[home], help="Spark SQL over materialized state")
     query.add_argument("name")

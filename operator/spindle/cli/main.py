@@ -1,22 +1,25 @@
-"""The `spindle` command: a thin argparse front over the library; no traceback ever escapes."""
+"""The `spindle` command: a thin argparse front over the library; no traceback ever escapes.
+
+A local command goes to the home's warm Spark server first (`cli.warm_client`); the library
+is imported only when the command runs in this process.
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spindle.cli import analysis, files, render
-from spindle.errors import SpindleError
-from spindle.plan import make_plan
-from spindle.program import parse_program
-
-Command = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:  # argparse loads only when the command runs here
+    import argparse
 
 
 def _parse_file(path: str, text: str) -> object:
+    from spindle.cli import files
+    from spindle.errors import SpindleError
+    from spindle.program import parse_program
+
     try:
         return parse_program(text)
     except SpindleError as error:
@@ -24,6 +27,9 @@ def _parse_file(path: str, text: str) -> object:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from spindle.cli import analysis, files, render
+    from spindle.plan import make_plan
+
     texts = files.read_program(args.old), files.read_program(args.new)
     analysis.prime(texts, workers=analysis.worker_count())
     old = _parse_file(args.old, texts[0])
@@ -40,6 +46,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def build_parser(*, extensions: bool = True) -> argparse.ArgumentParser:
     """The command line; without `extensions`, only `diff` (which needs no storage, Spark or
     Kubernetes modules, so it starts in a fraction of the time)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="spindle", description="Evolve Spark SQL pipelines without re-ingesting history."
     )
@@ -61,7 +69,21 @@ def _extensions() -> list[Callable[[Any], None]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command line: on the home's warm server when it is a local command that can
+    use one, else in this process."""
+    from spindle.cli.warm_client import route
+
     argv = sys.argv[1:] if argv is None else list(argv)
+    code = route(argv)
+    return run_here(argv) if code is None else code
+
+
+def run_here(argv: Sequence[str]) -> int:
+    """Run a command line in this process."""
+    from spindle.cli import render
+    from spindle.errors import SpindleError
+
+    argv = list(argv)
     parser = build_parser(extensions=argv[:1] != ["diff"])
     args = parser.parse_args(argv)
     as_json = bool(getattr(args, "json", False))

@@ -25,6 +25,7 @@ from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode, ObservedDriver
+from spindle.local.warm import alive
 
 
 def default_home() -> Path:
@@ -125,7 +126,8 @@ class LocalPipeline:
             os.kill(pid, 0)
         except (ValueError, ProcessLookupError, PermissionError):
             return None
-        return pid
+        # a zombie is not running: a killed warm server nobody reaped yet (its client left)
+        return pid if alive(pid) else None
 
     def mark_running(self) -> None:
         _write_atomic(self.directory / "run.pid", str(os.getpid()))

@@ -80,6 +80,9 @@ class RunSettings:
     until_idle: bool
     report: Progress
     interval: float = 1.0
+    stop: threading.Event | None = None
+    """Set to finish the step, commit and return; without one, SIGTERM sets it (the warm
+    server, whose commands run in threads, passes its own: there SIGTERM is the server's)."""
 
 
 @dataclass
@@ -130,8 +133,8 @@ class LocalBody:
         from spindle.runtime.loop import drive
 
         pipeline, run, mode = self.pipeline, self.run, decision.mode
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stop = run.stop or threading.Event()
+        previous = None if run.stop else signal.signal(signal.SIGTERM, lambda *_: stop.set())
         pipeline.mark_running()
         driver = {"generation": self.generation, "change_id": decision.change_id}
         pipeline.set_driver(mode=mode.value, phase="Running", **driver)
@@ -165,7 +168,8 @@ class LocalBody:
             raise
         finally:
             pipeline.clear_running()
-            signal.signal(signal.SIGTERM, previous)
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         return Acted(decision)
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
@@ -187,6 +191,7 @@ def run(
     say: Say,
     report: Progress,
     interval: float = 1.0,
+    stop: threading.Event | None = None,
 ) -> Report:
     """Run the pipeline in the foreground; returns the status recorded once it stopped."""
     pid = pipeline.running_pid()
@@ -196,7 +201,7 @@ def run(
             message=f"Pipeline '{pipeline.name}' is already running (PID {pid}); stop it with "
             f"`spindle local stop {pipeline.name}`.",
         )
-    body = LocalBody(pipeline, say=say, run=RunSettings(until_idle, report, interval))
+    body = LocalBody(pipeline, say=say, run=RunSettings(until_idle, report, interval, stop))
     cycle(body, now=_now(), decide=decide_start)
     return cycle(LocalBody(pipeline, say=say), now=_now())[1]
 

@@ -8,6 +8,11 @@ On Kubernetes (a `k8s://` master) executors start from the pod template the oper
 the driver (`$SPINDLE_EXECUTOR_POD_TEMPLATE`), and the session is returned only once its
 executors have registered: executors that cannot start (an image that cannot be pulled,
 resources no node has) end the driver with `ExecutorsNotStarted` instead of a silent hang.
+
+In the local warm server (`share_sessions()`), one SparkContext serves every command: each
+gets a new session on it (its own temporary views and SQL settings), and a command whose
+settings differ (another storage, S3 endpoint or `spec.spark.conf`) replaces the context,
+so every command runs on exactly the settings a fresh process would give it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -118,6 +124,41 @@ def await_executors(session: SparkSession, *, expected: int, timeout: float) -> 
     return count
 
 
+@dataclass
+class _Shared:
+    """The one SparkContext of the warm server, and the settings it was started with."""
+
+    enabled: bool = False
+    settings: tuple[tuple[str, str], ...] = ()
+    base: SparkSession | None = None
+
+
+_SHARED = _Shared()
+
+
+def share_sessions() -> None:
+    """From now on this process keeps its SparkContext between `spark_session` calls."""
+    _SHARED.enabled = True
+
+
+def stop_shared() -> None:
+    """Stop the shared SparkContext, if one was started."""
+    if _SHARED.base is not None:
+        _SHARED.base.stop()
+        _SHARED.base = None
+
+
+def _shared_session(builder: SparkSession.Builder, settings: dict[str, str]) -> SparkSession:
+    key = tuple(sorted(settings.items()))
+    if _SHARED.base is not None and key != _SHARED.settings:
+        stop_shared()
+    if _SHARED.base is None:
+        _SHARED.base = builder.getOrCreate()
+        _SHARED.settings = key
+        _SHARED.base.sparkContext.setLogLevel("WARN")
+    return _SHARED.base.newSession()
+
+
 def spark_session(
     *,
     app: str = "spindle",
@@ -131,8 +172,11 @@ def spark_session(
     if on_kubernetes:
         settings = {**_executor_template(), **settings}
     builder = SparkSession.builder.appName(app).master(master)
-    for key, value in spark_conf(s3=s3, extra=settings).items():
+    conf = spark_conf(s3=s3, extra=settings)
+    for key, value in conf.items():
         builder = builder.config(key, value)
+    if _SHARED.enabled and not on_kubernetes:
+        return _shared_session(builder, {"master": master, **conf})
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     if on_kubernetes:

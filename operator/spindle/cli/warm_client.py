@@ -1,0 +1,314 @@
+"""The client side of the warm server: route a command to its home's server, and relay.
+
+`spindle query` and `spindle local run --until-idle` start the server when none runs; the
+other local commands use a server that runs and otherwise run here (they need no Spark).
+`spindle local stop`, `spindle local server ...`, a foreground `local run` (it would hold the
+server for its whole life), help, standard input (`-f -`), `--no-server` and
+`$SPINDLE_NO_SERVER=1` always run here. Only the standard library is imported before a
+command is known to run here, so a served command starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spindle.local.warm import ServerFiles, alive, is_server, version
+
+DEFAULT_IDLE_TIMEOUT = 600.0
+START_TIMEOUT = 120.0
+HELLO_TIMEOUT = 30.0
+
+
+class ServerError(Exception):
+    """A user-facing failure of the warm server path: a CamelCase reason and what to do."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def home_of(argv: Sequence[str]) -> Path:
+    home = _option(argv, "--home") or os.environ.get("SPINDLE_HOME") or "~/.spindle"
+    return Path(home).expanduser().absolute()
+
+
+def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:
+    """(served, needs Spark) for a command line."""
+    if not argv or argv[0] not in ("local", "query") or os.environ.get("SPINDLE_NO_SERVER"):
+        return False, False
+    if {"-h", "--help", "--no-server", "-"} & set(argv):
+        return False, False
+    if argv[0] == "query":
+        return True, True
+    action = argv[1] if len(argv) > 1 else ""
+    if action == "run":
+        return "--until-idle" in argv, True
+    return action in ("apply", "status", "approve", "execute"), False
+
+
+class Connection:
+    """An open, greeted connection to a home's server (a plain class: `dataclasses` alone
+    would add a third to the client's start-up)."""
+
+    def __init__(self, sock: socket.socket, reader: Any, pid: int) -> None:
+        self.sock, self.reader, self.pid = sock, reader, pid
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.sock.sendall((json.dumps(frame) + "\n").encode())
+
+    def receive(self) -> dict[str, Any] | None:
+        line = self.reader.readline()
+        if not line:
+            return None
+        frame: dict[str, Any] = json.loads(line)
+        return frame
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.reader.close()
+            self.sock.close()
+
+
+def _say(message: str) -> None:
+    print(f"[spindle] {message}", file=sys.stderr, flush=True)
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
+    """A greeted connection to the home's server; None when none runs. A server that died
+    is cleaned up; one of another Spindle version is stopped (with `replace`)."""
+    state = files.state()
+    if state is None:
+        return None
+    pid = int(state["pid"])
+    if not is_server(pid):
+        files.clear(pid=pid)
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(HELLO_TIMEOUT)
+        sock.connect(state["socket"])
+        reader = sock.makefile("r", encoding="utf-8")
+        hello = json.loads(reader.readline() or "{}")
+        sock.settimeout(None)
+    except (OSError, ValueError):
+        sock.close()
+        if is_server(pid):  # running but not answering: it is not a server that can be used
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 10.0)
+        files.clear(pid=pid)
+        return None
+    connection = Connection(sock, reader, pid)
+    if hello.get("version") != version() and replace:
+        connection.close()
+        _say(
+            f"replacing the server for {files.home} (PID {pid}, Spindle "
+            f"{hello.get('version')}) with one of this version ({version()})"
+        )
+        stop(files)
+        return None
+    return connection
+
+
+def start(files: ServerFiles, *, idle_timeout: float) -> Connection:
+    """Start the home's server (one, even when several clients try at once) and connect."""
+    import fcntl
+    import subprocess
+
+    files.prepare()
+    with files.lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        connection = connect(files)
+        if connection is not None:
+            return connection
+        files.new_token()
+        _say(
+            f"starting a Spark server for {files.home} (it stops after {idle_timeout:.0f} s "
+            "idle; `spindle local server stop` stops it, --no-server runs without it)"
+        )
+        with files.log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "spindle.cli.warm_server",
+                    "--home",
+                    str(files.home),
+                    "--idle-timeout",
+                    str(idle_timeout),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline and process.poll() is None:
+            state = files.state()
+            if state is not None and state.get("pid") == process.pid:
+                connection = connect(files)
+                if connection is not None:
+                    return connection
+            time.sleep(0.05)
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    tail = files.log_path.read_text(errors="replace").splitlines()[-5:]
+    raise ServerError(
+        "ServerNotStarted",
+        f"The Spark server for {files.home} did not start (its log, {files.log_path}, ends: "
+        f"{' | '.join(tail) or 'nothing'}). Fix what the log says, or add --no-server.",
+    )
+
+
+def request(files: ServerFiles, frame: dict[str, Any]) -> dict[str, Any] | None:
+    """One control request (`status`, `stop`) to a running server; None when none runs."""
+    connection = connect(files, replace=False)
+    if connection is None:
+        return None
+    try:
+        connection.send({**frame, "token": files.token()})
+        return connection.receive() or {}
+    finally:
+        connection.close()
+
+
+def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
+    """Stop the home's server (a command in progress ends first: a run finishes its step);
+    its PID, or None when none ran. A server that refuses the request is sent SIGTERM."""
+    state = files.state()
+    if state is None or not is_server(int(state["pid"])):
+        return None
+    pid = int(state["pid"])
+    answer = None
+    with contextlib.suppress(OSError, ValueError):
+        answer = request(files, {"op": "stop"})
+    if not answer or not answer.get("stopping"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    if not _wait_gone(pid, timeout):
+        raise ServerError(
+            "ServerNotStopped",
+            f"The Spark server for {files.home} (PID {pid}) did not stop within {timeout:.0f} s; "
+            f"end it with `kill -9 {pid}` (a step it was running is redone by the next run).",
+        )
+    files.clear(pid=pid)
+    return pid
+
+
+def _columns() -> int:
+    try:
+        return int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns)
+    except (OSError, ValueError):
+        return 80
+
+
+def _relay(connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float) -> int:
+    connection.send(
+        {
+            "op": "run",
+            "token": files.token(),
+            "argv": list(argv),
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "tty": {"out": sys.stdout.isatty(), "err": sys.stderr.isatty()},
+            "columns": _columns(),
+            "idle_timeout": idle,
+        }
+    )
+    asked: list[int] = []
+
+    def ask_stop(signum: int, _: object) -> None:
+        if asked:  # a second Ctrl-C: leave at once (the server finishes the step alone)
+            raise KeyboardInterrupt
+        asked.append(signum)
+        with contextlib.suppress(OSError):
+            connection.send({"op": "stop"})
+
+    previous = {s: signal.signal(s, ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while (frame := connection.receive()) is not None:
+            if "out" in frame:
+                sys.stdout.write(frame["out"])
+                sys.stdout.flush()
+            elif "err" in frame:
+                sys.stderr.write(frame["err"])
+                sys.stderr.flush()
+            elif "exit" in frame:
+                return int(frame["exit"])
+            elif "error" in frame:
+                raise ServerError(frame["error"]["reason"], frame["error"]["message"])
+            elif frame.get("retry"):
+                return -1
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        connection.close()
+    raise ServerError(
+        "ServerCrashed",
+        f"The Spark server for {files.home} (PID {connection.pid}) ended during the command. "
+        "Run the command again: a new server starts, and a run resumes from the last "
+        "checkpoint (a step that did not commit is undone and redone, exactly once). Its log "
+        f"is {files.log_path}.",
+    )
+
+
+def _report(error: ServerError, argv: Sequence[str]) -> int:
+    if "--json" in argv:
+        body = {"message": error.message, "error_code": error.reason, "details": {}}
+        print(json.dumps(body, indent=2))
+    else:
+        print(f"error {error.reason}: {error.message}", file=sys.stderr)
+    return 1
+
+
+def route(argv: Sequence[str]) -> int | None:
+    """Run `argv` on the home's warm server: its exit code, or None to run it here."""
+    served, needs_spark = _wanted(argv)
+    if not served:
+        return None
+    files = ServerFiles(home_of(argv))
+    idle = float(_option(argv, "--idle-timeout") or DEFAULT_IDLE_TIMEOUT)
+    try:
+        for _ in range(3):
+            connection = connect(files)
+            if connection is None:
+                if not needs_spark:
+                    return None
+                connection = start(files, idle_timeout=idle)
+            code = _relay(connection, files, argv, idle)
+            if code >= 0:
+                return code
+            _wait_gone(connection.pid, 300.0)  # it was stopping: start the next one
+    except ServerError as error:
+        return _report(error, argv)
+    except KeyboardInterrupt:
+        return 130
+    return None

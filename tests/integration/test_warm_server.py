@@ -1,0 +1,259 @@
+"""The warm local Spark server, through the `spindle` command as a user runs it: commands of
+one home share one server, two homes have two, a crashed or stale server is replaced, and a
+server killed in the middle of a step loses and duplicates nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.local.home import LocalPipeline
+from spindle.local.warm import ServerFiles, alive
+from tests.integration.test_runtime_crash import FILES, ROWS, prepare
+
+
+def spindle(home: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPINDLE_NO_SERVER"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "spindle.cli.main", *args, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONPATH": str(Path.cwd()), "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def call(home: Path, *args: str, expect: int = 0) -> tuple[str, str]:
+    process = spindle(home, *args)
+    out, err = process.communicate(timeout=900)
+    assert process.returncode == expect, out + err
+    return out, err
+
+
+def server_pid(home: Path) -> int | None:
+    state = ServerFiles(home).state()
+    return int(state["pid"]) if state else None
+
+
+def wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 300
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), f"server {pid} still runs"
+
+
+@pytest.fixture
+def homes(tmp_path: Path) -> Iterator[list[Path]]:
+    """Homes whose servers are stopped (by PID) when the test ends, whatever happened."""
+    created: list[Path] = []
+    yield created
+    for home in created:
+        pid = server_pid(home)
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 120
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def rows(home: Path, relation: str) -> list[Any]:
+    out, _ = call(home, "query", "crash", f"SELECT * FROM {relation}", "--json")
+    return sorted(json.dumps(row, sort_keys=True) for row in json.loads(out))
+
+
+def test_commands_share_one_server_per_home_and_a_dead_one_is_replaced(
+    tmp_path: Path, homes: list[Path]
+) -> None:
+    first, second = tmp_path / "a" / "home", tmp_path / "b" / "home"
+    homes.extend([first, second])
+    for home in (first, second):
+        manifest = prepare(home.parent, 1)
+        _, err = call(home, "local", "apply", "-f", str(manifest))
+        assert "starting a Spark server" not in err  # apply needs no Spark: no server for it
+        assert server_pid(home) is None
+    _, err = call(first, "local", "run", "crash", "--until-idle")
+    assert "starting a Spark server" in err and "Stopped at checkpoint" in err
+    pid = server_pid(first)
+    assert pid is not None and alive(pid)
+
+    files = ServerFiles(first)
+    assert stat.S_IMODE(files.token_path.stat().st_mode) == 0o600
+    socket_path = Path(json.loads(files.state_path.read_text())["socket"])
+    assert stat.S_ISSOCK(socket_path.stat().st_mode)
+    assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(files.directory.stat().st_mode) == 0o700
+
+    _, err = call(first, "query", "crash", "SELECT count(*) AS n FROM events")
+    assert "starting a Spark server" not in err
+    out, _ = call(first, "query", "crash", "SELECT count(*) AS n FROM events", "--json")
+    assert json.loads(out) == [{"n": FILES * ROWS}]
+    out, _ = call(first, "local", "status", "crash", "--json")
+    assert json.loads(out)["phase"] == "Stopped"
+    out, _ = call(first, "local", "server", "status", "--json")
+    status = json.loads(out)
+    assert status["running"] and status["pid"] == pid == server_pid(first)
+    assert status["socket"] == str(socket_path) and status["memoryBytes"] > 0
+    assert status["uptimeSeconds"] >= 0 and status["command"] is None
+    out, _ = call(first, "local", "server", "status")
+    assert f"PID {pid}" in out and "MiB" in out
+
+    _, err = call(second, "query", "crash", "SELECT count(*) AS n FROM events", expect=1)
+    assert "CheckpointNotFound" in err  # an error inside the server reaches the client as such
+    other = server_pid(second)
+    assert other is not None and other != pid and alive(pid)
+
+    os.kill(pid, signal.SIGKILL)  # a crashed server is detected and replaced
+    wait_gone(pid)
+    out, err = call(first, "query", "crash", "SELECT count(*) AS n FROM events", "--json")
+    assert json.loads(out) == [{"n": FILES * ROWS}] and "starting a Spark server" in err
+    replaced = server_pid(first)
+    assert replaced not in (None, pid) and server_pid(second) == other
+
+    out, _ = call(first, "local", "server", "stop")
+    assert f"PID {replaced}" in out
+    assert replaced is not None and not alive(replaced)
+    out, _ = call(first, "local", "server", "status", "--json")
+    assert json.loads(out) == {"running": False, "home": str(first)}
+
+
+def test_a_stale_token_is_refused_with_a_reason_and_the_server_can_still_be_stopped(
+    tmp_path: Path, homes: list[Path]
+) -> None:
+    home = tmp_path / "home"
+    homes.append(home)
+    call(home, "local", "apply", "-f", str(prepare(tmp_path, 1)))
+    call(home, "query", "crash", "SELECT 1", expect=1)  # starts the server (no checkpoint yet)
+    pid = server_pid(home)
+    assert pid is not None
+    ServerFiles(home).token_path.write_text("0" * 64 + "\n")
+    _, err = call(home, "local", "status", "crash", expect=1)
+    assert "ServerTokenRejected" in err and "spindle local server stop" in err
+    out, _ = call(home, "local", "status", "crash", "--json", expect=1)
+    assert json.loads(out)["error_code"] == "ServerTokenRejected"
+    call(home, "local", "server", "stop")
+    assert not alive(pid)
+
+
+def test_a_server_of_another_version_is_replaced(tmp_path: Path, homes: list[Path]) -> None:
+    """A real server from a copy of Spindle whose version differs."""
+    home = tmp_path / "home"
+    homes.append(home)
+    call(home, "local", "apply", "-f", str(prepare(tmp_path, 1)))
+    old = tmp_path / "old"
+    shutil.copytree(Path("operator/spindle"), old / "spindle")
+    init = old / "spindle" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.0-old-'))
+    files = ServerFiles(home)
+    files.prepare()
+    files.new_token()
+    command = ["-m", "spindle.cli.warm_server", "--home", str(home), "--idle-timeout", "600"]
+    process = subprocess.Popen(
+        [sys.executable, *command],
+        env={**os.environ, "PYTHONPATH": str(old)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while server_pid(home) != process.pid and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server_pid(home) == process.pid
+        _, err = call(home, "local", "status", "crash")
+        assert f"replacing the server for {home} (PID {process.pid}, Spindle 0.0.0-old-" in err
+        assert process.wait(timeout=120) == 0  # it was asked to stop, and did
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_server_killed_mid_step_recovers_exactly_once(tmp_path: Path, homes: list[Path]) -> None:
+    reference, crashed = tmp_path / "reference", tmp_path / "crashed"
+    homes.extend([reference / "home", crashed / "home"])
+    for root in (reference, crashed):
+        call(root / "home", "local", "apply", "-f", str(prepare(root, 1)))
+    _, err = call(reference / "home", "local", "run", "crash", "--until-idle", "--no-server")
+    assert server_pid(reference / "home") is None and "starting a Spark server" not in err
+
+    home = crashed / "home"
+    store = LocalPipeline(home, "crash").store()
+    run = spindle(home, "local", "run", "crash", "--until-idle")
+    assert run.stderr is not None
+    for line in run.stderr:  # the first step committed: the server is warm
+        if line.startswith("step 1:"):
+            break
+    latest = store.latest()
+    assert latest is not None
+    intent = Path(store.uri.removeprefix("file://")) / "intents" / f"{latest.sequence + 1:08d}.json"
+    deadline = time.monotonic() + 300
+    while not intent.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pid = server_pid(home)
+    assert intent.exists() and pid is not None, "the run ended before a next step began"
+    os.kill(pid, signal.SIGKILL)  # between the step's intent and its checkpoint
+    rest = run.stderr.read()
+    assert run.wait(timeout=60) == 1
+    assert "ServerCrashed" in rest and "Run the command again" in rest
+    assert store.latest() == latest  # the step did not commit
+
+    _, err = call(home, "local", "run", "crash", "--until-idle")
+    assert "starting a Spark server" in err
+    for relation in ("events", "totals"):
+        assert rows(home, relation) == rows(reference / "home", relation)
+    events = rows(home, "events")
+    assert len(events) == len(set(events)) == FILES * ROWS  # none lost, none twice
+
+    def outputs(root: Path) -> dict[str, list[str]]:
+        return {
+            p.name: sorted(p.read_text().splitlines())
+            for p in sorted((root / "out").glob("*.jsonl"))
+        }
+
+    assert outputs(crashed) == outputs(reference)
+
+    # `spindle local stop` of a served run: the step commits, the run ends, then the server
+    more = 20
+    for i in range(FILES, FILES + more):
+        batch = [{"id": i * ROWS + j, "k": j % 4, "amount": j} for j in range(ROWS)]
+        (crashed / "in" / f"{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in batch))
+    server = server_pid(home)
+    assert server is not None
+    run = spindle(home, "local", "run", "crash", "--until-idle")
+    assert run.stderr is not None
+    for line in run.stderr:
+        if line.startswith("step "):
+            break
+    out, _ = call(home, "local", "stop", "crash")  # never served: it signals the run
+    assert "Stopped pipeline 'crash'" in out
+    rest = run.stderr.read()
+    assert run.wait(timeout=600) == 0 and "Stopped at checkpoint" in rest
+    wait_gone(server)
+    assert LocalPipeline(home, "crash").running_pid() is None
+    events = rows(home, "events")  # a new server
+    assert len(events) == len(set(events)) and len(events) % ROWS == 0
+
+
+def test_an_idle_server_stops_by_itself(tmp_path: Path, homes: list[Path]) -> None:
+    home = tmp_path / "home"
+    homes.append(home)
+    call(home, "local", "apply", "-f", str(prepare(tmp_path, 1)))
+    _, err = call(home, "query", "crash", "SELECT 1", "--idle-timeout", "1", expect=1)
+    assert "stops after 1 s idle" in err
+    pid = server_pid(home)
+    assert pid is not None
+    wait_gone(pid)
+    assert ServerFiles(home).state() is None  # it cleaned up after itself
+    assert "stopping (idle)" in ServerFiles(home).log_path.read_text()

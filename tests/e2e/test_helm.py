@@ -4,6 +4,7 @@ AwaitingApproval, and the optional ValidatingAdmissionPolicy separates approving
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,41 @@ def test_lint_and_template(helm: Path) -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert "--namespace=team-a" in container["args"] and "--all-namespaces" not in container["args"]
     assert {d["kind"] for d in scoped} >= {"ValidatingAdmissionPolicy", "ServiceAccount", "Service"}
+    assert "--leader-election" not in container["args"]  # one replica: no Lease, no Role
+    assert not [d for d in scoped if d["kind"] == "Role" and "leader" in d["metadata"]["name"]]
+    pair = rendered(helm, "replicas=2")
+    [deployment] = [d for d in pair if d["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-election" in args and "--lease-name=spindle-spindle-operator" in args
+    [role] = [d for d in pair if d["kind"] == "Role" and "leader" in d["metadata"]["name"]]
+    assert role["metadata"]["namespace"] == "spindle-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["spindle-spindle-operator"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    assert not [d for d in pair if d["kind"] == "ClusterRole" and "lease" in json.dumps(d)]
+    single = rendered(helm, "leaderElection.enabled=true")  # a Lease with one replica too
+    assert any(d["kind"] == "Role" and "leader" in d["metadata"]["name"] for d in single)
+    refused = run_helm(
+        helm,
+        None,
+        "template",
+        "spindle",
+        str(CHART),
+        "--set",
+        "replicas=2",
+        "--set",
+        "leaderElection.enabled=false",
+        check=False,
+    )
+    assert "leaderElection.enabled=false needs replicas: 1" in refused, refused
     monitored = rendered(helm, "metrics.serviceMonitor.enabled=true")
     assert any(d["kind"] == "ServiceMonitor" for d in monitored)
     assert (CHART / "crds" / "pipeline.yaml").read_text() == (
@@ -84,6 +120,8 @@ def helm_lint(binary: Path) -> str:
         "approval.restrictToGroup=ops",
         "--set",
         "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "replicas=2",
     )
 
 

@@ -76,6 +76,7 @@ def harness(clock: Clock, cluster: FakeCluster | None = None) -> Harness:
     settings = Settings(driver=DriverSettings(image="spindle:test"))
     metrics = Metrics(clock=lambda: clock.now)
     operator = Operator(settings=settings, namespaces=None, metrics=metrics)
+    operator.leading = True  # what start() does without leader election
     operator.reconciler = Reconciler(
         cluster=cluster,  # type: ignore[arg-type]
         settings=settings,

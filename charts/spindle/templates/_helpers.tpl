@@ -19,3 +19,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "spindle.driverNamespaces" -}}
 {{- if .Values.watchNamespaces }}{{ join "," .Values.watchNamespaces }}{{ else }}{{ .Release.Namespace }}{{ end -}}
 {{- end -}}
+{{- define "spindle.leaderElection" -}}
+{{- $enabled := toString .Values.leaderElection.enabled -}}
+{{- if and (eq $enabled "false") (gt (int .Values.replicas) 1) -}}
+{{- fail "leaderElection.enabled=false needs replicas: 1 (two operators must never both reconcile)" -}}
+{{- end -}}
+{{- if or (eq $enabled "true") (and (eq $enabled "auto") (gt (int .Values.replicas) 1)) }}true{{ end -}}
+{{- end -}}
+{{- define "spindle.leaseName" -}}{{ .Release.Name }}-spindle-operator{{- end -}}

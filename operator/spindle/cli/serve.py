@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
+import uuid
 from typing import Any
 
 from spindle.api import StorageSpec
@@ -27,6 +30,36 @@ def _default_storage(args: argparse.Namespace) -> StorageSpec | None:
             "region": args.default_storage_region,
             "credentials": credentials,
         }
+    )
+
+
+def _election(args: argparse.Namespace) -> Any:
+    """The Lease to campaign for, or None (one replica, no election)."""
+    if not args.leader_election:
+        return None
+    from spindle.k8s.election import Timing
+    from spindle.k8s.operator import Election
+
+    namespace = args.lease_namespace or os.environ.get("POD_NAMESPACE")
+    if not namespace:
+        raise SpindleError(
+            reason="InvalidArguments",
+            message="--leader-election needs --lease-namespace (or POD_NAMESPACE).",
+        )
+    pod = os.environ.get("POD_NAME") or socket.gethostname()
+    try:
+        timing = Timing(
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+    except ValueError as error:
+        raise SpindleError(reason="InvalidArguments", message=str(error)) from None
+    return Election(
+        identity=f"{pod}_{uuid.uuid4().hex[:8]}",  # a restarted process is a new candidate
+        lease_name=args.lease_name,
+        lease_namespace=namespace,
+        timing=timing,
     )
 
 
@@ -60,6 +93,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
         workers=args.workers,
         port=args.port,
         stall_after=args.stall_after,
+        election=_election(args),
     )
     run(operator)
     return 0
@@ -88,5 +122,17 @@ def register(sub: Any) -> None:
     op.add_argument("--port", type=int, default=8080, help="/healthz and /metrics")
     op.add_argument("--stall-after", type=float, default=60.0, help="liveness: watch stall")
     op.add_argument("--stop-grace", type=int, default=120, help="seconds a driver gets to stop")
+    op.add_argument(
+        "--leader-election",
+        action="store_true",
+        help="reconcile only while holding a coordination.k8s.io Lease (for 2+ replicas)",
+    )
+    op.add_argument("--lease-name", default="spindle-operator", help="the Lease's name")
+    op.add_argument("--lease-namespace", help="the Lease's namespace (default: POD_NAMESPACE)")
+    op.add_argument("--lease-duration", type=float, default=15.0, help="seconds a lease lasts")
+    op.add_argument(
+        "--renew-deadline", type=float, default=10.0, help="a leader that cannot renew stops"
+    )
+    op.add_argument("--retry-period", type=float, default=2.0, help="seconds between attempts")
     op.add_argument("--verbose", "-v", action="store_true")
     op.set_defaults(run=cmd_operator)

@@ -9,7 +9,9 @@
 - `spindle_checkpoint_age_seconds{namespace,name}`: the age of each Running pipeline's newest
   checkpoint; a series only while it is Running;
 - `spindle_bootstrap_duration_seconds` (histogram): each bootstrap that finished while this
-  process ran, once, from the checkpoint that records it.
+  process ran, once, from the checkpoint that records it;
+- `spindle_leader`: 1 while this process reconciles (it holds the Lease, or leader election is
+  off), 0 while it stands by. A standby serves no per-pipeline series: it reconciles nothing.
 
 Labels stay bounded: counters and histograms carry no pipeline names (their buckets would
 multiply by the fleet); the two per-pipeline gauges have one series per pipeline at most, and
@@ -29,7 +31,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from spindle.api import Phase
@@ -87,6 +89,11 @@ class Metrics:
             buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "spindle_leader",
+            "1 while this process reconciles (holds the Lease), 0 while it stands by.",
+            registry=self.registry,
+        )
         for result in RESULTS:
             self.reconciles.labels(result)
             self.reconcile_seconds.labels(result)
@@ -99,6 +106,13 @@ class Metrics:
     def observed(self, key: Key, seen: Seen) -> None:
         with self._lock:
             self._seen[key] = seen
+
+    def leading(self, value: bool) -> None:
+        """Leadership changed; a standby forgets what it saw as leader (it no longer looks)."""
+        self.leader.set(1 if value else 0)
+        if not value:
+            with self._lock:
+                self._seen.clear()
 
     def forget(self, key: Key) -> None:
         """The pipeline is gone: its series go too."""

@@ -8,6 +8,11 @@ correctness. kopf's own bookkeeping stays out of GitOps' way: there are no creat
 handlers, so kopf writes no progress or diff-base annotations; the only kopf-managed metadata
 is the `spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
 `spindle.dev/`-prefixed annotations while their data is deleted). Nothing else blocks deletion.
+
+With leader election (`Election`), only the holder of the Lease runs workers; a standby keeps
+its watches and re-lists (so its health stays meaningful) but enqueues nothing. On takeover it
+re-lists and reconciles every pipeline; on losing the lease it stops its workers at once and
+drops its queue (`spindle.k8s.election` explains the fencing margin).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from aiohttp import web
 from spindle.api.crd import PLURAL
 from spindle.api.types import GROUP, VERSION
 from spindle.k8s.cluster import Cluster, api_client
+from spindle.k8s.election import Timing
+from spindle.k8s.leader import Elector, LeaseStore
 from spindle.k8s.metrics import Key, Metrics, Seen, Watchdog
 from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
 from spindle.k8s.reconcile import Outcome, Reconciler, Settings
@@ -65,6 +72,16 @@ class WorkQueue:
             self.add(key)
 
 
+@dataclass(frozen=True)
+class Election:
+    """Where the Lease is and who this process is; None on `Operator` means no election."""
+
+    identity: str
+    lease_name: str
+    lease_namespace: str
+    timing: Timing = field(default_factory=Timing)
+
+
 @dataclass
 class Operator:
     settings: Settings
@@ -77,19 +94,42 @@ class Operator:
     reconciler: Reconciler | None = None
     work: WorkQueue | None = None
     watchdog: Watchdog | None = None
+    election: Election | None = None
+    elector: Elector | None = None
+    leading: bool = False
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _workers: list[asyncio.Task[Any]] = field(default_factory=list)
+    _relist: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- startup -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.work = WorkQueue()
         self.watchdog = Watchdog(stall_after=self.stall_after)
+        api = api_client()
         self.reconciler = Reconciler(
-            cluster=Cluster(api_client()), settings=self.settings, on_outcome=self._outcome
+            cluster=Cluster(api), settings=self.settings, on_outcome=self._outcome
         )
-        for index in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"worker-{index}"))
+        self._relist = asyncio.Event()
         self._tasks.append(asyncio.create_task(self._resync(), name="resync"))
+        if self.election is None:
+            self._start_leading()
+        else:
+            election = self.election
+            self.metrics.leading(False)
+            self.elector = Elector(
+                store=LeaseStore(
+                    api=api,
+                    name=election.lease_name,
+                    namespace=election.lease_namespace,
+                    timeout=election.timing.renew_deadline / 2,
+                ),
+                identity=election.identity,
+                timing=election.timing,
+                on_start=self._start_leading,
+                on_stop=self._stop_leading,
+            )
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
         app = web.Application()
         app.add_routes([web.get("/healthz", self._health), web.get("/metrics", self._metrics)])
         runner = web.AppRunner(app, handle_signals=False)
@@ -99,6 +139,10 @@ class Operator:
         log.info("spindle operator: %s, health and metrics on :%d", self._scope(), self.port)
 
     async def stop(self) -> None:
+        """Workers first, then the lease is released (a standby takes over at once)."""
+        self._stop_leading()
+        if self.elector is not None:
+            await self.elector.release()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -107,6 +151,30 @@ class Operator:
 
     def _scope(self) -> str:
         return "all namespaces" if self.namespaces is None else ", ".join(self.namespaces)
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    def _start_leading(self) -> None:
+        """Workers start, and an immediate re-list enqueues every pipeline."""
+        self.leading = True
+        self.metrics.leading(True)
+        self._workers = [
+            asyncio.create_task(self._worker(), name=f"worker-{index}")
+            for index in range(self.workers)
+        ]
+        self._relist.set()
+
+    def _stop_leading(self) -> None:
+        """Nothing new starts: the workers are cancelled and the queue dropped. A reconcile
+        already in its thread finishes its current API call sequence (see docs/operator.md)."""
+        if not self.leading:
+            return
+        self.leading = False
+        self.metrics.leading(False)
+        for task in self._workers:
+            task.cancel()
+        self._workers = []
+        self.work = WorkQueue()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -133,25 +201,29 @@ class Operator:
             self.metrics.reconciled(seconds=time.perf_counter() - started, result=result)
 
     async def _worker(self) -> None:
-        assert self.work is not None
-        while True:
-            key = await self.work.take()
+        work = self.work
+        assert work is not None
+        while self.leading:
+            key = await work.take()
+            if not self.leading:
+                break
             try:
                 outcome = await asyncio.to_thread(self._reconcile, key)
                 if outcome is None:
                     self.metrics.forget(key)
                 elif outcome.requeue_after is not None:
-                    self.work.add_after(key, outcome.requeue_after)
+                    work.add_after(key, outcome.requeue_after)
             except Exception:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
-                self.work.add_after(key, 5.0)
+                work.add_after(key, 5.0)
             finally:
-                self.work.done(key)
+                work.done(key)
 
     async def _resync(self) -> None:
         assert self.work is not None and self.reconciler is not None
         assert self.watchdog is not None
         while True:
+            self._relist.clear()  # a takeover during this re-list asks for another at once
             try:
                 items = await asyncio.to_thread(self.reconciler.cluster.pipelines, self.namespaces)
                 versions = {}
@@ -159,11 +231,13 @@ class Operator:
                     meta = item["metadata"]
                     key = (meta["namespace"], meta["name"])
                     versions[key] = meta.get("resourceVersion", "")
-                    self.work.add(key)
+                    if self.leading:
+                        self.work.add(key)
                 self.watchdog.listed(versions)
             except Exception:
                 log.exception("re-listing pipelines failed")
-            await asyncio.sleep(self.resync)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._relist.wait(), timeout=self.resync)
 
     # -- watch events --------------------------------------------------------------------------
 
@@ -176,14 +250,15 @@ class Operator:
             self.metrics.forget(key)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
-        self.work.add(key)
+        if self.leading:
+            self.work.add(key)
 
     def pod_event(self, body: Any) -> None:
         if self.work is None:
             return
         meta = body.get("metadata", {})
         pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
-        if pipeline:
+        if pipeline and self.leading:
             self.work.add((meta.get("namespace", ""), pipeline))
 
     # -- HTTP ----------------------------------------------------------------------------------
@@ -242,10 +317,21 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
     @kopf.on.delete(
         GROUP, VERSION, PLURAL, when=deletes_data, retries=3, registry=registry, id="delete-data"
     )
-    def delete_data(body: kopf.Body, logger: Any, **_: Any) -> None:
-        assert operator.reconciler is not None
+    async def delete_data(body: kopf.Body, logger: Any, **_: Any) -> None:
+        reconciler = operator.reconciler
+        assert reconciler is not None
+        meta = body["metadata"]
+        # Both replicas' kopf run this handler; only the leader deletes. A standby waits until
+        # it leads, or until the pipeline is gone (the leader deleted the data and released it).
+        while not operator.leading:
+            current = await asyncio.to_thread(
+                reconciler.cluster.pipeline, meta["namespace"], meta["name"]
+            )
+            if current is None or current["metadata"]["uid"] != meta["uid"]:
+                return
+            await asyncio.sleep(2.0)
         try:
-            count = operator.reconciler.delete_data(dict(body))
+            count = await asyncio.to_thread(reconciler.delete_data, dict(body))
             logger.info(f"deleted {count} objects of checkpoint data")
         except Exception as error:  # never block deletion (a namespace's) for long
             raise kopf.PermanentError(f"could not delete checkpoint data: {error}") from error

@@ -229,7 +229,7 @@ def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
 
     rng = random.Random(1122)
     started = time.monotonic()
-    during_run, during_bootstrap = soak.count(ci=4, soak=14), soak.count(ci=2, soak=6)
+    during_run, during_bootstrap = soak.count(ci=3, soak=14), soak.count(ci=2, soak=6)
     landed = run_with_kills(
         crashed / "home", rng, kills=during_run, markers=("step ",), after=(0, 1), delay=3.0
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_for(what: str, check: Callable[[], Any], *, timeout: float = 240.0) -> Any:
+def wait_for(what: str, check: Callable[[], Any], *, timeout: float = 600.0) -> Any:
     """`check()`'s first truthy value; an AssertionError naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last: Any = None

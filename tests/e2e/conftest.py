@@ -237,7 +237,7 @@ class Space:
     def status(self, name: str) -> dict[str, Any]:
         return dict(self.get(name).get("status") or {})
 
-    def wait_phase(self, name: str, phase: str, *, timeout: float = 240.0, **extra: Any) -> Any:
+    def wait_phase(self, name: str, phase: str, *, timeout: float = 600.0, **extra: Any) -> Any:
         def reached() -> dict[str, Any] | None:
             status = self.status(name)
             if status.get("phase") != phase:

@@ -159,5 +159,9 @@ def test_after_many_steps_bytes_on_disk_stay_within_1_5x_of_live_state(
             frame = spark.read.format("delta").option("versionAsOf", record.version).load(uri)
             assert frame.count() == record.rows
     assert manifest.state["events"].rows == (steps - KEEP + 1) * 10
+    for name, record in kept[0].state.items():  # a small step adds a file, not one per partition
+        uri = spark_uri(f"{store.uri}/{record.path}")
+        files = spark.read.format("delta").option("versionAsOf", record.version).load(uri)
+        assert len(files.inputFiles()) <= steps, f"{name}: {len(files.inputFiles())} files"
     assert total <= 1.5 * live
     assert os.environ.get("SPINDLE_SOAK") != "1" or steps == 200

@@ -272,29 +272,33 @@ class Runtime:
         record = self._own(work.state[name], f"state/tables/{name}@{work.sequence}")
         received = zsets.union(frames).persist()
         work.cached.append(received)
-        counted = received.agg(F.count(F.lit(1)), F.sum(column(WEIGHT))).first()
-        rows, net = (int(counted[0]), int(counted[1] or 0)) if counted else (0, 0)
         uri = self.uri(record.path)
         if key:
             record = self._relayout(record, "rows")
+            rows = zsets.size(received).rows
             state = storage.read_delta(self.spark, uri, record.version, table_schema(table))
             last = upsert.latest(received, key=key)
             added = upsert.change(last=last, state=state, key=key).persist()
             work.cached.append(added)
-            net = int(added.agg(F.sum(column(WEIGHT))).first()[0] or 0)  # type: ignore[index]
+            net = zsets.size(added).net
             upsert.apply(self.spark, uri, added, key=key)
-        else:
-            if deletes:
-                record = self._relayout(record, "zset")
+            version = storage.last_commit(self.spark, uri)[0]
+        elif deletes:
+            record = self._relayout(record, "zset")
             added = received
-            stored = added if record.layout == "zset" else added.drop(WEIGHT)
+            measured = zsets.size(received)
+            rows, net = measured.rows, measured.net
+            received.write.format("delta").mode("append").save(uri)
+            version = storage.last_commit(self.spark, uri)[0]
+        else:  # inserts only: the append's own commit says how many rows it wrote
+            added = received
+            stored = received if record.layout == "zset" else received.drop(WEIGHT)
             stored.write.format("delta").mode("append").save(uri)
+            version, rows = storage.last_write(self.spark, uri)
+            net = rows
         work.changes[name] = added
         work.state[name] = record.model_copy(
-            update={
-                "version": storage.last_commit(self.spark, uri)[0],
-                "rows": (record.rows or 0) + net,
-            }
+            update={"version": version, "rows": (record.rows or 0) + net}
         )
         work.stats.rows_ingested += rows
         self.input_records_read += rows
@@ -313,19 +317,22 @@ class Runtime:
                     view, before=manifest.state, after=work.state, changes=work.changes
                 )
                 change = maintained.change.persist()
-                size = change.count()
+                size = zsets.size(change)
                 mode = reader.mode(name)
-                if size == 0:
+                path = self._own_view_path(before, name, work)
+                if size.rows == 0:
                     change.unpersist()
                     if maintained.dirty():  # running values moved, columns did not: store only
-                        work.state[name] = maintained.store(self._own_view_path(before, name, work))
+                        work.state[name] = maintained.store(path, size)
                     self.report("view", view=name, mode=mode, changes=0)
                     continue
-                work.state[name] = maintained.store(self._own_view_path(before, name, work))
+                work.state[name] = maintained.store(path, size)
                 work.changes[name] = change
                 work.stats.views_recomputed.append(name)
-                self._emit_changes(view, change, work)
-                self.report("view", view=name, mode=mode, changes=size, rows=work.state[name].rows)
+                self._emit_changes(view, change, work, rows=size.magnitude)
+                self.report(
+                    "view", view=name, mode=mode, changes=size.rows, rows=work.state[name].rows
+                )
         finally:
             work.cached.extend(reader.cached)
 
@@ -333,15 +340,15 @@ class Runtime:
         """Where a view's new state goes: in place, or anew for adopted state (read only)."""
         return f"state/views/{name}@{work.sequence}" if record.adopted else record.path
 
-    def _emit_changes(self, view: View, change: DataFrame, work: _Work) -> None:
+    def _emit_changes(self, view: View, change: DataFrame, work: _Work, *, rows: int) -> None:
+        """Send a view's change (`rows` signed rows in all) to each of its outputs."""
         outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
         if not outputs:
             return
         signed = zsets.signed(change)  # cheap: `change` is cached
         for output in outputs:
             output.emit(self.spark, signed, sequence=work.sequence)
-        emitted = change.agg(F.sum(F.abs(zsets.column(WEIGHT)))).first()
-        work.stats.changes_emitted += int(emitted[0] or 0) if emitted else 0
+        work.stats.changes_emitted += rows
 
     def _relayout(self, record: StateRecord, layout: str) -> StateRecord:
         """A table stored from now on in `layout`: `zset` for one about to receive deletes (its

@@ -68,11 +68,12 @@ class Analyzed:
 @dataclass(frozen=True)
 class Maintained:
     """A view's consolidated change this step, and how to store its new state (given the path
-    to write, the new record). `dirty`: the state must be written even when the change is
-    empty (an aggregate's running values moved while its columns did not)."""
+    to write and the change's `zsets.Size`, the new record). `dirty`: the state must be
+    written even when the change is empty (an aggregate's running values moved while its
+    columns did not)."""
 
     change: DataFrame
-    store: Callable[[str], StateRecord]
+    store: Callable[[str, zsets.Size], StateRecord]
     dirty: Callable[[], bool] = lambda: False
 
 
@@ -282,7 +283,7 @@ class Views:
             signed.append(zsets.weighted(old_contents, -1))
         change = zsets.consolidate(zsets.union(signed))
 
-        def store(path: str) -> StateRecord:
+        def store(path: str, size: zsets.Size) -> StateRecord:
             version, rows = write_whole(self.spark, whole, self.uri(path))
             return StateRecord(
                 kind="view", path=path, version=version, rows=rows, layout=analyzed.layout
@@ -297,18 +298,17 @@ class Views:
         assert sql is not None
         change = zsets.consolidate(self.query(view, sql))
 
-        def store(path: str) -> StateRecord:
+        def store(path: str, size: zsets.Size) -> StateRecord:
             uri = self.uri(path)
             if path != old.path:
                 copy_delta(self.spark, self.uri(old.path), old.version, uri)
-            change.write.format("delta").mode("append").save(uri)
-            added = change.agg(F.sum(zsets.column(WEIGHT))).first()
-            rows = (old.rows or 0) + int(added[0] or 0) if added else old.rows
+            appended = change.coalesce(1) if size.rows <= ONE_FILE else change
+            appended.write.format("delta").mode("append").save(uri)
             return old.model_copy(
                 update={
                     "path": path,
                     "version": storage.last_commit(self.spark, uri)[0],
-                    "rows": rows,
+                    "rows": (old.rows or 0) + size.net,
                 }
             )
 
@@ -368,13 +368,13 @@ class Views:
             else None
         )
 
-        def store(path: str) -> StateRecord:
+        def store(path: str, size: zsets.Size) -> StateRecord:
             uri = self.uri(path)
             if path != old.path:
                 copy_delta(self.spark, self.uri(old.path), old.version, uri)
             write = GroupWrite(new_state, gone, keys, state_columns)
             version, rows = store_groups(
-                self.spark, uri, write, current=(old.version, old.rows or 0)
+                self.spark, uri, write, current=(old.version, old.rows or 0), changed=size.rows
             )
             return old.model_copy(update={"path": path, "version": version, "rows": rows})
 
@@ -462,9 +462,15 @@ def copy_delta(spark: SparkSession, source: str, version: int, target: str) -> i
     return write_whole(spark, frame, target)[0]
 
 
-SMALL_GROUPS = 100_000
-"""A group table up to this many rows is rewritten whole in one job; a larger one MERGEs only
-the touched groups (a MERGE costs two jobs and a materialized source, whatever its size)."""
+ONE_FILE = 100_000
+"""A step's write of up to this many rows goes to one file. Shuffles leave a small change in
+several partitions, and a file per partition per step would leave a table of tiny files that
+every later read must open."""
+
+SMALL_GROUPS = ONE_FILE
+"""A group table up to this many rows is rewritten whole in one job (and one file); a larger
+one MERGEs only the touched groups (a MERGE costs two jobs and a materialized source, whatever
+its size)."""
 
 
 @dataclass(frozen=True)
@@ -479,10 +485,10 @@ class GroupWrite:
 
 
 def store_groups(
-    spark: SparkSession, uri: str, write: GroupWrite, *, current: tuple[int, int]
+    spark: SparkSession, uri: str, write: GroupWrite, *, current: tuple[int, int], changed: int
 ) -> tuple[int, int]:
-    """Apply `write`; `current`: the table's version and rows before. Returns its new version
-    and rows."""
+    """Apply `write`; `current`: the table's version and rows before; `changed`: the rows of the
+    view's change (at least the groups it adds). Returns the table's new version and rows."""
     version, rows = current
     if rows > SMALL_GROUPS:
         _merge_groups(spark, uri, write)
@@ -504,7 +510,7 @@ def store_groups(
             how="left_anti",
         )
         fresh = kept.select(*[zsets.column(c) for c in columns]).unionByName(fresh)
-    return write_whole(spark, fresh, uri)
+    return write_whole(spark, fresh.coalesce(1) if rows + changed <= ONE_FILE else fresh, uri)
 
 
 def _merge_groups(spark: SparkSession, uri: str, write: GroupWrite) -> None:

@@ -13,6 +13,7 @@ bag of rows SQL sees. The layouts (`StateRecord.layout`):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
@@ -94,3 +95,23 @@ def union(frames: Iterable[DataFrame]) -> DataFrame:
     for frame in found[1:]:
         result = result.unionByName(frame)
     return result
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big a Z-set is: its rows, their summed weight (the rows it adds to a relation) and
+    their summed |weight| (the rows an output receives)."""
+
+    rows: int
+    net: int
+    magnitude: int
+
+
+def size(frame: DataFrame) -> Size:
+    """A Z-set's `Size`, in one aggregation (one Spark job, which also fills a persisted
+    frame's cache)."""
+    weight = column(WEIGHT)
+    found = frame.agg(F.count(F.lit(1)), F.sum(weight), F.sum(F.abs(weight))).first()
+    if found is None:
+        return Size(rows=0, net=0, magnitude=0)
+    return Size(rows=int(found[0]), net=int(found[1] or 0), magnitude=int(found[2] or 0))

@@ -81,15 +81,15 @@ def forward_query(
         forward = portforward(
             core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(QUERY_PORT)
         )
-    except ApiException as error:
-        if error.status == 403:
+    except ApiException as error:  # a refused WebSocket handshake: status 0, the HTTP one said
+        if error.status == 403 or " 403 " in f" {error.reason} ":
             raise SpindleError(
                 reason="PortForwardForbidden",
                 message=f"You may not port-forward to pods in namespace {namespace}: "
                 "querying needs `get` and `create` on `pods/portforward` there (the chart's "
                 "viewer role grants them, see docs/operator.md).",
             ) from None
-        raise _unreachable(pod, namespace, f"the API server answered {error.status}") from None
+        raise _unreachable(pod, namespace, f"the port-forward failed ({error.reason})") from None
     try:
         return exchange(forward.socket(QUERY_PORT), sql, timeout=timeout)
     except (OSError, http.client.HTTPException, ValueError) as error:

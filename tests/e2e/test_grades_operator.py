@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Operator, Space, wait_for
+from spindle.cli.kubectl_plugin import main as kubectl_spindle
+from tests.e2e.conftest import Operator, Space, token_kubeconfig, wait_for
 from tests.e2e.pipelines import (
     ALL_COURSES,
     ENRICHED,
@@ -43,7 +45,37 @@ def annotate(space: Space, key: str, value: str) -> None:
     )
 
 
-def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark: Any) -> None:
+def viewer(space: Space, target: Path) -> Path:
+    """A kubeconfig of a service account bound, in the pipeline's namespace only, to the
+    chart's viewer role: get pipelines and pods, pods/portforward, nothing else."""
+    space.kube.kubectl("create", "serviceaccount", "viewer", "-n", space.name)
+    space.kube.kubectl(
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=spindle-spindle-viewer",
+        f"--serviceaccount={space.name}:viewer",
+        "-n",
+        space.name,
+    )
+    return token_kubeconfig(space.kube, space.name, "viewer", target)
+
+
+def ask(kubeconfig: Path, space: Space, sql: str, capsys: Any, *, as_json: bool = True) -> Any:
+    """`kubectl spindle query grades SQL [--json]` as the viewer: the output, parsed."""
+    capsys.readouterr()
+    flags = ["--json"] if as_json else []
+    code = kubectl_spindle(
+        ["--kubeconfig", str(kubeconfig), "query", "grades", sql, "-n", space.name, *flags]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 or as_json, out
+    return json.loads(out) if as_json else out
+
+
+def test_grades_scenario_through_the_api(
+    space: Space, operator: Operator, spark: Any, tmp_path: Path, capsys: Any
+) -> None:
     # 1. v1: Running, data ingested, results right.
     ingest_grades(space)
     space.apply(grades("v1", space))
@@ -72,6 +104,10 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert "AwaitingApproval" in listing and change in listing, listing
     assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
     checkpoint_before = store(space).latest().id
+    as_viewer = viewer(space, tmp_path / "viewer.kubeconfig")
+    not_running = ask(as_viewer, space, ENRICHED, capsys)
+    assert not_running["error_code"] == "PipelineNotRunning"
+    assert "grades is AwaitingApproval, not Running" in not_running["message"]
     grades_series = f'{{name="grades",namespace="{space.name}"}}'
     pending = sample(operator, "spindle_pending_changes_age_seconds" + grades_series)
     assert wait_for("the pending change's age on /metrics", pending) > 0
@@ -97,6 +133,15 @@ def test_grades_scenario_through_the_api(space: Space, operator: Operator, spark
     assert status["driverPod"]["name"] == f"grades-{change}-driver"
     assert query(spark, space, ENRICHED) == V2_ENRICHED
     assert query(spark, space, ALL_COURSES) == V2_ALL_COURSES
+    # The same queries through the running driver, with the viewer's RBAC only.
+    enriched = [tuple(row.values()) for row in ask(as_viewer, space, ENRICHED, capsys)]
+    assert enriched == V2_ENRICHED
+    all_courses = [tuple(row.values()) for row in ask(as_viewer, space, ALL_COURSES, capsys)]
+    assert all_courses == V2_ALL_COURSES
+    table = ask(as_viewer, space, ALL_COURSES, capsys, as_json=False)
+    assert "91.75" in table and "(2 rows)" in table, table
+    for refused in ("DROP TABLE grades", "SELECT * FROM grades; DELETE FROM grades"):
+        assert ask(as_viewer, space, refused, capsys)["error_code"] == "QueryNotReadOnly"
     # One pod per run: the finished v1 driver was cleaned up, only the bootstrap driver remains.
     assert [p["metadata"]["name"] for p in space.pods()] == [f"grades-{change}-driver"]
     history = store(space).history()

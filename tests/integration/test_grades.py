@@ -4,13 +4,17 @@ directory and on the real S3 server. Every number from feldera-bootstrapping.md 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from spindle.cli.cluster_query import exchange
 from spindle.cli.main import main
+from spindle.errors import SpindleError
+from spindle.local import runner
 from spindle.local.home import LocalPipeline
 from tests.unit.test_plan_golden import REFERENCE_DIFF
 
@@ -125,6 +129,37 @@ def test_reference_example_end_to_end(
     assert "spindle local run grades" in final["conditions"][0]["message"]
     assert final["lastCheckpoint"]["id"] == after.id
     assert final["lastBootstrap"]["changeId"] == pending["id"]
+    refused = cli("query", "grades", "DELETE FROM grades", "--json", expect=1)
+    assert json.loads(refused)["error_code"] == "QueryNotReadOnly"
+    served_by_a_driver(tmp_path / "home", query, cli.json("query", "grades", query), after.id)
+
+
+def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str) -> None:
+    """The driver pod's query server, started here on this machine's loopback, answers what
+    `spindle query` does, and refuses by itself (these requests skip the client's check)."""
+    from spindle.runtime.query_server import QueryServer
+
+    runtime = runner.open_runtime(LocalPipeline(home, "grades"), report=lambda *_, **__: None)
+    server = QueryServer(runtime, port=0, say=lambda _: None).start()
+
+    def ask(sql: str) -> dict[str, Any]:
+        return exchange(socket.create_connection(("127.0.0.1", server.port)), sql, timeout=120)
+
+    try:
+        assert ask(query) == {"checkpoint": checkpoint, "rows": rows}
+        for sql, reason in [
+            ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15')", "QueryNotReadOnly"),
+            ("SELECT * FROM grades; DROP TABLE grades", "QueryNotReadOnly"),
+            ("SELECT reflect('java.lang.System', 'exit', 0)", "QueryNotReadOnly"),
+            ("SELECT * FROM avg_grade", "InvalidQuery"),  # not materialized
+            ("SELECT * FROM json.`/etc/passwd`", "InvalidQuery"),
+        ]:
+            with pytest.raises(SpindleError) as refusal:
+                ask(sql)
+            assert refusal.value.reason == reason, sql
+        assert ask(query)["rows"] == rows  # still there, unchanged
+    finally:
+        server.stop()
 
 
 def test_wrong_approval_names_the_pending_id(

@@ -22,6 +22,9 @@ RESTATE_ANNOTATION = f"{GROUP}/restate"
 """`spindle.dev/restate=<view>[,<view>...][@<label>]` asks to recompute views (and their
 dependents) without an SQL change, through the same approval. A request is served once; to
 restate the same views again, change the label."""
+QUERY_PORT = 4047
+"""The driver pod's read-only query server, on the pod's loopback only: `kubectl spindle
+query` reaches it through the API server's port-forward (`runtime.query_server`)."""
 
 
 def restate_views(request: str | None) -> tuple[str, ...]:

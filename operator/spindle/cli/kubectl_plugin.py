@@ -1,9 +1,11 @@
-"""`kubectl spindle approve|diff|status NAME`: the kubectl plugin (console script kubectl-spindle).
+"""`kubectl spindle approve|diff|status|query NAME`: the kubectl plugin (console script
+kubectl-spindle).
 
 `approve` reads the pending change id from the status, shows the diff and the estimate (what
 the bootstrap evaluates, reads and replaces, and how long it should take) and asks before it
 annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
 it showed: if the pending change moves in between, the operator ignores the approval.
+`query` asks a Running pipeline's driver through port-forward (`cli.cluster_query`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from spindle.api.types import APPROVE_ANNOTATION
-from spindle.cli import render
+from spindle.cli import cluster_query, render
 from spindle.errors import SpindleError
 
 
-def _custom(args: argparse.Namespace) -> Any:
-    from kubernetes import client, config
+def _api(args: argparse.Namespace) -> Any:
+    from kubernetes import config
 
     try:
-        api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=args.kubeconfig, context=args.context
         )
     except Exception as error:
@@ -30,7 +32,12 @@ def _custom(args: argparse.Namespace) -> Any:
             reason="KubeconfigUnusable",
             message=f"Cannot load the kubeconfig: {error}. Set KUBECONFIG or --kubeconfig.",
         ) from None
-    return client.CustomObjectsApi(api)
+
+
+def _custom(args: argparse.Namespace) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(_api(args))
 
 
 def _namespace(args: argparse.Namespace) -> str:
@@ -141,6 +148,18 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(args: argparse.Namespace) -> int:
+    from spindle.program.queries import check_query
+
+    check_query(args.sql)  # QueryNotReadOnly before anything is sent
+    pod = cluster_query.driver_of(_pipeline(args))
+    answer = cluster_query.forward_query(
+        _api(args), namespace=_namespace(args), pod=pod, sql=args.sql, timeout=args.timeout
+    )
+    render.print_rows(answer["rows"], as_json=args.json)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl spindle", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", default=None)
@@ -151,10 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
         ("approve", cmd_approve, "approve the pending change (shows it first)"),
         ("diff", cmd_diff, "show the pending change"),
         ("status", cmd_status, "show phase, conditions, checkpoint and driver"),
+        ("query", cmd_query, "read-only SQL over a Running pipeline's materialized state"),
     ):
         command = sub.add_parser(name, help=text)
         command.add_argument("name", help="the Pipeline")
         command.add_argument("-n", "--namespace", default=argparse.SUPPRESS)
+        if name == "query":
+            command.add_argument("sql", help='one query, e.g. "SELECT * FROM v"')
+            command.add_argument("--timeout", type=float, default=300.0, help="seconds")
         if name == "approve":
             command.add_argument("--yes", "-y", action="store_true", help="do not ask")
         else:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,6 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 
 from spindle.api import PipelineManifest, load_manifest_document
 from spindle.api.status import PipelineStatus
@@ -178,20 +175,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def cmd_query(args: argparse.Namespace) -> int:
     from spindle.program import parse_program
+    from spindle.program.queries import check_query, materialized, plain
     from spindle.runtime.loop import reporter
 
     pipeline = _pipeline(args)
@@ -201,20 +187,11 @@ def cmd_query(args: argparse.Namespace) -> int:
             reason="CheckpointNotFound",
             message=f"Pipeline '{pipeline.name}' has no checkpoint yet; run it first.",
         )
+    program = parse_program(manifest.program.text)
+    check_query(args.sql, relations=materialized(program))  # refused before Spark starts
     runtime = runner.open_runtime(pipeline, report=reporter(_say))
-    rows = [
-        _plain(r) for r in runtime.query(parse_program(manifest.program.text), manifest, args.sql)
-    ]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    table = Table(show_header=True)
-    for column in rows[0].keys() if rows else []:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    render.console().print(table)
-    render.console().print(f"({len(rows)} rows)")
+    rows = runtime.query(program, manifest, args.sql)
+    render.print_rows([plain(row) for row in rows], as_json=args.json)
     return 0
 
 

@@ -154,6 +154,24 @@ def print_error(error: SpindleError, *, as_json: bool) -> None:
     err.print(f"[red]error[/] [bold]{error.reason}[/]: {escape(error.message)}", markup=True)
 
 
+def print_rows(rows: list[dict[str, Any]], *, as_json: bool) -> None:
+    """A query's result (`spindle query`, `kubectl spindle query`): rows as JSON values
+    (`program.queries.plain`), a JSON array or a table with a row count."""
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(show_header=True)
+    for column in rows[0].keys() if rows else []:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    out = console()
+    out.print(table)
+    out.print(f"({len(rows)} rows)")
+
+
 def print_json(value: Any) -> None:
     json.dump(value, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

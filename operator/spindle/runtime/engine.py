@@ -32,6 +32,7 @@ from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
+from spindle.program.queries import check_query, materialized
 from spindle.runtime import storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import ORDER, Input, make_input, make_output
@@ -496,17 +497,16 @@ class Runtime:
     # -- queries -----------------------------------------------------------------------------
 
     def query(self, program: Program, manifest: Manifest, sql: str) -> list[dict[str, Any]]:
-        materialized = {n for n, t in program.tables.items() if t.materialized} | {
-            n for n, v in program.views.items() if v.materialized
-        }
-        self.views(program).register(manifest.state, tuple(sorted(materialized)))
+        readable = materialized(program)
+        checked = check_query(sql, relations=readable)
+        self.views(program).register(manifest.state, tuple(sorted(readable)))
         try:
-            rows = self.spark.sql(sql).collect()
+            rows = self.spark.sql(checked.spark_sql).collect()
         except Exception as error:
             raise SpindleError(
                 reason="InvalidQuery",
                 message=f"The query cannot run: {str(error).splitlines()[0]}. Only materialized "
-                f"tables and views can be queried ({', '.join(sorted(materialized)) or 'none'}).",
+                f"tables and views can be queried ({', '.join(sorted(readable)) or 'none'}).",
                 details={"query": sql},
             ) from None
         return [row.asDict(recursive=True) for row in rows]

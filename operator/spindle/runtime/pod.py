@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
+from spindle.api.types import QUERY_PORT
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
@@ -36,8 +37,10 @@ from spindle.lifecycle import (
     decide_start,
     timestamp,
 )
+from spindle.runtime.engine import Runtime
 from spindle.runtime.factory import open_runtime
 from spindle.runtime.loop import drive, reporter
+from spindle.runtime.query_server import QueryServer
 
 PIPELINE_ENV = "SPINDLE_PIPELINE"
 
@@ -59,6 +62,8 @@ class PodSettings:
     conf: Mapping[str, str] = field(default_factory=dict)
     until_idle: bool = False
     interval: float = 1.0
+    query_port: int | None = QUERY_PORT
+    """The read-only query server's port on the pod's loopback (None: no server)."""
 
 
 def pipeline_from_env(env: Mapping[str, str] = os.environ) -> tuple[PipelineRef, int, PipelineSpec]:
@@ -135,17 +140,22 @@ class DriverPodBody:
             master=self.settings.master,
             conf=self.settings.conf,
         )
-        self.checkpoint = drive(
-            runtime,
-            decision=decision,
-            checkpoint=self.checkpoint,
-            stop=self.stop,
-            until_idle=self.settings.until_idle,
-            paused=lambda: spec.paused,
-            say=say,
-            approved_by=self.settings.approved_by,
-            interval=self.settings.interval,
-        )
+        queries = serve_queries(runtime, port=self.settings.query_port)
+        try:
+            self.checkpoint = drive(
+                runtime,
+                decision=decision,
+                checkpoint=self.checkpoint,
+                stop=self.stop,
+                until_idle=self.settings.until_idle,
+                paused=lambda: spec.paused,
+                say=say,
+                approved_by=self.settings.approved_by,
+                interval=self.settings.interval,
+            )
+        finally:
+            if queries is not None:
+                queries.stop()
         return Acted(decision)
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
@@ -153,6 +163,17 @@ class DriverPodBody:
         this pod committed and the pod's phase)."""
         for event in events:
             say(f"{event.type} {event.reason}: {event.message}")
+
+
+def serve_queries(runtime: Runtime, *, port: int | None) -> QueryServer | None:
+    """The query server, when asked for; a port that cannot be bound costs the queries only."""
+    if port is None:
+        return None
+    try:
+        return QueryServer(runtime, port=port, say=say).start()
+    except OSError as error:
+        say(f"Not serving queries: 127.0.0.1:{port} cannot be bound ({error}).")
+        return None
 
 
 def run_driver_pod(settings: PodSettings, *, stop: threading.Event) -> int:

@@ -1,0 +1,119 @@
+"""Ad-hoc queries over a pipeline's state (`spindle query`, `kubectl spindle query`): only a
+single read-only query of the pipeline's own materialized relations runs.
+
+The check is Spindle's own parse (the program's dialect and statement splitter), made before
+anything reaches Spark, by the client and again by whatever runs the query. Spark then runs the
+SQL generated from the checked tree (`QueryCheck.spark_sql`), never the text as typed, so a
+difference between the two parsers cannot smuggle a second statement or a command past it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Collection
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from spindle.errors import SpindleError
+from spindle.program.dependencies import function_name
+from spindle.program.dialect import DIALECT
+from spindle.program.model import Program
+from spindle.program.statements import split
+
+REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
+"""Spark functions that call Java methods: a query could end or change the process."""
+
+WRITES: tuple[type[exp.Expr], ...] = (exp.DDL, exp.DML, exp.Command, exp.Into, exp.Set)
+"""Nodes that make a statement something other than a query (`SELECT ... INTO` creates)."""
+
+
+@dataclass(frozen=True)
+class QueryCheck:
+    """A query that passed the check, and the Spark SQL to run for it."""
+
+    tree: exp.Query
+
+    @property
+    def spark_sql(self) -> str:
+        return self.tree.sql(dialect="spark")
+
+
+def _not_read_only(sql: str, what: str) -> SpindleError:
+    return SpindleError(
+        reason="QueryNotReadOnly",
+        message=f"Only a single read-only query (SELECT, WITH ... SELECT, UNION, ...) runs "
+        f"here, not {what}. Change a pipeline's data through its inputs (`spindle local "
+        "execute` locally) and its program through `spec.sql`.",
+        details={"query": sql},
+    )
+
+
+def _name(identifier: exp.Expr) -> str:
+    return identifier.name if identifier.args.get("quoted") else identifier.name.lower()
+
+
+def _check_relations(tree: exp.Query, sql: str, relations: Collection[str]) -> None:
+    ctes = {_name(cte.args["alias"].this) for cte in tree.find_all(exp.CTE) if cte.alias}
+    for table in tree.find_all(exp.Table):
+        plain = isinstance(table.this, exp.Identifier) and not table.args.get("db")
+        name = _name(table.this) if plain else table.sql(dialect=DIALECT)
+        if plain and (name in relations or name in ctes):
+            continue
+        raise SpindleError(
+            reason="InvalidQuery",
+            message=f"The query reads {name!r}, which is not a materialized table or view of "
+            f"the pipeline. Only these can be queried: {', '.join(sorted(relations)) or 'none'}.",
+            details={"query": sql, "relation": name},
+        )
+
+
+def materialized(program: Program) -> frozenset[str]:
+    """What a query may read: the program's materialized tables and views."""
+    tables = {n for n, t in program.tables.items() if t.materialized}
+    return frozenset(tables | {n for n, v in program.views.items() if v.materialized})
+
+
+def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryCheck:
+    """`sql` as one read-only query, or `QueryNotReadOnly` (several statements, DML, DDL,
+    commands, functions that call Java); with `relations`, also `InvalidQuery` when it reads
+    anything but those (paths, other catalogs, table functions)."""
+    statements = split(sql)
+    if len(statements) != 1:
+        raise _not_read_only(sql, f"{len(statements)} statements")
+    try:
+        [tree] = DIALECT.parse(statements[0].text)
+    except (ParseError, TokenError) as error:
+        first = error.errors[0] if isinstance(error, ParseError) and error.errors else {}
+        raise SpindleError(
+            reason="InvalidQuery",
+            message=f"The query does not parse: {first.get('description', error)} (line "
+            f"{first.get('line')}, column {first.get('col')}).",
+            details={"query": sql, "line": first.get("line"), "column": first.get("col")},
+        ) from None
+    if not isinstance(tree, exp.Query):
+        raise _not_read_only(sql, f"{type(tree).__name__.upper()}")
+    for node in tree.walk():
+        if isinstance(node, WRITES):
+            raise _not_read_only(sql, f"a query with {node.key.upper()}")
+        if isinstance(node, exp.Func) and function_name(node) in REACHES_OUT:
+            raise _not_read_only(sql, f"{function_name(node)}(), which runs Java code")
+    if relations is not None:
+        _check_relations(tree, sql, relations)
+    return QueryCheck(tree=tree)
+
+
+def plain(value: Any) -> Any:
+    """A query result value as JSON: DECIMAL as its exact text, dates as ISO 8601."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value

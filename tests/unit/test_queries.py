@@ -1,0 +1,105 @@
+"""Ad-hoc queries are single read-only queries of the pipeline's materialized relations,
+refused otherwise before anything reaches Spark or leaves the user's machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spindle.cli.cluster_query import driver_of
+from spindle.cli.kubectl_plugin import main as kubectl_spindle
+from spindle.errors import SpindleError
+from spindle.program.queries import check_query
+
+RELATIONS = {"grades", "avg_grade_enriched", "Mixed"}
+
+ACCEPTED = [
+    ("SELECT * FROM avg_grade_enriched ORDER BY student_name, class", None),
+    ("select count(*) as n from GRADES;", "SELECT COUNT(*) AS n FROM GRADES"),
+    ('SELECT * FROM "Mixed"', "SELECT * FROM `Mixed`"),
+    ("WITH g AS (SELECT * FROM grades) SELECT * FROM g UNION ALL SELECT * FROM grades", None),
+    ("SELECT 'a;b' AS s FROM grades WHERE x IN (SELECT x FROM grades) -- ; DROP", None),
+    ("TABLE grades", "SELECT * FROM grades"),
+]
+
+NOT_READ_ONLY = [
+    "INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15')",
+    "DELETE FROM grades",
+    "UPDATE grades SET grade = 0",
+    "DROP TABLE grades",
+    "CREATE TABLE t AS SELECT * FROM grades",
+    "SELECT * INTO t FROM grades",
+    "SELECT 1; DROP TABLE grades",
+    "SELECT 1 FROM grades; SELECT 2 FROM grades",
+    "SET spark.sql.ansi.enabled = false",
+    "SHOW TABLES",
+    "CACHE TABLE grades",
+    "SELECT reflect('java.lang.System', 'exit', 0)",
+    "SELECT java_method('java.lang.System', 'exit', 0)",
+    "",
+]
+
+OUTSIDE = [
+    "SELECT * FROM students",  # not materialized, or not the pipeline's
+    "SELECT * FROM default.grades",
+    "SELECT * FROM range(10)",
+    "SELECT * FROM read_files('/var/run/secrets/kubernetes.io/serviceaccount/token')",
+    "SELECT * FROM text.`/etc/passwd`",
+    "SELECT * FROM mixed",  # a quoted name keeps its case
+]
+
+
+@pytest.mark.parametrize(("sql", "spark_sql"), ACCEPTED)
+def test_a_read_only_query_of_materialized_relations_passes(
+    sql: str, spark_sql: str | None
+) -> None:
+    checked = check_query(sql, relations=RELATIONS)
+    if spark_sql is not None:
+        assert checked.spark_sql == spark_sql  # Spark runs the checked tree, not the text
+
+
+@pytest.mark.parametrize("sql", NOT_READ_ONLY)
+def test_anything_but_one_query_is_refused_as_not_read_only(sql: str) -> None:
+    with pytest.raises(SpindleError) as refused:
+        check_query(sql)  # the client's check: no relations known
+    assert refused.value.reason == "QueryNotReadOnly"
+    assert "read-only query" in refused.value.message
+
+
+@pytest.mark.parametrize("sql", OUTSIDE)
+def test_reading_anything_but_the_pipelines_relations_is_refused(sql: str) -> None:
+    with pytest.raises(SpindleError) as refused:
+        check_query(sql, relations=RELATIONS)
+    assert refused.value.reason == "InvalidQuery"
+    assert "Mixed, avg_grade_enriched, grades" in refused.value.message or "parse" in str(
+        refused.value.message
+    )
+
+
+def test_kubectl_spindle_query_refuses_a_non_query_before_anything_is_sent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The kubeconfig does not exist: reaching the API server would fail with another reason.
+    argv = ["--kubeconfig", "/nonexistent", "query", "grades", "DROP TABLE grades", "--json"]
+    assert kubectl_spindle(argv) == 1
+    assert json.loads(capsys.readouterr().out)["error_code"] == "QueryNotReadOnly"
+
+
+@pytest.mark.parametrize(
+    ("status", "phase"),
+    [
+        ({"phase": "AwaitingApproval"}, "AwaitingApproval"),
+        ({"phase": "Stopped", "driverPod": {"name": "grades-g1-driver"}}, "Stopped"),
+        ({}, "Pending"),
+    ],
+)
+def test_a_pipeline_without_a_serving_driver_is_named_with_its_phase(
+    status: dict[str, object], phase: str
+) -> None:
+    with pytest.raises(SpindleError) as refused:
+        driver_of({"metadata": {"name": "grades"}, "status": status})
+    assert refused.value.reason == "PipelineNotRunning"
+    assert f"grades is {phase}, not Running" in refused.value.message
+    running = {"phase": "Running", "driverPod": {"name": "grades-g1-driver"}}
+    assert driver_of({"metadata": {"name": "grades"}, "status": running}) == "grades-g1-driver"

@@ -4,9 +4,15 @@ kopf delivers watch events for Pipelines and their driver pods; each only enqueu
 (`on.event` handlers keep no state on the object). Workers take keys from the queue, one
 reconcile per pipeline at a time, in a thread. A re-list of all pipelines every `resync` seconds
 is the backbone that makes the operator level-based: a missed event costs latency, never
-correctness. kopf's own bookkeeping stays out of GitOps' way: there are no create/update
-handlers, so kopf writes no progress or diff-base annotations; the only kopf-managed metadata
-is the `spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
+correctness. A pipeline whose last outcome was quiet (`Outcome.quiet`: awaiting approval,
+stopped, failed for good) is skipped by re-lists and by the echo of its own status write while
+the inputs of its object are unchanged, for up to `recheck` seconds; one whose storage did not
+answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, not a reconcile
+per pipeline, and a hung store holds one worker now and then, not one at every re-list.
+
+kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
+writes no progress or diff-base annotations; the only kopf-managed metadata is the
+`spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
 `spindle.dev/`-prefixed annotations while their data is deleted). Nothing else blocks deletion.
 
 With leader election (`Election`), only the holder of the Lease runs workers; a standby keeps
@@ -34,10 +40,21 @@ from spindle.k8s.election import Timing
 from spindle.k8s.leader import Elector, LeaseStore
 from spindle.k8s.metrics import Key, Metrics, Seen, Watchdog
 from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
-from spindle.k8s.reconcile import Outcome, Reconciler, Settings
+from spindle.k8s.reconcile import Inputs, Outcome, Reconciler, Settings, inputs
 
 FINALIZER = "spindle.dev/finalizer"
+STORAGE_REST = 30.0
+"""Seconds a pipeline whose storage did not answer waits before a re-list retries it."""
 log = logging.getLogger("spindle.operator")
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A pipeline the operator need not reconcile until `until` (monotonic), unless the
+    inputs of its object change or an event of its driver pod arrives."""
+
+    inputs: Inputs
+    until: float
 
 
 @dataclass
@@ -90,6 +107,8 @@ class Operator:
     workers: int = 8
     port: int = 8080
     stall_after: float = 60.0
+    recheck: float = 300.0
+    """Seconds a quiet pipeline with an unchanged object goes without a reconcile."""
     metrics: Metrics = field(default_factory=Metrics)
     reconciler: Reconciler | None = None
     work: WorkQueue | None = None
@@ -100,6 +119,7 @@ class Operator:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _workers: list[asyncio.Task[Any]] = field(default_factory=list)
     _relist: asyncio.Event = field(default_factory=asyncio.Event)
+    _settled: dict[Key, Settled] = field(default_factory=dict)
 
     # -- startup -------------------------------------------------------------------------------
 
@@ -158,6 +178,7 @@ class Operator:
         """Workers start, and an immediate re-list enqueues every pipeline."""
         self.leading = True
         self.metrics.leading(True)
+        self._settled.clear()
         self._workers = [
             asyncio.create_task(self._worker(), name=f"worker-{index}")
             for index in range(self.workers)
@@ -177,6 +198,26 @@ class Operator:
         self.work = WorkQueue()
 
     # -- the loop ------------------------------------------------------------------------------
+
+    def _settle(self, key: Key, outcome: Outcome | None) -> None:
+        """Remember a quiet outcome, or one whose storage did not answer, until it is due."""
+        if outcome is not None and outcome.quiet:
+            rest = self.recheck
+        elif outcome is not None and outcome.reason == "StorageUnavailable":
+            rest = STORAGE_REST
+        else:
+            self._settled.pop(key, None)
+            return
+        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest)
+
+    def _due(self, key: Key, pipeline: Any) -> bool:
+        """Whether a re-listed or changed pipeline needs a reconcile."""
+        settled = self._settled.get(key)
+        return (
+            settled is None
+            or settled.inputs != inputs(pipeline)
+            or time.monotonic() >= settled.until
+        )
 
     def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
         key, checkpoint = (namespace, name), outcome.checkpoint
@@ -207,6 +248,7 @@ class Operator:
             key = await work.take()
             if not self.leading:
                 break
+            outcome = None
             try:
                 outcome = await asyncio.to_thread(self._reconcile, key)
                 if outcome is None:
@@ -217,6 +259,7 @@ class Operator:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 work.add_after(key, 5.0)
             finally:
+                self._settle(key, outcome)
                 work.done(key)
 
     async def _resync(self) -> None:
@@ -231,7 +274,7 @@ class Operator:
                     meta = item["metadata"]
                     key = (meta["namespace"], meta["name"])
                     versions[key] = meta.get("resourceVersion", "")
-                    if self.leading:
+                    if self.leading and self._due(key, item):
                         self.work.add(key)
                 self.watchdog.listed(versions)
             except Exception:
@@ -248,9 +291,10 @@ class Operator:
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if event_type == "DELETED":
             self.metrics.forget(key)
+            self._settled.pop(key, None)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
-        if self.leading:
+        if self.leading and self._due(key, body):
             self.work.add(key)
 
     def pod_event(self, body: Any) -> None:
@@ -259,7 +303,9 @@ class Operator:
         meta = body.get("metadata", {})
         pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
         if pipeline and self.leading:
-            self.work.add((meta.get("namespace", ""), pipeline))
+            key = (meta.get("namespace", ""), pipeline)
+            self._settled.pop(key, None)
+            self.work.add(key)
 
     # -- HTTP ----------------------------------------------------------------------------------
 

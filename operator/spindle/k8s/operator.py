@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,12 +121,16 @@ class Operator:
     _workers: list[asyncio.Task[Any]] = field(default_factory=list)
     _relist: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: dict[Key, Settled] = field(default_factory=dict)
+    _threads: ThreadPoolExecutor | None = None
+    """One thread per worker: a reconcile mostly waits on the API server and storage, and the
+    default executor has only CPUs + 4 threads, fewer than the workers."""
 
     # -- startup -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.work = WorkQueue()
         self.watchdog = Watchdog(stall_after=self.stall_after)
+        self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
         api = api_client()
         self.reconciler = Reconciler(
             cluster=Cluster(api), settings=self.settings, on_outcome=self._outcome
@@ -250,7 +255,8 @@ class Operator:
                 break
             outcome = None
             try:
-                outcome = await asyncio.to_thread(self._reconcile, key)
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(self._threads, self._reconcile, key)
                 if outcome is None:
                     self.metrics.forget(key)
                 elif outcome.requeue_after is not None:
@@ -349,12 +355,14 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
     async def cleanup(**_: Any) -> None:
         await operator.stop()
 
+    # Async, so they run on the event loop that owns the work queue: kopf runs a sync handler
+    # in a thread, where waking a worker waiting on the queue is not safe (nor prompt).
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="pipeline-event")
-    def pipeline_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    async def pipeline_event(body: kopf.Body, type: str | None, **_: Any) -> None:
         operator.pipeline_event(body, type)
 
     @kopf.on.event("", "v1", "pods", labels=dict(MANAGED), registry=registry, id="driver-pod-event")
-    def pod_event(body: kopf.Body, **_: Any) -> None:
+    async def pod_event(body: kopf.Body, **_: Any) -> None:
         operator.pod_event(body)
 
     def deletes_data(spec: kopf.Spec, **_: Any) -> bool:

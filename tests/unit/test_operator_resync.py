@@ -5,6 +5,7 @@ a fake API server, with storage in a local directory."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from spindle.k8s.metrics import Watchdog
@@ -77,3 +78,21 @@ def test_a_pipeline_missing_its_secret_is_tried_at_every_relist(tmp_path: Path) 
     run.cluster.secrets[("default", "s3")] = {"id": "x"}
     run.reconcile()
     assert run.phase() == "Pending"
+
+
+def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> None:
+    async def order() -> list[tuple[str, str]]:
+        work = WorkQueue()
+        for index in range(3):
+            work.add(("default", f"relisted-{index}"), relisted=True)
+        work.add(("default", "approved"))  # a watch event
+        work.add(("default", "relisted-2"))  # an event names a re-listed key: it moves up
+        work.add(("default", "relisted-0"), relisted=True)  # already queued: no second entry
+        return [await work.take() for _ in range(3)] + [key for key in work.relisted]
+
+    assert asyncio.run(order()) == [
+        ("default", "approved"),
+        ("default", "relisted-2"),
+        ("default", "relisted-0"),
+        ("default", "relisted-1"),
+    ]

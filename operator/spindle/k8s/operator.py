@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,25 +61,39 @@ class Settled:
 
 @dataclass
 class WorkQueue:
-    """Deduplicating keys: a key is queued at most once, and never reconciled concurrently."""
+    """Deduplicating keys: a key is queued at most once, and never reconciled concurrently.
 
-    queue: asyncio.Queue[Key] = field(default_factory=asyncio.Queue)
+    Keys that a watch event or a requeue adds are taken before those a re-list adds (and a
+    re-listed key an event names moves up), so a re-list of a busy fleet never delays the
+    change someone just made behind hundreds of routine reconciles."""
+
+    urgent: deque[Key] = field(default_factory=deque)
+    relisted: deque[Key] = field(default_factory=deque)
     queued: set[Key] = field(default_factory=set)
     busy: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, key: Key) -> None:
+    def add(self, key: Key, *, relisted: bool = False) -> None:
         if key in self.busy:
             self.again.add(key)
-        elif key not in self.queued:
+        elif key in self.queued:
+            if not relisted and key in self.relisted:
+                self.relisted.remove(key)
+                self.urgent.append(key)
+        else:
             self.queued.add(key)
-            self.queue.put_nowait(key)
+            (self.relisted if relisted else self.urgent).append(key)
+            self._ready.set()
 
     def add_after(self, key: Key, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
 
     async def take(self) -> Key:
-        key = await self.queue.get()
+        while not (self.urgent or self.relisted):
+            self._ready.clear()
+            await self._ready.wait()
+        key = self.urgent.popleft() if self.urgent else self.relisted.popleft()
         self.queued.discard(key)
         self.busy.add(key)
         return key
@@ -281,7 +296,7 @@ class Operator:
                     key = (meta["namespace"], meta["name"])
                     versions[key] = meta.get("resourceVersion", "")
                     if self.leading and self._due(key, item):
-                        self.work.add(key)
+                        self.work.add(key, relisted=True)
                 self.watchdog.listed(versions)
             except Exception:
                 log.exception("re-listing pipelines failed")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from spindle.k8s.metrics import Watchdog
 from spindle.k8s.operator import WorkQueue
@@ -96,3 +97,28 @@ def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> N
         ("default", "relisted-0"),
         ("default", "relisted-1"),
     ]
+
+
+def test_a_driver_pod_event_reconciles_only_when_the_driver_changed(tmp_path: Path) -> None:
+    """A pod's scheduling attempts and conditions change no decision; its phase does."""
+    run = harness(Clock())
+    run.operator.work, run.operator.watchdog = WorkQueue(), Watchdog(stall_after=60.0)
+    labels = {"spindle.dev/pipeline": "grades", "spindle.dev/mode": "run"}
+    pod: dict[str, Any] = {
+        "metadata": {"namespace": "default", "name": "grades-g1-driver", "labels": labels},
+        "status": {"phase": "Pending"},
+    }
+
+    def queues(event: str = "MODIFIED") -> bool:
+        run.operator.work = WorkQueue()
+        run.operator.pod_event(pod, event)
+        return KEY in run.operator.work.queued
+
+    assert queues("ADDED")
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    assert not queues()
+    pod["status"]["phase"] = "Running"
+    assert queues()
+    pod["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    assert queues()
+    assert queues("DELETED")

@@ -41,8 +41,9 @@ from spindle.k8s.cluster import Cluster, api_client
 from spindle.k8s.election import Timing
 from spindle.k8s.leader import Elector, LeaseStore
 from spindle.k8s.metrics import Key, Metrics, Seen, Watchdog
-from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
+from spindle.k8s.pods import LABEL_PIPELINE, MANAGED, observed_driver
 from spindle.k8s.reconcile import Inputs, Outcome, Reconciler, Settings, inputs
+from spindle.lifecycle import ObservedDriver
 
 FINALIZER = "spindle.dev/finalizer"
 STORAGE_REST = 30.0
@@ -136,6 +137,8 @@ class Operator:
     _workers: list[asyncio.Task[Any]] = field(default_factory=list)
     _relist: asyncio.Event = field(default_factory=asyncio.Event)
     _settled: dict[Key, Settled] = field(default_factory=dict)
+    _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
+    """Each driver pod as its last event showed it (`_driver_seen`)."""
     _threads: ThreadPoolExecutor | None = None
     """One thread per worker: a reconcile mostly waits on the API server and storage, and the
     default executor has only CPUs + 4 threads, fewer than the workers."""
@@ -318,12 +321,25 @@ class Operator:
         if self.leading and self._due(key, body):
             self.work.add(key)
 
-    def pod_event(self, body: Any) -> None:
+    def pod_event(self, body: Any, event_type: str | None = None) -> None:
+        """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it
+        (`observed_driver`: phase, failure, labels) changed, or the pod is going or gone; a
+        pod's conditions and scheduling attempts alone change no decision."""
         if self.work is None:
             return
         meta = body.get("metadata", {})
         pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
-        if pipeline and self.leading:
+        if not pipeline:
+            return
+        pod = (meta.get("namespace", ""), meta.get("name", ""))
+        if event_type == "DELETED":
+            self._pods.pop(pod, None)
+        else:
+            seen = _driver_seen(body)
+            if seen is not None and self._pods.get(pod) == seen:
+                return
+            self._pods[pod] = seen
+        if self.leading:
             key = (meta.get("namespace", ""), pipeline)
             self._settled.pop(key, None)
             self.work.add(key)
@@ -338,6 +354,15 @@ class Operator:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), content_type="text/plain")
+
+
+def _driver_seen(pod: Any) -> tuple[ObservedDriver, bool] | None:
+    """The driver a pod shows the brain, and whether it is being deleted; None if unreadable."""
+    try:
+        driver = observed_driver(pod)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return driver, bool(pod.get("metadata", {}).get("deletionTimestamp"))
 
 
 async def _hold(runner: web.AppRunner) -> None:
@@ -377,8 +402,8 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
         operator.pipeline_event(body, type)
 
     @kopf.on.event("", "v1", "pods", labels=dict(MANAGED), registry=registry, id="driver-pod-event")
-    async def pod_event(body: kopf.Body, **_: Any) -> None:
-        operator.pod_event(body)
+    async def pod_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        operator.pod_event(body, type)
 
     def deletes_data(spec: kopf.Spec, **_: Any) -> bool:
         return bool((spec.get("storage") or {}).get("deleteOnPipelineDeletion"))

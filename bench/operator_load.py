@@ -1,23 +1,34 @@
 """Operator benchmark: apply N pipelines at once (default 200) against a real API server and S3.
 
+The API server (etcd, kube-apiserver, controller manager, scheduler: `tests.harness`) runs with
+no node, so driver pods stay Pending: this measures the operator, not Spark. The operator runs
+as a process here, as its own service account, so its CPU time and peak RSS are read from /proc.
 Each pipeline already has a checkpoint of the grades v1 program in S3, and is applied with v2,
 so the operator must read the Secret, read the checkpoint, plan, and record AwaitingApproval.
-Then all are approved at once and the time until each driver pod exists is measured (no node
-agent runs, so the pods stay Pending: this measures the operator, not Spark).
-Baseline, in the same run: one pipeline applied alone. Prints p50/p95 and their ratio to it,
-and the operator's peak RSS.
 
-    python bench/operator_load.py [--pipelines 200]
+Figures, each with the baseline of one pipeline alone in the same run:
+- apply → AwaitingApproval (p50, p95), and approval → driver pod (p50, p95);
+- a re-list of the quiet fleet (all awaiting approval): the operator's CPU seconds per resync,
+  and reconciles per resync;
+- a full resync (after approval every pipeline has a driver pod, so each is reconciled at every
+  re-list): CPU seconds per resync; and what the quiet fleet costs on average when each pipeline
+  is also reconciled once per `--recheck` seconds;
+- the operator's peak RSS, and the machine's load average.
+
+    SPINDLE_CLUSTER_INDEX=7 python bench/operator_load.py [--pipelines 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,12 +42,13 @@ from tests.conftest import Kube  # noqa: E402
 from tests.e2e.conftest import (  # noqa: E402
     DRIVER_IMAGE,
     SYSTEM,
-    OperatorProcess,
     apply_documents,
     token_kubeconfig,
 )
-from tests.harness import binaries, control_plane, processes  # noqa: E402
+from tests.harness import binaries, cluster, network, processes  # noqa: E402
+from tests.harness.control_plane import ControlPlane  # noqa: E402
 from tests.harness.s3 import start as start_s3  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 from spindle.checkpoint.objects import S3Options  # noqa: E402
 from spindle.checkpoint.store import open_store  # noqa: E402
@@ -44,6 +56,9 @@ from spindle.checkpoint.store import open_store  # noqa: E402
 V1 = (ROOT / "examples/grades/v1.sql").read_text()
 V2 = (ROOT / "examples/grades/v2.sql").read_text()
 NAMESPACE = "bench"
+ISSUE_200 = {"to_awaiting_p50_s": 4.92, "to_awaiting_p95_s": 9.35, "approval_to_pod_p95_s": 9.14}
+"""The figures of issue #17 (200 pipelines, before this benchmark's changes)."""
+ISSUE_200_RSS_MB = 235.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -58,168 +73,285 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of the process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reconciles(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        float(m.group(1))
+        for m in re.finditer(r"^spindle_reconciles_total\{[^}]*\} (\S+)$", text, re.M)
+    )
+
+
+def healthy(port: int) -> bool:
+    try:
+        return processes.http_ok(f"http://127.0.0.1:{port}/healthz")
+    except OSError:
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pipelines", type=int, default=200)
+    parser.add_argument("--resync", type=float, default=10.0, help="the operator's --resync")
+    parser.add_argument("--recheck", type=float, default=300.0, help="the operator's --recheck")
+    parser.add_argument("--windows", type=int, default=3, help="resync periods per CPU window")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="spindle-bench-operator-"))
-    plane = control_plane.start(work / "kube")
-    s3 = start_s3(work / "s3")
-    operator: OperatorProcess | None = None
+    layout = network.Layout(int(os.environ.get("SPINDLE_CLUSTER_INDEX", "0")))
+    registry = cluster.registry(layout)
+    cluster.reap(layout)
+    network.teardown(layout)
+    network.setup(layout)
+    plane = ControlPlane(work / "kube", layout, registry)
+    s3 = None
     try:
-        api = config.new_client_from_config(str(plane.kubeconfig))
-        kube = Kube(plane.kubeconfig, api, False, binaries.ensure("kubectl"))
-        kube.kubectl("apply", "-f", str(ROOT / "crds/pipeline.yaml"))
-        kube.kubectl("wait", "--for=condition=Established", "crd/pipelines.spindle.dev")
-        kube.kubectl("create", "namespace", SYSTEM)
-        kube.kubectl("create", "namespace", NAMESPACE)
-        apply_documents(kube, ROOT / "deploy/rbac/operator.yaml", SPINDLE_NAMESPACE=SYSTEM)
-        apply_documents(kube, ROOT / "deploy/rbac/driver.yaml", PIPELINE_NAMESPACE=NAMESPACE)
-        core = client.CoreV1Api(api)
-        core.create_namespaced_secret(
-            NAMESPACE,
-            client.V1Secret(
-                metadata=client.V1ObjectMeta(name="s3"),
-                string_data={"accessKeyId": s3.access_key, "secretAccessKey": s3.secret_key},
-            ),
-        )
-        bucket = s3.bucket("bench")
-        options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
-        names = ["baseline"] + [f"p{i:04d}" for i in range(args.pipelines)]
+        plane.start()
+        s3 = start_s3(work / "s3")
+        run(args, work=work, plane=plane, s3=s3, registry=registry, load_before=load_before)
+    finally:
+        processes.kill_registered(registry)
+        if s3 is not None:
+            s3.stop()
+        plane.stop()
+        network.teardown(layout)
 
-        def seed_one(name: str) -> None:
-            store = open_store(
-                f"s3://{bucket}/pipelines", namespace=NAMESPACE, name=name, s3=options
-            )
-            seed(store, namespace=NAMESPACE, name=name, program=V1)
 
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(seed_one, names))
-        port = processes.free_port()
-        operator = OperatorProcess(
-            kubeconfig=token_kubeconfig(kube, SYSTEM, "spindle-operator", work / "sa.kubeconfig"),
-            log=work / "operator.log",
-            port=port,
-            args=["--all-namespaces", "--port", str(port), "--driver-image", DRIVER_IMAGE],
-        ).start()
-        custom = client.CustomObjectsApi(api)
+def run(
+    args: argparse.Namespace,
+    *,
+    work: Path,
+    plane: ControlPlane,
+    s3: Any,
+    registry: Path,
+    load_before: tuple[float, float, float],
+) -> None:
+    api = config.new_client_from_config(str(plane.kubeconfig))
+    kube = Kube(plane.kubeconfig, api, False, binaries.ensure("kubectl"))
+    kube.kubectl("apply", "-f", str(ROOT / "crds/pipeline.yaml"))
+    kube.kubectl("wait", "--for=condition=Established", "crd/pipelines.spindle.dev")
+    kube.kubectl("create", "namespace", SYSTEM)
+    kube.kubectl("create", "namespace", NAMESPACE)
+    wait_for(
+        "the namespace's service account",
+        lambda: kube.kubectl("get", "serviceaccount", "default", "-n", NAMESPACE, check=False),
+    )
+    apply_documents(kube, ROOT / "deploy/rbac/operator.yaml", SPINDLE_NAMESPACE=SYSTEM)
+    apply_documents(kube, ROOT / "deploy/rbac/driver.yaml", PIPELINE_NAMESPACE=NAMESPACE)
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret(
+        NAMESPACE,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="s3"),
+            string_data={"accessKeyId": s3.access_key, "secretAccessKey": s3.secret_key},
+        ),
+    )
+    bucket = s3.bucket("bench")
+    options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
+    names = ["baseline"] + [f"p{i:04d}" for i in range(args.pipelines)]
 
-        def document(name: str) -> dict[str, Any]:
-            return {
-                "apiVersion": "spindle.dev/v1alpha1",
-                "kind": "Pipeline",
-                "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {
-                    "sql": V2,
-                    "storage": {
-                        "uri": f"s3://{bucket}/pipelines",
-                        "endpoint": s3.endpoint,
-                        "region": s3.region,
-                        "credentials": {
-                            "accessKeyId": {"name": "s3", "key": "accessKeyId"},
-                            "secretAccessKey": {"name": "s3", "key": "secretAccessKey"},
-                        },
+    def seed_one(name: str) -> None:
+        store = open_store(f"s3://{bucket}/pipelines", namespace=NAMESPACE, name=name, s3=options)
+        seed(store, namespace=NAMESPACE, name=name, program=V1)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(seed_one, names))
+    port = processes.free_port()
+    kubeconfig = token_kubeconfig(kube, SYSTEM, "spindle-operator", work / "sa.kubeconfig")
+    operator = processes.start(
+        [
+            sys.executable,
+            "-m",
+            "spindle.cli.main",
+            "operator",
+            "--all-namespaces",
+            "--port",
+            str(port),
+            "--driver-image",
+            DRIVER_IMAGE,
+            "--resync",
+            str(args.resync),
+            "--recheck",
+            str(args.recheck),
+        ],
+        log=work / "operator.log",
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        cwd=ROOT,
+        registry=registry,
+    )
+    wait_for("the operator's /healthz", lambda: healthy(port), timeout=120)
+    custom = client.CustomObjectsApi(api)
+
+    def document(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "spindle.dev/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "sql": V2,
+                "storage": {
+                    "uri": f"s3://{bucket}/pipelines",
+                    "endpoint": s3.endpoint,
+                    "region": s3.region,
+                    "credentials": {
+                        "accessKeyId": {"name": "s3", "key": "accessKeyId"},
+                        "secretAccessKey": {"name": "s3", "key": "secretAccessKey"},
                     },
                 },
-            }
+            },
+        }
 
-        def phases() -> dict[str, str]:
-            items = custom.list_namespaced_custom_object(
-                "spindle.dev", "v1alpha1", NAMESPACE, "pipelines"
-            )["items"]
-            return {i["metadata"]["name"]: (i.get("status") or {}).get("phase", "") for i in items}
+    def phases() -> dict[str, str]:
+        items = custom.list_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", NAMESPACE, "pipelines"
+        )["items"]
+        return {i["metadata"]["name"]: (i.get("status") or {}).get("phase", "") for i in items}
 
-        def wait(wanted: set[str], done: Any, started: dict[str, float]) -> dict[str, float]:
-            reached: dict[str, float] = {}
-            deadline = time.monotonic() + 900
-            while len(reached) < len(wanted) and time.monotonic() < deadline:
-                now = time.monotonic()
-                for name in done() & wanted:
-                    reached.setdefault(name, now - started[name])
-                time.sleep(0.1)
-            if len(reached) < len(wanted):
-                raise SystemExit(f"only {len(reached)}/{len(wanted)} finished")
-            return reached
+    def wait(wanted: set[str], done: Any, started: dict[str, float]) -> dict[str, float]:
+        reached: dict[str, float] = {}
+        deadline = time.monotonic() + 900
+        while len(reached) < len(wanted) and time.monotonic() < deadline:
+            now = time.monotonic()
+            for name in done() & wanted:
+                reached.setdefault(name, now - started[name])
+            time.sleep(0.1)
+        if len(reached) < len(wanted):
+            raise SystemExit(f"only {len(reached)}/{len(wanted)} finished")
+        return reached
 
-        def awaiting() -> set[str]:
-            return {n for n, p in phases().items() if p == "AwaitingApproval"}
+    def awaiting() -> set[str]:
+        return {n for n, p in phases().items() if p == "AwaitingApproval"}
 
-        def with_pods() -> set[str]:
-            pods = core.list_namespaced_pod(NAMESPACE).items
-            return {p.metadata.labels["spindle.dev/pipeline"] for p in pods}
+    def with_pods() -> set[str]:
+        pods = core.list_namespaced_pod(NAMESPACE).items
+        return {p.metadata.labels["spindle.dev/pipeline"] for p in pods}
 
-        # Baseline: one pipeline alone.
-        started = {"baseline": time.monotonic()}
+    def create(name: str, started: dict[str, float]) -> None:
+        started[name] = time.monotonic()
         custom.create_namespaced_custom_object(
-            "spindle.dev", "v1alpha1", NAMESPACE, "pipelines", document("baseline")
+            "spindle.dev", "v1alpha1", NAMESPACE, "pipelines", document(name)
         )
-        baseline = wait({"baseline"}, awaiting, started)["baseline"]
 
-        crowd = set(names[1:])
-        started = {}
+    def approve(name: str, changes: dict[str, str], approved: dict[str, float]) -> None:
+        approved[name] = time.monotonic()
+        custom.patch_namespaced_custom_object(
+            "spindle.dev",
+            "v1alpha1",
+            NAMESPACE,
+            "pipelines",
+            name,
+            {"metadata": {"annotations": {"spindle.dev/approve": changes[name]}}},
+        )
 
-        def create(name: str) -> None:
-            started[name] = time.monotonic()
-            custom.create_namespaced_custom_object(
-                "spindle.dev", "v1alpha1", NAMESPACE, "pipelines", document(name)
-            )
-
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(create, sorted(crowd)))
-        to_awaiting = list(wait(crowd, awaiting, started).values())
-
-        changes = {
+    def pending_changes() -> dict[str, str]:
+        return {
             i["metadata"]["name"]: i["status"]["pendingChange"]["id"]
             for i in custom.list_namespaced_custom_object(
                 "spindle.dev", "v1alpha1", NAMESPACE, "pipelines"
             )["items"]
+            if (i.get("status") or {}).get("pendingChange")
         }
-        approved: dict[str, float] = {}
 
-        def approve(name: str) -> None:
-            approved[name] = time.monotonic()
-            custom.patch_namespaced_custom_object(
-                "spindle.dev",
-                "v1alpha1",
-                NAMESPACE,
-                "pipelines",
-                name,
-                {"metadata": {"annotations": {"spindle.dev/approve": changes[name]}}},
-            )
-
-        with ThreadPoolExecutor(32) as pool:
-            list(pool.map(approve, sorted(crowd)))
-        to_pod = list(wait(crowd, with_pods, approved).values())
-        assert operator.process is not None
-        peak = rss_mb(operator.process.pid)
-
-        result = {
-            "pipelines": args.pipelines,
-            "baseline_one_pipeline_to_awaiting_s": round(baseline, 2),
-            "to_awaiting_p50_s": round(statistics.median(to_awaiting), 2),
-            "to_awaiting_p95_s": round(percentile(to_awaiting, 0.95), 2),
-            "approval_to_pod_p50_s": round(statistics.median(to_pod), 2),
-            "approval_to_pod_p95_s": round(percentile(to_pod, 0.95), 2),
-            "operator_peak_rss_mb": round(peak, 1),
-        }
-        print(f"operator benchmark: {args.pipelines} pipelines applied at once")
-        print(f"  baseline, one pipeline alone → AwaitingApproval: {baseline:6.2f} s")
-        print(
-            f"  → AwaitingApproval  p50 {result['to_awaiting_p50_s']:6.2f} s   "
-            f"p95 {result['to_awaiting_p95_s']:6.2f} s   "
-            f"(p95 / baseline x{result['to_awaiting_p95_s'] / max(baseline, 1e-3):.1f})"
+    def window() -> tuple[float, float]:
+        """CPU seconds and reconciles of the operator per resync, over `--windows` periods."""
+        time.sleep(2.0)  # what the last step queued is done
+        cpu, count = cpu_seconds(operator.pid), reconciles(port)
+        time.sleep(args.windows * args.resync)
+        return (
+            (cpu_seconds(operator.pid) - cpu) / args.windows,
+            (reconciles(port) - count) / args.windows,
         )
-        print(
-            f"  approval → driver pod p50 {result['approval_to_pod_p50_s']:6.2f} s   "
-            f"p95 {result['approval_to_pod_p95_s']:6.2f} s"
-        )
-        print(f"  operator peak RSS: {peak:.0f} MB")
-        print(json.dumps(result))
-    finally:
-        if operator is not None:
-            operator.stop()
-        s3.stop()
-        plane.stop()
+
+    # Baselines: one pipeline alone, applied, then approved.
+    started: dict[str, float] = {}
+    create("baseline", started)
+    baseline = wait({"baseline"}, awaiting, started)["baseline"]
+    approved: dict[str, float] = {}
+    approve("baseline", pending_changes(), approved)
+    baseline_pod = wait({"baseline"}, with_pods, approved)["baseline"]
+
+    crowd = set(names[1:])
+    started = {}
+    cpu_at_start = cpu_seconds(operator.pid)
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(lambda name: create(name, started), sorted(crowd)))
+    to_awaiting = list(wait(crowd, awaiting, started).values())
+    first_pass_cpu = cpu_seconds(operator.pid) - cpu_at_start
+    quiet_cpu, quiet_reconciles = window()
+
+    changes = pending_changes()
+    approved = {}
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(lambda name: approve(name, changes, approved), sorted(crowd)))
+    to_pod = list(wait(crowd, with_pods, approved).values())
+    full_cpu, full_reconciles = window()
+    peak = rss_mb(operator.pid)
+    load_after = os.getloadavg()
+
+    per_reconcile = full_cpu / max(full_reconciles, 1.0)
+    quiet_average = quiet_cpu + per_reconcile * len(names) * args.resync / args.recheck
+    result = {
+        "pipelines": args.pipelines,
+        "resync_s": args.resync,
+        "recheck_s": args.recheck,
+        "baseline_to_awaiting_s": round(baseline, 2),
+        "to_awaiting_p50_s": round(statistics.median(to_awaiting), 2),
+        "to_awaiting_p95_s": round(percentile(to_awaiting, 0.95), 2),
+        "baseline_approval_to_pod_s": round(baseline_pod, 2),
+        "approval_to_pod_p50_s": round(statistics.median(to_pod), 2),
+        "approval_to_pod_p95_s": round(percentile(to_pod, 0.95), 2),
+        "first_pass_cpu_s": round(first_pass_cpu, 2),
+        "quiet_resync_cpu_s": round(quiet_cpu, 3),
+        "quiet_resync_reconciles": round(quiet_reconciles, 1),
+        "quiet_average_cpu_s_per_resync": round(quiet_average, 3),
+        "full_resync_cpu_s": round(full_cpu, 3),
+        "full_resync_reconciles": round(full_reconciles, 1),
+        "operator_peak_rss_mb": round(peak, 1),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in load_after],
+    }
+    share = 100.0 / args.resync
+    print(f"operator benchmark: {args.pipelines} pipelines applied at once")
+    print(
+        f"  apply → AwaitingApproval  baseline {baseline:6.2f} s   "
+        f"p50 {result['to_awaiting_p50_s']:6.2f} s   p95 {result['to_awaiting_p95_s']:6.2f} s   "
+        f"(p95 / baseline x{result['to_awaiting_p95_s'] / max(baseline, 1e-3):.1f}; "
+        f"p95 / issue's 200 x{result['to_awaiting_p95_s'] / ISSUE_200['to_awaiting_p95_s']:.2f})"
+    )
+    print(
+        f"  approval → driver pod     baseline {baseline_pod:6.2f} s   "
+        f"p50 {result['approval_to_pod_p50_s']:6.2f} s   "
+        f"p95 {result['approval_to_pod_p95_s']:6.2f} s   "
+        f"(p95 / baseline x{result['approval_to_pod_p95_s'] / max(baseline_pod, 1e-3):.1f}; "
+        f"p95 / issue's 200 "
+        f"x{result['approval_to_pod_p95_s'] / ISSUE_200['approval_to_pod_p95_s']:.2f})"
+    )
+    print(
+        f"  first pass of the crowd: {first_pass_cpu:.2f} CPU s "
+        f"({1000 * first_pass_cpu / args.pipelines:.1f} ms a pipeline)"
+    )
+    print(
+        f"  re-list of the quiet fleet: {quiet_cpu:.3f} CPU s a resync "
+        f"({quiet_cpu * share:.2f} % of a core), {quiet_reconciles:.0f} reconciles a resync"
+    )
+    print(
+        f"  full resync (each pipeline reconciled): {full_cpu:.3f} CPU s a resync "
+        f"({full_cpu * share:.1f} % of a core), {full_reconciles:.0f} reconciles a resync, "
+        f"{1000 * per_reconcile:.2f} ms a reconcile"
+    )
+    print(
+        f"  quiet fleet on average, with a recheck every {args.recheck:.0f} s: "
+        f"{quiet_average:.3f} CPU s a resync ({quiet_average * share:.2f} % of a core)"
+    )
+    print(f"  operator peak RSS: {peak:.0f} MB (/ issue's 200: x{peak / ISSUE_200_RSS_MB:.2f})")
+    print(f"  load average before {load_before}, after {load_after}")
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -97,16 +97,14 @@ class FakeCluster:
         self.calls.append(("delete_pod", meta["name"], grace_seconds))
         self.pods.pop((meta["namespace"], meta["name"]), None)
 
-    def secret_value(self, namespace: str, name: str, key: str) -> str:
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         if self.refuse_secrets is not None:
             detail = f'secrets "{name}" is forbidden'
             raise SecretUnreadable(name, status=self.refuse_secrets, detail=detail)
         secret = self.secrets.get((namespace, name))
         if secret is None:
             raise SecretMissing(name, None)
-        if key not in secret:
-            raise SecretMissing(name, key)
-        return secret[key]
+        return dict(secret)
 
     def event(self, pipeline: dict[str, Any], *, type: str, reason: str, message: str) -> None:
         self.calls.append(("event", type, reason))

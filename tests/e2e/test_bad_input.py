@@ -138,7 +138,7 @@ def test_a_secret_the_operator_may_not_read_is_a_reason_not_a_retry(kube: Any) -
     api.set_default_header("Impersonate-User", account)
     cluster = Cluster(api)
     with pytest.raises(SecretUnreadable) as empty:  # the GET of "" is a LIST
-        cluster.secret_value(namespace, "", "accessKeyId")
+        cluster.secret_data(namespace, "")
     assert empty.value.status == 403 and "list" in empty.value.detail, empty.value.detail
 
     reconciler = Reconciler(cluster=cluster, settings=Settings(driver=DriverSettings(image="x")))

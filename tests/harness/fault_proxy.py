@@ -2,7 +2,8 @@
 
 Each request takes the next fault from a plan: `ok` (forward), `503` (answer Service
 Unavailable without forwarding), `slow:<seconds>` (wait, then forward) or `drop` (close the
-connection without an answer). When the plan runs out, the default fault applies.
+connection without an answer). When the plan runs out, the default fault applies. It listens on
+loopback, or on `host` (the host's end of the test node's link, for the operator pod).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class FaultProxy:
         default: str = "ok",
         strip_conditions: bool = False,
         credentials: tuple[str, str, str] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.upstream = urlparse(upstream)
         self.plan: deque[str] = deque()
@@ -78,9 +80,9 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.endpoint = f"http://{host}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def resign(

@@ -290,6 +290,24 @@ def test_transient_faults_are_retried(faulty: tuple[FaultProxy, str, S3Options])
     assert {"503", "drop", "slow:0.5"} <= set(faults)
 
 
+def test_an_unchanged_pointer_is_answered_not_modified_and_a_new_one_is_read(
+    faulty: tuple[FaultProxy, str, S3Options],
+) -> None:
+    """The operator asks each pipeline's store for its latest checkpoint at every reconcile: the
+    real S3 server answers 304 to `If-None-Match` while the pointer stays, so the manifest is
+    not read again; a commit by another writer (the driver) is seen at once."""
+    proxy, uri, options = faulty
+    operator, driver = open_store(uri, s3=options), open_store(uri, s3=options)
+    first = driver.commit(manifest(None))
+    assert operator.latest() == first
+    proxy.seen.clear()
+    assert operator.latest() == first
+    [request] = proxy.seen  # the pointer, answered 304; no manifest read
+    assert request.startswith("ok GET ") and request.endswith("/latest")
+    second = driver.commit(manifest(first, offset=1))
+    assert operator.latest() == second
+
+
 def test_persistent_failure_ends_clearly_and_corrupts_nothing(
     faulty: tuple[FaultProxy, str, S3Options],
 ) -> None:

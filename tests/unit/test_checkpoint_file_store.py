@@ -55,3 +55,20 @@ def test_pipeline_root_and_unsupported_uris() -> None:
     with pytest.raises(SpindleError) as bad:
         open_objects("ftp://host/x")
     assert bad.value.reason == "InvalidStorageUri"
+
+
+def test_latest_follows_another_writer_and_reads_nothing_new_while_the_pointer_stays(
+    tmp_path: Path,
+) -> None:
+    """The operator keeps one store per pipeline and asks it at every reconcile: an unchanged
+    pointer gives the manifest already read; a commit by the driver is seen at once."""
+    operator = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    driver = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    first = driver.commit(manifest(None))
+    seen = operator.latest()
+    assert seen == first
+    assert operator.latest() is seen  # the pointer did not move: no manifest read
+    second = driver.commit(manifest(first, offset=1))
+    assert operator.latest() == second
+    third = operator.commit(manifest(second, offset=2))  # its own commit is its new head
+    assert operator.latest() is third and driver.latest() == third

@@ -25,6 +25,10 @@ class ObjectNotFound(Exception):
     pass
 
 
+class NotModified(Exception):
+    """A conditional read (`If-None-Match: <etag>`) found the object unchanged."""
+
+
 @dataclass(frozen=True)
 class Blob:
     data: bytes
@@ -41,7 +45,9 @@ class ObjectStore(Protocol):
     @property
     def uri(self) -> str: ...
 
-    def read(self, key: str) -> Blob: ...
+    def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
+        """The object; `NotModified` when its ETag is still `if_none_match`."""
+        ...
 
     def write(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spindle.checkpoint.blobs import Blob, Listed, ObjectNotFound, PreconditionFailed
+from spindle.checkpoint.blobs import Blob, Listed, NotModified, ObjectNotFound, PreconditionFailed
 
 
 def _etag(data: bytes) -> str:
@@ -47,12 +47,15 @@ class FileStore:
             raise ValueError(f"key escapes the store: {key}")
         return path
 
-    def read(self, key: str) -> Blob:
+    def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
         try:
             data = self._path(key).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFound(key) from None
-        return Blob(data, _etag(data))
+        etag = _etag(data)
+        if etag == if_none_match:
+            raise NotModified(key)
+        return Blob(data, etag)
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:

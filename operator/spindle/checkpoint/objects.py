@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 from spindle.checkpoint.blobs import (
     Blob,
     Listed,
+    NotModified,
     ObjectNotFound,
     ObjectStore,
     PreconditionFailed,
@@ -27,6 +28,7 @@ from spindle.checkpoint.s3_store import S3Store
 __all__ = [
     "Blob",
     "Listed",
+    "NotModified",
     "ObjectNotFound",
     "ObjectStore",
     "PreconditionFailed",

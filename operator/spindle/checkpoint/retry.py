@@ -28,6 +28,10 @@ class RetryPolicy:
     first_delay: float = 0.1
     max_delay: float = 2.0
     max_attempts: int = 12
+    connect_timeout: float = 5.0
+    """Seconds one attempt may take to connect, and to wait for each read of its answer: a
+    store that hangs costs one attempt these, and is retried until the deadline."""
+    read_timeout: float = 10.0
 
 
 def call(

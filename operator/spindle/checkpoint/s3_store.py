@@ -2,10 +2,14 @@
 
 boto3's retries are off so that `RetryPolicy` alone decides: 5xx, throttling, timeouts and
 dropped connections are retried with jittered backoff until the deadline; a 412 is an answer.
+One boto3 client serves every store of a process with the same options and timeouts (a client
+costs tens of milliseconds to build and about a megabyte to keep; the operator holds a store per
+pipeline), and boto3 clients are safe to share between threads.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +17,7 @@ from spindle.checkpoint import retry
 from spindle.checkpoint.blobs import (
     Blob,
     Listed,
+    NotModified,
     ObjectNotFound,
     PreconditionFailed,
     S3Options,
@@ -20,13 +25,24 @@ from spindle.checkpoint.blobs import (
 from spindle.errors import SpindleError
 
 _THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+_CLIENTS: dict[tuple[S3Options, float, float], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
-def _client(options: S3Options) -> Any:
+def _client(options: S3Options, policy: retry.RetryPolicy) -> Any:
+    """The process's client for these options and timeouts, built on first use."""
+    key = (options, policy.connect_timeout, policy.read_timeout)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = _new_client(options, policy)
+        return _CLIENTS[key]
+
+
+def _new_client(options: S3Options, policy: retry.RetryPolicy) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
+    return boto3.session.Session().client(
         "s3",
         endpoint_url=options.endpoint,
         region_name=options.region or "us-east-1",
@@ -35,8 +51,9 @@ def _client(options: S3Options) -> Any:
         config=Config(
             s3={"addressing_style": "path"},
             retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=10,
+            connect_timeout=policy.connect_timeout,
+            read_timeout=policy.read_timeout,
+            max_pool_connections=32,
         ),
     )
 
@@ -56,7 +73,7 @@ class S3Store:
     @property
     def s3(self) -> Any:
         if self._s3 is None:
-            self._s3 = _client(self.options)
+            self._s3 = _client(self.options, self.policy)
         return self._s3
 
     def _key(self, key: str) -> str:
@@ -79,6 +96,8 @@ class S3Store:
                 code = str(error.response.get("Error", {}).get("Code", ""))
                 if status == 412 or code == "PreconditionFailed":
                     raise PreconditionFailed(key) from None
+                if status == 304:
+                    raise NotModified(key) from None
                 if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
                     raise ObjectNotFound(key) from None
                 if (
@@ -99,9 +118,11 @@ class S3Store:
 
         return retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
 
-    def read(self, key: str) -> Blob:
+    def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
+        extra = {"IfNoneMatch": if_none_match} if if_none_match is not None else {}
+
         def get() -> Blob:
-            response = self.s3.get_object(Bucket=self.bucket, Key=self._key(key))
+            response = self.s3.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
             return Blob(response["Body"].read(), str(response["ETag"]))
 
         result: Blob = self._call(get, key)

@@ -29,6 +29,7 @@ from spindle.checkpoint.manifest import (
     unreadable,
 )
 from spindle.checkpoint.objects import (
+    NotModified,
     ObjectNotFound,
     ObjectStore,
     PreconditionFailed,
@@ -67,6 +68,9 @@ class CheckpointStore:
     after_commit: list[Callable[[Manifest], None]] = field(default_factory=list, repr=False)
     """Called with each checkpoint once it is the latest (the runtime's retention and vacuum)."""
     _pointer: Pointer | None = field(default=None, repr=False)
+    _head: tuple[Pointer, Manifest] | None = field(default=None, repr=False)
+    """The latest checkpoint as last read, with the pointer that named it: `latest` asks for
+    the pointer only if its ETag moved, and reads the manifest again only then."""
 
     @property
     def uri(self) -> str:
@@ -77,11 +81,14 @@ class CheckpointStore:
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read_pointer(self) -> Pointer | None:
+    def _read_pointer(self, *, unless: Pointer | None = None) -> Pointer | None:
+        """The `latest` pointer; `unless` itself (not read again) when its ETag is unchanged."""
         try:
-            blob = self.objects.read(LATEST)
+            blob = self.objects.read(LATEST, if_none_match=unless.etag if unless else None)
         except ObjectNotFound:
             return None
+        except NotModified:
+            return unless
         try:
             checkpoint = str(json.loads(blob.data)["checkpoint"])
         except (ValueError, KeyError, TypeError):
@@ -89,12 +96,19 @@ class CheckpointStore:
         return Pointer(checkpoint, blob.etag)
 
     def latest(self) -> Manifest | None:
-        """The latest checkpoint, or None when the pipeline has none yet."""
-        pointer = self._read_pointer()
+        """The latest checkpoint, or None when the pipeline has none yet. Asked again, it costs
+        one conditional read while the pointer has not moved (manifests never change)."""
+        head = self._head
+        pointer = self._read_pointer(unless=head[0] if head else None)
         self._pointer = pointer
         if pointer is None:
+            self._head = None
             return None
-        return self.get(pointer.checkpoint)
+        if head is not None and head[0] == pointer:
+            return head[1]
+        manifest = self.get(pointer.checkpoint)
+        self._head = (pointer, manifest)
+        return manifest
 
     def get(self, checkpoint_id: str) -> Manifest:
         key = manifest_key(checkpoint_id)
@@ -186,6 +200,7 @@ class CheckpointStore:
                 manifest, f"the latest checkpoint is {winner.checkpoint if winner else None}"
             ) from None
         self._pointer = Pointer(manifest.id, etag)
+        self._head = (self._pointer, manifest)
         for listener in self.after_commit:
             listener(manifest)
         return manifest

@@ -90,6 +90,7 @@ def cmd_operator(args: argparse.Namespace) -> int:
         ),
         namespaces=None if args.all_namespaces else list(args.namespace),
         resync=args.resync,
+        recheck=args.recheck,
         workers=args.workers,
         port=args.port,
         stall_after=args.stall_after,
@@ -118,6 +119,12 @@ def register(sub: Any) -> None:
         help="Secret (in each pipeline's namespace) with keys accessKeyId and secretAccessKey",
     )
     op.add_argument("--resync", type=float, default=10.0, help="seconds between re-lists")
+    op.add_argument(
+        "--recheck",
+        type=float,
+        default=300.0,
+        help="seconds a quiet pipeline (unchanged, no driver) goes between reconciles",
+    )
     op.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
     op.add_argument("--port", type=int, default=8080, help="/healthz and /metrics")
     op.add_argument("--stall-after", type=float, default=60.0, help="liveness: watch stall")

@@ -166,9 +166,12 @@ class Cluster:
 
     # -- secrets and events ------------------------------------------------------------------
 
-    def secret_value(self, namespace: str, name: str, key: str) -> str:
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """Every key of a Secret, decoded."""
         try:
-            secret = self.core.read_namespaced_secret(name, namespace)
+            secret = _json(
+                self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+            )
         except ApiException as error:
             if error.status == 404:
                 raise SecretMissing(name, None) from None
@@ -177,10 +180,7 @@ class Cluster:
                     name, status=int(error.status), detail=api_message(error)
                 ) from None
             raise
-        data = secret.data or {}
-        if key not in data:
-            raise SecretMissing(name, key)
-        return base64.b64decode(data[key]).decode()
+        return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
 
     def event(self, pipeline: dict[str, Any], *, type: str, reason: str, message: str) -> None:
         meta = pipeline["metadata"]

@@ -4,9 +4,15 @@ kopf delivers watch events for Pipelines and their driver pods; each only enqueu
 (`on.event` handlers keep no state on the object). Workers take keys from the queue, one
 reconcile per pipeline at a time, in a thread. A re-list of all pipelines every `resync` seconds
 is the backbone that makes the operator level-based: a missed event costs latency, never
-correctness. kopf's own bookkeeping stays out of GitOps' way: there are no create/update
-handlers, so kopf writes no progress or diff-base annotations; the only kopf-managed metadata
-is the `spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
+correctness. A pipeline whose last outcome was quiet (`Outcome.quiet`: awaiting approval,
+stopped, failed for good) is skipped by re-lists and by the echo of its own status write while
+the inputs of its object are unchanged, for up to `recheck` seconds; one whose storage did not
+answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, not a reconcile
+per pipeline, and a hung store holds one worker now and then, not one at every re-list.
+
+kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
+writes no progress or diff-base annotations; the only kopf-managed metadata is the
+`spindle.dev/finalizer` of pipelines with `deleteOnPipelineDeletion: true` (and its
 `spindle.dev/`-prefixed annotations while their data is deleted). Nothing else blocks deletion.
 
 With leader election (`Election`), only the holder of the Lease runs workers; a standby keeps
@@ -21,6 +27,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,34 +41,60 @@ from spindle.k8s.cluster import Cluster, api_client
 from spindle.k8s.election import Timing
 from spindle.k8s.leader import Elector, LeaseStore
 from spindle.k8s.metrics import Key, Metrics, Seen, Watchdog
-from spindle.k8s.pods import LABEL_PIPELINE, MANAGED
-from spindle.k8s.reconcile import Outcome, Reconciler, Settings
+from spindle.k8s.pods import LABEL_PIPELINE, MANAGED, observed_driver
+from spindle.k8s.reconcile import Inputs, Outcome, Reconciler, Settings, inputs
+from spindle.lifecycle import ObservedDriver
 
 FINALIZER = "spindle.dev/finalizer"
+STORAGE_REST = 30.0
+"""Seconds a pipeline whose storage did not answer waits before a re-list retries it."""
 log = logging.getLogger("spindle.operator")
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A pipeline the operator need not reconcile until `until` (monotonic), unless the
+    inputs of its object change or an event of its driver pod arrives."""
+
+    inputs: Inputs
+    until: float
 
 
 @dataclass
 class WorkQueue:
-    """Deduplicating keys: a key is queued at most once, and never reconciled concurrently."""
+    """Deduplicating keys: a key is queued at most once, and never reconciled concurrently.
 
-    queue: asyncio.Queue[Key] = field(default_factory=asyncio.Queue)
+    Keys that a watch event or a requeue adds are taken before those a re-list adds (and a
+    re-listed key an event names moves up), so a re-list of a busy fleet never delays the
+    change someone just made behind hundreds of routine reconciles."""
+
+    urgent: deque[Key] = field(default_factory=deque)
+    relisted: deque[Key] = field(default_factory=deque)
     queued: set[Key] = field(default_factory=set)
     busy: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, key: Key) -> None:
+    def add(self, key: Key, *, relisted: bool = False) -> None:
         if key in self.busy:
             self.again.add(key)
-        elif key not in self.queued:
+        elif key in self.queued:
+            if not relisted and key in self.relisted:
+                self.relisted.remove(key)
+                self.urgent.append(key)
+        else:
             self.queued.add(key)
-            self.queue.put_nowait(key)
+            (self.relisted if relisted else self.urgent).append(key)
+            self._ready.set()
 
     def add_after(self, key: Key, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
 
     async def take(self) -> Key:
-        key = await self.queue.get()
+        while not (self.urgent or self.relisted):
+            self._ready.clear()
+            await self._ready.wait()
+        key = self.urgent.popleft() if self.urgent else self.relisted.popleft()
         self.queued.discard(key)
         self.busy.add(key)
         return key
@@ -90,6 +124,8 @@ class Operator:
     workers: int = 8
     port: int = 8080
     stall_after: float = 60.0
+    recheck: float = 300.0
+    """Seconds a quiet pipeline with an unchanged object goes without a reconcile."""
     metrics: Metrics = field(default_factory=Metrics)
     reconciler: Reconciler | None = None
     work: WorkQueue | None = None
@@ -100,12 +136,19 @@ class Operator:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _workers: list[asyncio.Task[Any]] = field(default_factory=list)
     _relist: asyncio.Event = field(default_factory=asyncio.Event)
+    _settled: dict[Key, Settled] = field(default_factory=dict)
+    _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
+    """Each driver pod as its last event showed it (`_driver_seen`)."""
+    _threads: ThreadPoolExecutor | None = None
+    """One thread per worker: a reconcile mostly waits on the API server and storage, and the
+    default executor has only CPUs + 4 threads, fewer than the workers."""
 
     # -- startup -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.work = WorkQueue()
         self.watchdog = Watchdog(stall_after=self.stall_after)
+        self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
         api = api_client()
         self.reconciler = Reconciler(
             cluster=Cluster(api), settings=self.settings, on_outcome=self._outcome
@@ -158,6 +201,7 @@ class Operator:
         """Workers start, and an immediate re-list enqueues every pipeline."""
         self.leading = True
         self.metrics.leading(True)
+        self._settled.clear()
         self._workers = [
             asyncio.create_task(self._worker(), name=f"worker-{index}")
             for index in range(self.workers)
@@ -177,6 +221,26 @@ class Operator:
         self.work = WorkQueue()
 
     # -- the loop ------------------------------------------------------------------------------
+
+    def _settle(self, key: Key, outcome: Outcome | None) -> None:
+        """Remember a quiet outcome, or one whose storage did not answer, until it is due."""
+        if outcome is not None and outcome.quiet:
+            rest = self.recheck
+        elif outcome is not None and outcome.reason == "StorageUnavailable":
+            rest = STORAGE_REST
+        else:
+            self._settled.pop(key, None)
+            return
+        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest)
+
+    def _due(self, key: Key, pipeline: Any) -> bool:
+        """Whether a re-listed or changed pipeline needs a reconcile."""
+        settled = self._settled.get(key)
+        return (
+            settled is None
+            or settled.inputs != inputs(pipeline)
+            or time.monotonic() >= settled.until
+        )
 
     def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
         key, checkpoint = (namespace, name), outcome.checkpoint
@@ -207,8 +271,10 @@ class Operator:
             key = await work.take()
             if not self.leading:
                 break
+            outcome = None
             try:
-                outcome = await asyncio.to_thread(self._reconcile, key)
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(self._threads, self._reconcile, key)
                 if outcome is None:
                     self.metrics.forget(key)
                 elif outcome.requeue_after is not None:
@@ -217,6 +283,7 @@ class Operator:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 work.add_after(key, 5.0)
             finally:
+                self._settle(key, outcome)
                 work.done(key)
 
     async def _resync(self) -> None:
@@ -231,8 +298,8 @@ class Operator:
                     meta = item["metadata"]
                     key = (meta["namespace"], meta["name"])
                     versions[key] = meta.get("resourceVersion", "")
-                    if self.leading:
-                        self.work.add(key)
+                    if self.leading and self._due(key, item):
+                        self.work.add(key, relisted=True)
                 self.watchdog.listed(versions)
             except Exception:
                 log.exception("re-listing pipelines failed")
@@ -248,18 +315,34 @@ class Operator:
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if event_type == "DELETED":
             self.metrics.forget(key)
+            self._settled.pop(key, None)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
-        if self.leading:
+        if self.leading and self._due(key, body):
             self.work.add(key)
 
-    def pod_event(self, body: Any) -> None:
+    def pod_event(self, body: Any, event_type: str | None = None) -> None:
+        """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it
+        (`observed_driver`: phase, failure, labels) changed, or the pod is going or gone; a
+        pod's conditions and scheduling attempts alone change no decision."""
         if self.work is None:
             return
         meta = body.get("metadata", {})
         pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
-        if pipeline and self.leading:
-            self.work.add((meta.get("namespace", ""), pipeline))
+        if not pipeline:
+            return
+        pod = (meta.get("namespace", ""), meta.get("name", ""))
+        if event_type == "DELETED":
+            self._pods.pop(pod, None)
+        else:
+            seen = _driver_seen(body)
+            if seen is not None and self._pods.get(pod) == seen:
+                return
+            self._pods[pod] = seen
+        if self.leading:
+            key = (meta.get("namespace", ""), pipeline)
+            self._settled.pop(key, None)
+            self.work.add(key)
 
     # -- HTTP ----------------------------------------------------------------------------------
 
@@ -271,6 +354,15 @@ class Operator:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), content_type="text/plain")
+
+
+def _driver_seen(pod: Any) -> tuple[ObservedDriver, bool] | None:
+    """The driver a pod shows the brain, and whether it is being deleted; None if unreadable."""
+    try:
+        driver = observed_driver(pod)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return driver, bool(pod.get("metadata", {}).get("deletionTimestamp"))
 
 
 async def _hold(runner: web.AppRunner) -> None:
@@ -303,13 +395,15 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
     async def cleanup(**_: Any) -> None:
         await operator.stop()
 
+    # Async, so they run on the event loop that owns the work queue: kopf runs a sync handler
+    # in a thread, where waking a worker waiting on the queue is not safe (nor prompt).
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry, id="pipeline-event")
-    def pipeline_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    async def pipeline_event(body: kopf.Body, type: str | None, **_: Any) -> None:
         operator.pipeline_event(body, type)
 
     @kopf.on.event("", "v1", "pods", labels=dict(MANAGED), registry=registry, id="driver-pod-event")
-    def pod_event(body: kopf.Body, **_: Any) -> None:
-        operator.pod_event(body)
+    async def pod_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        operator.pod_event(body, type)
 
     def deletes_data(spec: kopf.Spec, **_: Any) -> bool:
         return bool((spec.get("storage") or {}).get("deleteOnPipelineDeletion"))

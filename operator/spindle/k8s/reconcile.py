@@ -5,6 +5,11 @@ Level-based and idempotent: it reads everything afresh (the Pipeline, its driver
 Secret, its latest checkpoint), so running it twice, or after a crash at any point, does the
 right thing. The checkpoint store is the driver's progress channel: a bootstrap is done when a
 checkpoint records it, and `status.lastCheckpoint` shows the newest one with its row counts.
+
+Each pipeline's checkpoint I/O is bounded (`STORAGE_RETRY`): a store that hangs or fails ends
+the reconcile within seconds with the reason `StorageUnavailable`, instead of holding a worker
+that the other pipelines need. An `Outcome` says whether it is `quiet`: nothing but a change to
+the Pipeline object (`inputs`) can change it, so the operator need not reconcile it again soon.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
@@ -44,6 +50,27 @@ from spindle.lifecycle import (
 
 log = logging.getLogger("spindle.reconcile")
 
+STORAGE_RETRY = RetryPolicy(deadline=8.0, connect_timeout=3.0, read_timeout=4.0)
+"""The operator's checkpoint I/O: a store that does not answer costs a reconcile about ten
+seconds at most (the driver, which must commit, keeps the patient default)."""
+
+Inputs = tuple[object, ...]
+
+
+def inputs(pipeline: dict[str, Any]) -> Inputs:
+    """What of a Pipeline object its reconcile reads: which object it is, its spec (by
+    generation), the approval and restatement annotations, and whether it is being deleted.
+    Its status, labels and other annotations change no decision."""
+    meta = pipeline.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return (
+        meta.get("uid"),
+        meta.get("generation"),
+        annotations.get(APPROVE_ANNOTATION),
+        annotations.get(RESTATE_ANNOTATION),
+        bool(meta.get("deletionTimestamp")),
+    )
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -59,6 +86,14 @@ class Outcome:
     checkpoint: Manifest | None
     since: datetime.datetime
     """When the Ready condition last changed (how long the phase has lasted, as a rule)."""
+    reason: str = ""
+    """The Ready condition's reason."""
+    inputs: Inputs = ()
+    """`inputs` of the Pipeline object this outcome was reached from."""
+    quiet: bool = False
+    """Settled until the Pipeline object changes: everything was observed, no driver is
+    active (only a driver writes checkpoints; its pod's events are watched) and nothing is
+    due later."""
 
 
 def _now() -> str:
@@ -98,9 +133,14 @@ class Reconciler:
         keys: list[str | None] = [None, None]
         if credentials is not None:
             refs = (credentials.access_key_id, credentials.secret_access_key)
+            secrets: dict[str, dict[str, str]] = {}  # both keys from one read of one Secret
             for index, ref in enumerate(refs):
                 try:
-                    keys[index] = self.cluster.secret_value(namespace, ref.name, ref.key)
+                    if ref.name not in secrets:
+                        secrets[ref.name] = self.cluster.secret_data(namespace, ref.name)
+                    if ref.key not in secrets[ref.name]:
+                        raise SecretMissing(ref.name, ref.key)
+                    keys[index] = secrets[ref.name][ref.key]
                 except SecretMissing as missing:
                     what = f"has no key {missing.key!r}" if missing.key else "does not exist"
                     raise SpindleError(
@@ -122,7 +162,7 @@ class Reconciler:
         assert spec.storage is not None
         key = (pipeline_root(spec.storage.uri, namespace=namespace, name=name), s3)
         if key not in self._stores:
-            self._stores[key] = open_store(key[0], s3=s3)
+            self._stores[key] = open_store(key[0], s3=s3, retry=STORAGE_RETRY)
         return self._stores[key]
 
     # -- the loop body -----------------------------------------------------------------------
@@ -134,12 +174,16 @@ class Reconciler:
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())
         [ready] = report.status.conditions
+        driving = body.pod is not None and not _finished(body.pod)
         outcome = Outcome(
             phase=acted.decision.phase.value,
             action=acted.decision.action,
             requeue_after=body.requeue_after,
             checkpoint=body.checkpoint,
             since=datetime.datetime.fromisoformat(ready.last_transition_time),
+            reason=ready.reason,
+            inputs=inputs(pipeline),
+            quiet=body.requeue_after is None and not body.unobserved and not driving,
         )
         self.on_outcome(namespace, name, outcome)
         return outcome
@@ -232,6 +276,8 @@ class PipelineBody:
     spec: PipelineSpec | None = None
     checkpoint: Manifest | None = None
     requeue_after: float | None = None
+    unobserved: bool = False
+    """The observation has a problem (a Secret, the storage): its fix is not in the object."""
 
     @property
     def cluster(self) -> Cluster:
@@ -241,12 +287,14 @@ class PipelineBody:
         """What there is; a request the API server refuses for good (`refused`: forbidden,
         invalid) is the pipeline's problem, with a reason, not an error retried forever."""
         try:
-            return self._observe()
+            observed = self._observe()
         except ApiException as error:
             if not refused(error):
                 raise
             self.pods, self.pod, self.spec, self.checkpoint = [], None, None, None
-            return replace(self._base(), problem=_refused(error))
+            observed = replace(self._base(), problem=_refused(error))
+        self.unobserved = observed.problem is not None
+        return observed
 
     def _base(self) -> Observation:
         """The observation before the spec, its Secret and its checkpoint are read."""

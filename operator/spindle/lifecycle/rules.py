@@ -21,8 +21,9 @@ A start the body was not asked for (`spindle local status`) is shown as `Stopped
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
@@ -31,7 +32,7 @@ from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import Action, Decision, failed
 from spindle.lifecycle.observation import DriverMode, Observation, ObservedDriver, bootstrapped
-from spindle.plan import RESTATE, ChangePlan, Rate, Stored, make_plan
+from spindle.plan import RESTATE, ChangePlan, Rate, Stored, StoredSize, make_plan
 from spindle.program import Program, parse_program
 from spindle.versions import SUPPORTED_RUNTIME_VERSIONS
 
@@ -311,6 +312,43 @@ def _not_running(decision: Decision, observed: Observation) -> Decision:
     )
 
 
+_parsed = lru_cache(maxsize=256)(parse_program)
+"""Programs are immutable: the operator's pipelines share the few texts they run."""
+
+
+@lru_cache(maxsize=512)
+def _plan(
+    *,
+    new: str,
+    old: str | None,
+    old_runtime: str | None,
+    runtime: str,
+    restate: tuple[str, ...],
+    restate_request: str | None,
+    sizes: tuple[tuple[str, StoredSize], ...] | None,
+    rates: tuple[Rate, ...],
+    outputs_mode: str,
+) -> ChangePlan:
+    """`make_plan` from the texts (both already parsed once) and what the checkpoint recorded,
+    memoized: a plan is a pure function of these, and an operator plans each pipeline's
+    unchanged program against its unchanged checkpoint again at every reconcile."""
+    return make_plan(
+        old=None if old is None else _parsed(old),
+        new=_parsed(new),
+        old_runtime=old_runtime,
+        runtime=runtime,
+        restate=restate,
+        restate_request=restate_request,
+        stored=Stored(
+            sizes=None if sizes is None else dict(sizes), rates=rates, outputs_mode=outputs_mode
+        ),
+    )
+
+
+def _sizes(sizes: Mapping[str, StoredSize] | None) -> tuple[tuple[str, StoredSize], ...] | None:
+    return None if sizes is None else tuple(sorted(sizes.items()))
+
+
 def situation(observed: Observation) -> Situation | Decision:
     """The program and plan to decide on, or the failure that prevents them."""
     if observed.problem is not None:
@@ -325,14 +363,13 @@ def situation(observed: Observation) -> Situation | Decision:
         )
     active = observed.driver is not None and observed.driver.active
     try:
-        program = parse_program(observed.spec.sql)
+        program = _parsed(observed.spec.sql)
     except SpindleError as error:
         return failed(error.reason, error.message, stop=active)
-    old: Program | None = None
     checkpoint = observed.checkpoint
     if checkpoint is not None:
         try:
-            old = parse_program(checkpoint.program.text)
+            _parsed(checkpoint.program.text)
         except SpindleError as error:
             return failed(
                 "CheckpointProgramUnreadable",
@@ -343,18 +380,16 @@ def situation(observed: Observation) -> Situation | Decision:
     restate = restatement(observed, program)
     if isinstance(restate, Decision):
         return restate
-    plan = make_plan(
-        old=old,
-        new=program,
+    plan = _plan(
+        new=observed.spec.sql,
+        old=None if checkpoint is None else checkpoint.program.text,
         old_runtime=checkpoint.runtime_version if checkpoint else None,
         runtime=observed.spec.runtime_version or observed.runtime_version,
         restate=restate,
         restate_request=observed.restate,
-        stored=Stored(
-            sizes=observed.sizes,
-            rates=rates(checkpoint),
-            outputs_mode=observed.spec.outputs.on_bootstrap,
-        ),
+        sizes=_sizes(observed.sizes),
+        rates=rates(checkpoint),
+        outputs_mode=observed.spec.outputs.on_bootstrap,
     )
     return Situation(observed, program, plan)
 

@@ -1,0 +1,124 @@
+"""Which watch events and re-lists reconcile a pipeline again: a quiet one (awaiting approval,
+failed for good) only when the inputs of its object change, an event of its driver pod arrives,
+or its recheck is due; one with a driver at every one. Run by the operator's own worker against
+a fake API server, with storage in a local directory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from spindle.k8s.metrics import Watchdog
+from spindle.k8s.operator import WorkQueue
+from tests.unit.test_lifecycle import V1, V2
+from tests.unit.test_metrics import KEY, Clock, Harness, harness, seed
+from tests.unit.test_operator_body import spec
+
+
+def queued(run: Harness, event: str = "MODIFIED") -> bool:
+    """Whether the pipeline's watch event, as the API server sends it now, queues it."""
+    run.operator.work, run.operator.watchdog = WorkQueue(), Watchdog(stall_after=60.0)
+    run.operator.pipeline_event(run.cluster.pipelines[KEY], event)
+    return KEY in run.operator.work.queued
+
+
+def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> None:
+    run = harness(Clock())
+    seed(tmp_path, V1)
+    run.cluster.apply("grades", spec(tmp_path, V2))
+    assert queued(run, "ADDED")
+    run.reconcile()
+    assert run.phase() == "AwaitingApproval"
+    assert not queued(run)  # the echo of its own status write, or a re-list: nothing changed
+    change = run.cluster.status("grades")["pendingChange"]["id"]
+    run.cluster.annotate("grades", "spindle.dev/approve", change)
+    assert queued(run)
+    run.reconcile()
+    assert run.phase() == "Bootstrapping"
+    assert queued(run)  # a driver runs: its checkpoints are read at every re-list
+
+
+def test_a_driver_pod_event_or_a_due_recheck_reconciles_a_quiet_pipeline(tmp_path: Path) -> None:
+    run = harness(Clock())
+    seed(tmp_path, V1)
+    run.cluster.apply("grades", spec(tmp_path, V2))
+    run.reconcile()
+    assert not queued(run)
+    run.operator.pod_event({"metadata": {"namespace": "default", "labels": {}}})
+    assert KEY not in run.operator.work.queued  # not one of its pods
+    run.operator.pod_event(
+        {"metadata": {"namespace": "default", "labels": {"spindle.dev/pipeline": "grades"}}}
+    )
+    assert KEY in run.operator.work.queued
+    run.reconcile()
+    assert not queued(run)
+    run.operator.recheck = 0.0
+    run.reconcile()
+    assert run.phase() == "AwaitingApproval"
+    assert queued(run)  # still quiet, but its recheck is due at once
+    run.operator.recheck = 300.0
+    run.reconcile()
+    assert not queued(run)
+    run.cluster.apply("grades", spec(tmp_path, V1))  # reverted: a new generation
+    assert queued(run)
+
+
+def test_a_pipeline_missing_its_secret_is_tried_at_every_relist(tmp_path: Path) -> None:
+    """Its fix (creating the Secret) is not a change of its object."""
+    run = harness(Clock())
+    ref = {"name": "s3", "key": "id"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+    }
+    run.cluster.apply("grades", {"sql": V1, "storage": storage})
+    run.reconcile()
+    assert run.cluster.status("grades")["conditions"][0]["reason"] == "SecretNotFound"
+    assert queued(run)
+    run.cluster.secrets[("default", "s3")] = {"id": "x"}
+    run.reconcile()
+    assert run.phase() == "Pending"
+
+
+def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> None:
+    async def order() -> list[tuple[str, str]]:
+        work = WorkQueue()
+        for index in range(3):
+            work.add(("default", f"relisted-{index}"), relisted=True)
+        work.add(("default", "approved"))  # a watch event
+        work.add(("default", "relisted-2"))  # an event names a re-listed key: it moves up
+        work.add(("default", "relisted-0"), relisted=True)  # already queued: no second entry
+        return [await work.take() for _ in range(3)] + [key for key in work.relisted]
+
+    assert asyncio.run(order()) == [
+        ("default", "approved"),
+        ("default", "relisted-2"),
+        ("default", "relisted-0"),
+        ("default", "relisted-1"),
+    ]
+
+
+def test_a_driver_pod_event_reconciles_only_when_the_driver_changed(tmp_path: Path) -> None:
+    """A pod's scheduling attempts and conditions change no decision; its phase does."""
+    run = harness(Clock())
+    run.operator.work, run.operator.watchdog = WorkQueue(), Watchdog(stall_after=60.0)
+    labels = {"spindle.dev/pipeline": "grades", "spindle.dev/mode": "run"}
+    pod: dict[str, Any] = {
+        "metadata": {"namespace": "default", "name": "grades-g1-driver", "labels": labels},
+        "status": {"phase": "Pending"},
+    }
+
+    def queues(event: str = "MODIFIED") -> bool:
+        run.operator.work = WorkQueue()
+        run.operator.pod_event(pod, event)
+        return KEY in run.operator.work.queued
+
+    assert queues("ADDED")
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    assert not queues()
+    pod["status"]["phase"] = "Running"
+    assert queues()
+    pod["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    assert queues()
+    assert queues("DELETED")

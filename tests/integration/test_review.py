@@ -18,7 +18,12 @@ from tests.integration.test_bootstrap_scope import (
     storage,  # noqa: F401 (the fixture: file and s3)
     write_rows,
 )
-from tests.integration.test_grades import Cli
+from tests.integration.test_grades import (
+    GRADES,
+    STUDENTS,
+    Cli,
+    manifests,  # noqa: F401 (the fixture: grades v1 and v2 on file and s3)
+)
 
 
 def manifest(tmp_path: Path, sql: str, store: dict[str, str] | None, **spec: Any) -> str:
@@ -110,3 +115,97 @@ def test_estimate_equals_what_the_bootstrap_reads_and_silent_leaves_outputs_alon
     after = cli.json("local", "status", "scope")
     assert "pendingChange" not in after  # served once: not asked again
     assert cli.json("query", "scope", "SELECT n, total FROM vb") == [{"n": 2, "total": 30}]
+
+
+def test_preview_of_grades_v2_shows_its_rows_commits_nothing_and_a_failed_one_changes_nothing(
+    manifests: tuple[Path, Path],  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    v1, v2 = manifests
+    cli = Cli(tmp_path / "home", capsys)
+    cli("local", "apply", "-f", str(v1))
+    cli("local", "execute", "grades", STUDENTS)
+    cli("local", "execute", "grades", GRADES)
+    cli("local", "run", "grades", "--until-idle")
+    pending = cli.json("local", "apply", "-f", str(v2))["pendingChange"]
+    store = LocalPipeline(tmp_path / "home", "grades").store()
+    committed = store.latest()
+    assert committed is not None
+
+    # a preview that fails (here its scratch space holds a corrupt Delta log) changes nothing
+    corrupt = f"scratch/preview-{pending['id']}/views/avg_grade@2/_delta_log/{0:020d}.json"
+    store.objects.write(corrupt, b"not a delta log")
+    cli("local", "preview", "grades", expect=1)
+    failed = cli.json("local", "status", "grades")
+    assert failed["pendingChange"] == pending
+    [condition] = [c for c in failed["conditions"] if c["type"] == "Previewed"]
+    assert (condition["status"], condition["reason"]) == ("False", "PreviewFailed")
+    assert f"preview of change {pending['id']} failed" in condition["message"]
+
+    report = cli.json("local", "preview", "grades")
+    assert report["changeId"] == pending["id"] and report["checkpoint"] == committed.id
+    views = {v.pop("name"): v for v in report["views"]}
+    assert list(views) == ["avg_grade", "avg_grade_enriched", "avg_grade_all_courses"]
+    counts = {n: {k: v for k, v in view.items() if k != "samples"} for n, view in views.items()}
+    assert counts == {
+        "avg_grade": {
+            "status": "modified",
+            "matchedBy": ["student_id", "class"],
+            "rowsBefore": 4,
+            "rowsAfter": 4,
+            "added": 0,
+            "removed": 0,
+            "changed": 4,
+            "changedColumns": ["class_avg"],
+        },
+        "avg_grade_enriched": {
+            "status": "modified",
+            "matchedBy": [],
+            "rowsBefore": 4,
+            "rowsAfter": 4,
+            "added": 4,
+            "removed": 4,
+            "changed": 0,
+            "changedColumns": [],
+        },
+        "avg_grade_all_courses": {
+            "status": "added",
+            "matchedBy": ["student_id"],
+            "rowsBefore": 0,
+            "rowsAfter": 2,
+            "added": 2,
+            "removed": 0,
+            "changed": 0,
+            "changedColumns": [],
+        },
+    }
+    assert views["avg_grade"]["samples"]["changed"][0] == {
+        "before": {"student_id": 1, "class": "algebra", "class_avg": "97.00"},
+        "after": {"student_id": 1, "class": "algebra", "class_avg": "96.00"},
+    }
+    assert views["avg_grade_all_courses"]["samples"]["added"] == [
+        {"student_id": 1, "avg": "92.00"},
+        {"student_id": 2, "avg": "91.75"},
+    ]
+    assert len(views["avg_grade_enriched"]["samples"]["removed"]) == 4
+
+    status = cli.json("local", "status", "grades")
+    assert status["pendingChange"]["preview"]["views"] == counts
+    assert {k: v for k, v in status["pendingChange"].items() if k != "preview"} == pending
+    [condition] = [c for c in status["conditions"] if c["type"] == "Previewed"]
+    assert (condition["status"], condition["reason"]) == ("True", "PreviewReady")
+    assert store.latest() == committed  # nothing committed
+    assert store.objects.scan("scratch/") == []  # scratch space removed
+    assert [i.key for i in store.objects.scan("previews/")] == [f"previews/{pending['id']}.json"]
+    assert "avg_grade_all_courses" in cli("local", "status", "grades")
+
+    assert "Preview of change" in cli("local", "approve", "grades", pending["id"])
+    cli("local", "run", "grades", "--until-idle")
+    booted = next(m for m in store.history() if m.bootstrap is not None)
+    assert booted.parent == committed.id  # evaluated from the committed checkpoint
+    assert booted.bootstrap is not None and booted.bootstrap.change_id == pending["id"]
+    assert booted.bootstrap.state_rows_read == pending["estimate"]["inputRows"] == 10
+    assert all(not r.path.startswith("scratch/") for r in booted.state.values())
+    query = "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+    assert cli.json("query", "grades", query) == views["avg_grade_all_courses"]["samples"]["added"]

@@ -1,7 +1,8 @@
 """`kubectl spindle approve|diff|status NAME`: the kubectl plugin (console script kubectl-spindle).
 
-`approve` reads the pending change id from the status, shows the diff and the estimate (what
-the bootstrap evaluates, reads and replaces, and how long it should take) and asks before it
+`approve` reads the pending change id from the status, shows the diff, the estimate (what the
+bootstrap evaluates, reads and replaces, and how long it should take) and the data-diff
+preview's counts when there is one (`status.pendingChange.preview`), and asks before it
 annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
 it showed: if the pending change moves in between, the operator ignores the approval.
 """
@@ -82,7 +83,7 @@ def _show(pending: dict[str, Any]) -> None:
     if pending.get("reason"):
         out.print(f"Reason: {pending['reason']}", markup=False)
     render.print_estimate(pending.get("estimate"), out)
-    # the data-diff preview (status.pendingChange.preview) is shown here once it exists
+    render.print_preview(pending.get("preview"), change_id=pending["id"], out=out)
     bootstrap = pending.get("bootstrap") or {}
     if bootstrap.get("allowed") is False:
         out.print(f"[red]Bootstrap refused: {bootstrap.get('error_code')}[/]")

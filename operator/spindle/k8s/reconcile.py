@@ -133,7 +133,7 @@ class Reconciler:
             return None  # driver pods go with it (ownerReferences)
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())
-        [ready] = report.status.conditions
+        ready = report.status.conditions[0]
         outcome = Outcome(
             phase=acted.decision.phase.value,
             action=acted.decision.action,

@@ -14,6 +14,7 @@ from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
 from spindle.plan import StoredSize
+from spindle.plan.preview import PreviewReport
 from spindle.versions import RUNTIME_VERSION
 
 
@@ -76,6 +77,9 @@ class Observation:
     sizes: Mapping[str, StoredSize] | None = None
     """The checkpoint's stored relations' sizes, from their Delta logs; None when the body did
     not read them (nothing to estimate: the program is the checkpointed one)."""
+    preview: PreviewReport | None = None
+    """The newest data-diff preview kept beside the checkpoints (of whichever change); the
+    status shows it only while it names the pending change."""
 
 
 def bootstrapped(checkpoint: Manifest | None, change_id: str | None) -> bool:

@@ -17,6 +17,7 @@ from spindle.api.status import (
     CheckpointStatus,
     Condition,
     DriverStatus,
+    PendingChange,
     PipelineStatus,
     ViewMaintenance,
 )
@@ -25,6 +26,7 @@ from spindle.lifecycle.decision import Decision, Event
 from spindle.lifecycle.observation import Observation
 
 READY = "Ready"
+PREVIEWED = "Previewed"
 
 
 def timestamp(moment: datetime.datetime) -> str:
@@ -68,20 +70,53 @@ def bootstrap_status(checkpoint: Manifest) -> BootstrapStatus | None:
     )
 
 
-def _ready(
-    decision: Decision, *, generation: int, previous: PipelineStatus | None, now: str
+def _condition(
+    kind: str,
+    *,
+    holds: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: PipelineStatus | None,
+    now: str,
 ) -> Condition:
-    status = "True" if decision.ready else "False"
-    old = next((c for c in previous.conditions if c.type == READY), None) if previous else None
-    unchanged = old is not None and (old.status, old.reason) == (status, decision.reason)
+    """A condition whose transition time survives while its status and reason do not change."""
+    status = "True" if holds else "False"
+    old = next((c for c in previous.conditions if c.type == kind), None) if previous else None
+    unchanged = old is not None and (old.status, old.reason) == (status, reason)
     return Condition(
-        type=READY,
+        type=kind,
         status=status,
-        reason=decision.reason,
-        message=decision.message,
+        reason=reason,
+        message=message,
         last_transition_time=old.last_transition_time if old and unchanged else now,
         observed_generation=generation,
     )
+
+
+def _previewed(
+    decision: Decision, observed: Observation, *, now: str
+) -> tuple[PendingChange | None, list[Condition]]:
+    """The pending change with its preview's counts, and the `Previewed` condition, when the
+    newest preview names the pending change. A failed preview leaves the change as it was."""
+    pending, report = decision.pending_change, observed.preview
+    if pending is None or report is None or report.change_id != pending.id:
+        return pending, []
+    if report.error is not None:
+        reason, message = report.error.reason, report.error.message
+    else:
+        reason, message = "PreviewReady", report.headline() + "."
+        pending = pending.model_copy(update={"preview": report.summary()})
+    condition = _condition(
+        PREVIEWED,
+        holds=report.error is None,
+        reason=reason,
+        message=message,
+        generation=observed.generation,
+        previous=observed.previous,
+        now=now,
+    )
+    return pending, [condition]
 
 
 def _ignored_approval(decision: Decision, observed: Observation) -> Event | None:
@@ -121,12 +156,22 @@ def conclude(
     if checkpoint is not None and checkpoint.bootstrap is not None:
         last_bootstrap = bootstrap_status(checkpoint)
     ignored = _ignored_approval(decision, observed)
+    pending, previewed = _previewed(decision, observed, now=now)
+    ready = _condition(
+        READY,
+        holds=decision.ready,
+        reason=decision.reason,
+        message=decision.message,
+        generation=observed.generation,
+        previous=previous,
+        now=now,
+    )
     status = PipelineStatus(
         phase=decision.phase,
         observed_generation=observed.generation,
         program_hash=decision.plan.new_fingerprints.program if decision.plan else None,
         checkpointed_program_hash=checkpoint.program.fingerprint if checkpoint else None,
-        pending_change=decision.pending_change,
+        pending_change=pending,
         last_checkpoint=None
         if checkpoint is None or observed.checkpoint_uri is None
         else checkpoint_status(checkpoint, uri=observed.checkpoint_uri),
@@ -141,6 +186,6 @@ def conclude(
         ignored_approval=observed.approval
         if ignored
         else (previous.ignored_approval if previous else None),
-        conditions=[_ready(decision, generation=observed.generation, previous=previous, now=now)],
+        conditions=[ready, *previewed],
     )
     return Report(status, _news(decision, observed, ignored))

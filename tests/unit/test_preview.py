@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 from spindle.api import PipelineSpec
+from spindle.api.types import PREVIEW_ANNOTATION
+from spindle.checkpoint.store import open_store
+from spindle.cli.kubectl_plugin import served
+from spindle.k8s.pods import PREVIEW_MARGIN_SECONDS, preview_pod_name
+from spindle.k8s.reconcile import Reconciler
 from spindle.lifecycle import conclude, decide
 from spindle.plan.preview import (
     Changed,
@@ -21,7 +27,14 @@ from spindle.plan.preview import (
 )
 from spindle.program import parse_program
 from tests.checkpoints import manifest as next_checkpoint
+from tests.fake_cluster import FakeCluster
 from tests.unit.test_lifecycle import V1, V2
+from tests.unit.test_operator_body import (  # noqa: F401 (fixtures: cluster, reconciler)
+    cluster,
+    reconciler,
+    seeded,
+    spec,
+)
 from tests.unit.test_review import observed
 
 
@@ -142,3 +155,69 @@ def test_kubectl_spindle_shows_the_preview_before_approving(
     out = capsys.readouterr().out
     assert f"Preview of change {report.change_id} from checkpoint {checkpoint.id}" in out
     assert "avg_grade: rows matched by student_id, class; changed columns: class_avg" in out
+
+
+def test_the_operator_runs_one_preview_pod_per_request_and_shows_its_report(
+    cluster: FakeCluster,  # noqa: F811
+    reconciler: Reconciler,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+    change = cluster.status("grades")["pendingChange"]["id"]
+    request = f"{change}@1"
+    cluster.annotate("grades", PREVIEW_ANNOTATION, request)
+    reconciler.reconcile("default", "grades")
+    name = preview_pod_name("grades", request)
+    assert cluster.take_calls() == [("create_pod", name), ("write_status", "AwaitingApproval")]
+    pod = cluster.pods[("default", name)]
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[command.index("--mode") + 1] == "preview"
+    assert command[command.index("--preview-request") + 1] == request
+    assert pod["spec"]["activeDeadlineSeconds"] == 600 + PREVIEW_MARGIN_SECONDS
+    status = cluster.status("grades")
+    assert "driverPod" not in status  # a preview pod is not the pipeline's driver
+    assert status["conditions"][1]["reason"] == "Previewing" and served(status, request) is None
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []  # one pod per request
+
+    # the pod keeps its report beside the checkpoints (runtime.preview does), then ends
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    report = PreviewReport(
+        change_id=change,
+        checkpoint="c",
+        created_at="t",
+        sample_rows=10,
+        views=(VIEW,),
+        request=request,
+    )
+    store.write_preview(report)
+    cluster.set_pod_phase(name, "Succeeded")
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert status["phase"] == "AwaitingApproval"
+    assert status["pendingChange"]["preview"] == report.summary()
+    condition = served(status, request)
+    assert condition is not None and condition["reason"] == "PreviewReady"
+
+    # a new label asks again; a pod that fails without a report changes nothing but the condition
+    again = f"{change}@2"
+    cluster.annotate("grades", PREVIEW_ANNOTATION, again)
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase(preview_pod_name("grades", again), "Failed")
+    reconciler.reconcile("default", "grades")
+    failed = cluster.status("grades")
+    assert failed["phase"] == "AwaitingApproval"
+    assert failed["pendingChange"] == status["pendingChange"]
+    condition = served(failed, again)
+    assert condition is not None and (condition["status"], condition["reason"]) == (
+        "False",
+        "PreviewFailed",
+    )
+    # a request for another change is not served
+    cluster.annotate("grades", PREVIEW_ANNOTATION, "0123456789ab")
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]

@@ -23,7 +23,7 @@ from spindle.api.status import (
 )
 from spindle.checkpoint import Manifest
 from spindle.lifecycle.decision import Decision, Event
-from spindle.lifecycle.observation import Observation
+from spindle.lifecycle.observation import Observation, request_change
 
 READY = "Ready"
 PREVIEWED = "Previewed"
@@ -73,7 +73,7 @@ def bootstrap_status(checkpoint: Manifest) -> BootstrapStatus | None:
 def _condition(
     kind: str,
     *,
-    holds: bool,
+    holds: bool | str,
     reason: str,
     message: str,
     generation: int,
@@ -81,7 +81,7 @@ def _condition(
     now: str,
 ) -> Condition:
     """A condition whose transition time survives while its status and reason do not change."""
-    status = "True" if holds else "False"
+    status = holds if isinstance(holds, str) else ("True" if holds else "False")
     old = next((c for c in previous.conditions if c.type == kind), None) if previous else None
     unchanged = old is not None and (old.status, old.reason) == (status, reason)
     return Condition(
@@ -97,19 +97,41 @@ def _condition(
 def _previewed(
     decision: Decision, observed: Observation, *, now: str
 ) -> tuple[PendingChange | None, list[Condition]]:
-    """The pending change with its preview's counts, and the `Previewed` condition, when the
-    newest preview names the pending change. A failed preview leaves the change as it was."""
-    pending, report = decision.pending_change, observed.preview
-    if pending is None or report is None or report.change_id != pending.id:
+    """The pending change with its newest preview's counts, and the `Previewed` condition: the
+    preview's outcome, a preview pod's failure, or `Previewing` while a requested one runs. A
+    failed preview leaves the change exactly as it was."""
+    pending, report, request = decision.pending_change, observed.preview, observed.preview_request
+    if pending is None:
         return pending, []
-    if report.error is not None:
-        reason, message = report.error.reason, report.error.message
-    else:
-        reason, message = "PreviewReady", report.headline() + "."
+    if report is not None and report.change_id != pending.id:
+        report = None
+    if request is not None and request_change(request) != pending.id:
+        request = None
+    if report is not None and report.error is None:
         pending = pending.model_copy(update={"preview": report.summary()})
+    pod = observed.previewing
+    if report is not None and (request is None or report.request == request):
+        if report.error is None:
+            holds, reason, message = "True", "PreviewReady", report.headline() + "."
+        else:
+            holds, reason, message = "False", report.error.reason, report.error.message
+    elif request is not None and pod is not None and pod.phase in ("Failed", "Succeeded"):
+        holds, reason = "False", pod.reason or "PreviewFailed"
+        message = pod.message or (
+            f"The preview pod of change {pending.id} ended without a report; see its logs. "
+            "The pending change is unchanged: change the label of spindle.dev/preview to "
+            "preview again."
+        )
+    elif request is not None:
+        holds, reason = "Unknown", "Previewing"
+        message = f"A preview of change {pending.id} is being evaluated in scratch space."
+    else:
+        return pending, []
+    if request is not None:
+        message = f"{message} (spindle.dev/preview={request})"
     condition = _condition(
         PREVIEWED,
-        holds=report.error is None,
+        holds=holds,
         reason=reason,
         message=message,
         generation=observed.generation,

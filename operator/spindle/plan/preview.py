@@ -130,6 +130,8 @@ class PreviewReport:
     sample_rows: int
     views: tuple[ViewPreview, ...] = ()
     error: PreviewError | None = None
+    request: str | None = None
+    """The preview request it serves (`spindle.dev/preview`); None for `spindle local preview`."""
     format: int = field(default=PREVIEW_FORMAT)
 
     @property
@@ -138,11 +140,14 @@ class PreviewReport:
 
     def summary(self) -> dict[str, Any]:
         """The counts `status.pendingChange.preview` carries (no sample rows)."""
-        return {
+        summary: dict[str, Any] = {
             "checkpoint": self.checkpoint,
             "createdAt": self.created_at,
             "views": {v.name: v.counts() for v in self.views},
         }
+        if self.request is not None:
+            summary["request"] = self.request
+        return summary
 
     def headline(self) -> str:
         if self.error is not None:
@@ -167,6 +172,8 @@ class PreviewReport:
         }
         if self.error is not None:
             body["error"] = {"reason": self.error.reason, "message": self.error.message}
+        if self.request is not None:
+            body["request"] = self.request
         return body
 
     @classmethod
@@ -179,6 +186,7 @@ class PreviewReport:
             sample_rows=int(body.get("sampleRows", 0)),
             views=tuple(ViewPreview.from_json(v) for v in body.get("views") or ()),
             error=PreviewError(error["reason"], error["message"]) if error else None,
+            request=body.get("request"),
             format=int(body.get("format", PREVIEW_FORMAT)),
         )
 

@@ -44,19 +44,45 @@ class Bounds:
     timeout_seconds: float = 600.0
 
 
+def refused(change_id: str, manifest: Manifest, *, request: str | None) -> PreviewReport:
+    """The report of a preview pod whose change is no longer the pending one."""
+    return PreviewReport(
+        change_id=change_id,
+        checkpoint=manifest.id,
+        created_at=_now(),
+        sample_rows=0,
+        request=request,
+        error=PreviewError(
+            "ChangeMoved",
+            f"Change {change_id} is no longer the pending change (the program or the "
+            "checkpoint moved); nothing was previewed. Preview the pending change instead.",
+        ),
+    )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def preview(
-    runtime: Runtime, plan: ChangePlan, manifest: Manifest, *, bounds: Bounds
+    runtime: Runtime,
+    plan: ChangePlan,
+    manifest: Manifest,
+    *,
+    bounds: Bounds,
+    request: str | None = None,
 ) -> PreviewReport:
     """Preview `plan` from `manifest` and keep the report (or its error) beside the checkpoints.
     Never raises for a failed evaluation: the report says why (`PreviewFailed`,
     `PreviewTimedOut`, or the plan's refusal)."""
-    created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = _now()
     location = f"scratch/preview-{plan.change_id}"
     report = PreviewReport(
         change_id=plan.change_id,
         checkpoint=manifest.id,
         created_at=created,
         sample_rows=bounds.sample_rows,
+        request=request,
     )
     deadline = _Deadline(runtime.spark, bounds.timeout_seconds, group=location)
     try:

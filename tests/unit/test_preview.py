@@ -221,3 +221,19 @@ def test_the_operator_runs_one_preview_pod_per_request_and_shows_its_report(
     cluster.take_calls()
     reconciler.reconcile("default", "grades")
     assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]
+
+
+def test_a_preview_pod_past_its_deadline_is_a_timed_out_preview() -> None:
+    from spindle.k8s.pods import observed_driver
+
+    pod = {
+        "metadata": {"name": "p", "labels": {"spindle.dev/mode": "preview"}},
+        "status": {"phase": "Failed", "reason": "DeadlineExceeded"},
+    }
+    driver = observed_driver(pod)
+    assert (driver.mode.value, driver.phase, driver.reason) == (
+        "preview",
+        "Failed",
+        "PreviewTimedOut",
+    )
+    assert driver.message is not None and "spec.preview.timeoutSeconds" in driver.message

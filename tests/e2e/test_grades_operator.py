@@ -23,6 +23,7 @@ from tests.e2e.pipelines import (
     query,
     store,
 )
+from tests.e2e.test_gitops import _plugin  # `kubectl spindle ...` as a user runs it
 from tests.unit.test_plan_golden import REFERENCE_DIFF
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
@@ -121,6 +122,24 @@ def test_grades_scenario_through_the_api(
     assert space.status("grades")["phase"] == "AwaitingApproval"
     assert not [p for p in space.pods() if p["status"].get("phase") in ("Pending", "Running")]
     assert store(space).latest().id == checkpoint_before
+
+    # 3b. A data-diff preview: `kubectl spindle preview` annotates spindle.dev/preview, the
+    # operator's preview pod evaluates in scratch space; counts in the status, nothing committed.
+    previewed = json.loads(_plugin(space, "preview", "grades", "--json"))
+    assert {n: (v["added"], v["removed"], v["changed"]) for n, v in previewed["views"].items()} == {
+        "avg_grade": (0, 0, 4),
+        "avg_grade_enriched": (4, 4, 0),
+        "avg_grade_all_courses": (2, 0, 0),
+    }
+    status = space.status("grades")
+    assert status["phase"] == "AwaitingApproval" and status["pendingChange"]["id"] == change
+    assert status["pendingChange"]["preview"] == previewed
+    assert status["conditions"][1]["reason"] == "PreviewReady"
+    assert "driverPod" not in status  # the preview pod is not the pipeline's driver
+    assert store(space).latest().id == checkpoint_before
+    report = store(space).latest_preview()
+    assert report is not None and report.request == previewed["request"]
+    assert report.views[0].changed_samples[0].after["class_avg"] == "96.00"
 
     # 4. The right id: a bootstrap driver, Bootstrapping, then Running with the new results.
     annotate(space, "spindle.dev/approve", change)

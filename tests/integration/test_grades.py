@@ -98,11 +98,16 @@ def test_reference_example_end_to_end(
     store = LocalPipeline(tmp_path / "home", "grades").store()
     before = store.latest()
     assert before is not None
-    cli("local", "approve", "grades", pending["id"])
+    from tests.integration.test_review import check_preview  # reviewing this very change
+
+    preview = check_preview(cli, store, pending)
+    assert "Preview of change" in cli("local", "approve", "grades", pending["id"])
     cli("local", "run", "grades", "--until-idle")
 
     after = store.latest()
     assert after is not None and after.bootstrap is not None
+    assert after.parent == before.id  # bootstrapped from the committed checkpoint, not scratch
+    assert not any(r.path.startswith("scratch/") for r in after.state.values())
     assert after.bootstrap.change_id == pending["id"]
     assert after.bootstrap.input_records_read == 0
     assert after.bootstrap.views_evaluated == [
@@ -120,9 +125,12 @@ def test_reference_example_end_to_end(
         {"student_name": "Bob", "class": "algebra", "class_avg": "91.50"},
         {"student_name": "Bob", "class": "physics", "class_avg": "92.00"},
     ]
-    assert cli.json(
-        "query", "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
-    ) == [{"student_id": 1, "avg": "92.00"}, {"student_id": 2, "avg": "91.75"}]
+    all_courses = [{"student_id": 1, "avg": "92.00"}, {"student_id": 2, "avg": "91.75"}]
+    assert (
+        cli.json("query", "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id")
+        == all_courses
+        == preview["views"][2]["samples"]["added"]  # what the preview showed
+    )
     final = cli.json("local", "status", "grades")  # the run returned: nothing runs or starts
     assert final["phase"] == "Stopped" and "pendingChange" not in final
     assert final["conditions"][0]["reason"] == "NotRunning"

@@ -1,6 +1,7 @@
 """Reviewing a change on real Spark and storage (a local directory and the S3 server): the
 estimate's rows equal what the bootstrap then reads, silent bootstraps leave outputs alone, and
-a restatement recomputes the named view once, through the same approval."""
+a restatement recomputes the named view once, through the same approval; and the data-diff
+preview of grades v2 (`check_preview`, called from the grades flow in test_grades.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from spindle.checkpoint.store import CheckpointStore
 from spindle.local.home import LocalPipeline
 from spindle.runtime import storage as delta
 from tests.integration.test_bootstrap_scope import (
@@ -110,3 +112,81 @@ def test_estimate_equals_what_the_bootstrap_reads_and_silent_leaves_outputs_alon
     after = cli.json("local", "status", "scope")
     assert "pendingChange" not in after  # served once: not asked again
     assert cli.json("query", "scope", "SELECT n, total FROM vb") == [{"n": 2, "total": 30}]
+
+
+def check_preview(cli: Cli, store: CheckpointStore, pending: dict[str, Any]) -> dict[str, Any]:
+    """Grades v2 awaiting approval (called from the grades flow in test_grades.py, on file and
+    S3 storage): a failed preview changes nothing; a preview reports the real rows added,
+    removed and changed, commits nothing and leaves no scratch state. Returns the report."""
+    committed = store.latest()
+    assert committed is not None
+
+    # a preview that fails (here its scratch space holds a corrupt Delta log) changes nothing
+    corrupt = f"scratch/preview-{pending['id']}/views/avg_grade@2/_delta_log/{0:020d}.json"
+    store.objects.write(corrupt, b"not a delta log")
+    cli("local", "preview", "grades", expect=1)
+    failed = cli.json("local", "status", "grades")
+    assert failed["pendingChange"] == pending
+    [condition] = [c for c in failed["conditions"] if c["type"] == "Previewed"]
+    assert (condition["status"], condition["reason"]) == ("False", "PreviewFailed")
+    assert f"preview of change {pending['id']} failed" in condition["message"]
+    report = cli.json("local", "preview", "grades")
+    assert report["changeId"] == pending["id"] and report["checkpoint"] == committed.id
+    views = {v["name"]: v for v in report["views"]}
+    assert list(views) == ["avg_grade", "avg_grade_enriched", "avg_grade_all_courses"]
+    counts = {
+        n: {k: v for k, v in view.items() if k not in ("name", "samples")}
+        for n, view in views.items()
+    }
+    assert counts == {
+        "avg_grade": {
+            "status": "modified",
+            "matchedBy": ["student_id", "class"],
+            "rowsBefore": 4,
+            "rowsAfter": 4,
+            "added": 0,
+            "removed": 0,
+            "changed": 4,
+            "changedColumns": ["class_avg"],
+        },
+        "avg_grade_enriched": {
+            "status": "modified",
+            "matchedBy": [],
+            "rowsBefore": 4,
+            "rowsAfter": 4,
+            "added": 4,
+            "removed": 4,
+            "changed": 0,
+            "changedColumns": [],
+        },
+        "avg_grade_all_courses": {
+            "status": "added",
+            "matchedBy": ["student_id"],
+            "rowsBefore": 0,
+            "rowsAfter": 2,
+            "added": 2,
+            "removed": 0,
+            "changed": 0,
+            "changedColumns": [],
+        },
+    }
+    assert views["avg_grade"]["samples"]["changed"][0] == {
+        "before": {"student_id": 1, "class": "algebra", "class_avg": "97.00"},
+        "after": {"student_id": 1, "class": "algebra", "class_avg": "96.00"},
+    }
+    assert views["avg_grade_all_courses"]["samples"]["added"] == [
+        {"student_id": 1, "avg": "92.00"},
+        {"student_id": 2, "avg": "91.75"},
+    ]
+    assert len(views["avg_grade_enriched"]["samples"]["removed"]) == 4
+
+    status = cli.json("local", "status", "grades")
+    assert status["pendingChange"]["preview"]["views"] == counts
+    assert {k: v for k, v in status["pendingChange"].items() if k != "preview"} == pending
+    [condition] = [c for c in status["conditions"] if c["type"] == "Previewed"]
+    assert (condition["status"], condition["reason"]) == ("True", "PreviewReady")
+    assert store.latest() == committed  # nothing committed
+    assert store.objects.scan("scratch/") == []  # scratch space removed
+    assert [i.key for i in store.objects.scan("previews/")] == [f"previews/{pending['id']}.json"]
+    assert "avg_grade_all_courses" in cli("local", "status", "grades")
+    return report

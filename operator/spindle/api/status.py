@@ -80,6 +80,13 @@ class PendingChange(_Status):
     reason: str | None = Field(
         default=None, description="'restate' when views are recomputed on request."
     )
+    preview: dict[str, Any] | None = Field(
+        default=None,
+        description="The counts of a data-diff preview of this change (spindle.dev/preview): "
+        "per new or modified view, rows before and after, rows added, removed and changed, and "
+        "the changed columns. The full report, with sample rows, is previews/<id>.json beside "
+        "the checkpoints.",
+    )
 
 
 class CheckpointStatus(_Status):

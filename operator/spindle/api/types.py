@@ -18,6 +18,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Pipeline"
 APPROVE_ANNOTATION = f"{GROUP}/approve"
 """`spindle.dev/approve=<change id>` approves exactly that pending change."""
+PREVIEW_ANNOTATION = f"{GROUP}/preview"
+"""`spindle.dev/preview=<change id>` asks for a data-diff preview of that pending change."""
 RESTATE_ANNOTATION = f"{GROUP}/restate"
 """`spindle.dev/restate=<view>[,<view>...][@<label>]` asks to recompute views (and their
 dependents) without an SQL change, through the same approval. A request is served once; to
@@ -205,6 +207,24 @@ class OutputsSpec(_Model):
     )
 
 
+class PreviewSpec(_Model):
+    sample_rows: int = Field(
+        default=10,
+        ge=0,
+        le=100,
+        alias="sampleRows",
+        description="Sample rows a data-diff preview keeps of each kind (added, removed, "
+        "changed) per view.",
+    )
+    timeout_seconds: int = Field(
+        default=600,
+        ge=1,
+        alias="timeoutSeconds",
+        description="How long a data-diff preview may run; past it the preview is cancelled "
+        "(PreviewTimedOut) and the pending change stays as it was.",
+    )
+
+
 class PipelineSpec(_Model):
     sql: str = Field(description="The program: CREATE TABLE / VIEW / FUNCTION statements.")
     bootstrap_policy: BootstrapPolicy = Field(
@@ -222,6 +242,10 @@ class PipelineSpec(_Model):
     )
     spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark settings.")
     outputs: OutputsSpec = Field(default_factory=OutputsSpec, description="Output behaviour.")
+    preview: PreviewSpec = Field(
+        default_factory=PreviewSpec,
+        description="Bounds of a data-diff preview (spindle.dev/preview, spindle local preview).",
+    )
     runtime_version: str | None = Field(
         default=None,
         alias="runtimeVersion",

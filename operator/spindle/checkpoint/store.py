@@ -4,6 +4,7 @@ Layout under the pipeline root (`<uri>/<namespace>/<name>/`):
 
     checkpoints/<id>/manifest.json   one per checkpoint, written create-only
     latest                           {"checkpoint": <id>}: swapped by compare-and-swap
+    previews/<change id>.json        a data-diff preview's report (replaced by a newer one)
     state/...                        Delta tables, written by the runtime before a commit
 
 Commit: (1) everything the manifest references is already written; (2) the manifest is written
@@ -40,6 +41,7 @@ from spindle.checkpoint.objects import (
 from spindle.checkpoint.retention import intent_sequence, kept_prefix
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.errors import SpindleError
+from spindle.plan.preview import PreviewReport
 
 LATEST = "latest"
 ORPHAN_GRACE = datetime.timedelta(hours=1)
@@ -49,6 +51,10 @@ _PROVEN: set[str] = set()
 
 def manifest_key(checkpoint_id: str) -> str:
     return f"checkpoints/{checkpoint_id}/manifest.json"
+
+
+def preview_key(change_id: str) -> str:
+    return f"previews/{change_id}.json"
 
 
 def pipeline_root(uri: str, *, namespace: str, name: str) -> str:
@@ -250,6 +256,31 @@ class CheckpointStore:
             }
         )
         return self.commit(Manifest.model_validate(adopted.model_dump()))
+
+    # -- previews ----------------------------------------------------------------------------
+
+    def write_preview(self, report: PreviewReport) -> str:
+        """Keep a preview's report beside the checkpoints (the last one of a change wins);
+        returns its URI. Previews of other changes are removed: only the newest matters."""
+        key = preview_key(report.change_id)
+        self.objects.write(key, json.dumps(report.to_json(), indent=2).encode())
+        stale = [i.key for i in self.objects.scan("previews/") if i.key != key]
+        self.objects.delete(stale)
+        return join(self.uri, key)
+
+    def latest_preview(self) -> PreviewReport | None:
+        """The newest preview's report, of whichever change it was (None: never previewed)."""
+        found = sorted(self.objects.scan("previews/"), key=lambda i: i.modified)
+        for item in reversed(found):
+            try:
+                body = json.loads(self.objects.read(item.key).data)
+                return PreviewReport.from_json(body)
+            except ObjectNotFound:
+                continue  # replaced meanwhile
+            except (ValueError, KeyError, TypeError):
+                where = join(self.uri, item.key)
+                raise unreadable(where, "the preview report is corrupt") from None
+        return None
 
     # -- step intents ------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ def cmd_driver(args: argparse.Namespace) -> int:
         change_id=args.change_id,
         approved_by=args.approved_by,
         restate=args.restate,
+        preview_request=args.preview_request,
         master=args.master,
         conf=_conf(args.conf),
         until_idle=args.until_idle,
@@ -64,11 +65,14 @@ def report_failure(error: SpindleError) -> None:
 
 def register(sub: Any) -> None:
     driver = sub.add_parser("driver", help="run as a Spark driver pod (started by the operator)")
-    driver.add_argument("--mode", choices=("run", "bootstrap"), required=True)
+    driver.add_argument("--mode", choices=("run", "bootstrap", "preview"), required=True)
     driver.add_argument("--change-id", help="the approved change (bootstrap mode)")
     driver.add_argument("--approved-by", default=None, help="recorded in the checkpoint")
     driver.add_argument(
         "--restate", default=None, help="the restatement request the approved change serves"
+    )
+    driver.add_argument(
+        "--preview-request", default=None, help="the spindle.dev/preview request (preview mode)"
     )
     driver.add_argument("--master", default="local[2]", help="Spark master")
     driver.add_argument("--conf", action="append", default=[], help="Spark setting key=value")

@@ -1,21 +1,26 @@
-"""`kubectl spindle approve|diff|status|query NAME`: the kubectl plugin (console script
-kubectl-spindle).
+"""`kubectl spindle approve|diff|preview|status|query NAME`: the kubectl plugin (console
+script kubectl-spindle).
 
-`approve` reads the pending change id from the status, shows the diff and the estimate (what
-the bootstrap evaluates, reads and replaces, and how long it should take) and asks before it
+`approve` reads the pending change id from the status, shows the diff, the estimate (what the
+bootstrap evaluates, reads and replaces, and how long it should take) and the data-diff
+preview's counts when there is one (`status.pendingChange.preview`), and asks before it
 annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
 it showed: if the pending change moves in between, the operator ignores the approval.
+`preview` annotates `spindle.dev/preview=<id>@<time>`, waits for the operator's preview pod to
+report (the `Previewed` condition naming that request) and prints the counts as tables.
 `query` asks a Running pipeline's driver through port-forward (`cli.cluster_query`).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from spindle.api.types import APPROVE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION
 from spindle.cli import cluster_query, render
 from spindle.errors import SpindleError
 
@@ -89,7 +94,7 @@ def _show(pending: dict[str, Any]) -> None:
     if pending.get("reason"):
         out.print(f"Reason: {pending['reason']}", markup=False)
     render.print_estimate(pending.get("estimate"), out)
-    # the data-diff preview (status.pendingChange.preview) is shown here once it exists
+    render.print_preview(pending.get("preview"), change_id=pending["id"], out=out)
     bootstrap = pending.get("bootstrap") or {}
     if bootstrap.get("allowed") is False:
         out.print(f"[red]Bootstrap refused: {bootstrap.get('error_code')}[/]")
@@ -136,15 +141,65 @@ def cmd_approve(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("Not approved.")
             return 1
+    _annotate(args, APPROVE_ANNOTATION, change)
+    print(f"pipeline/{args.name} approved: {APPROVE_ANNOTATION}={change}")
+    return 0
+
+
+def _annotate(args: argparse.Namespace, key: str, value: str) -> None:
     _custom(args).patch_namespaced_custom_object(
         "spindle.dev",
         "v1alpha1",
         _namespace(args),
         "pipelines",
         args.name,
-        {"metadata": {"annotations": {APPROVE_ANNOTATION: change}}},
+        {"metadata": {"annotations": {key: value}}},
     )
-    print(f"pipeline/{args.name} approved: {APPROVE_ANNOTATION}={change}")
+
+
+def served(status: dict[str, Any], request: str) -> dict[str, Any] | None:
+    """The `Previewed` condition that answers `request`, once it is no longer in progress."""
+    suffix = f"({PREVIEW_ANNOTATION}={request})"
+    for condition in status.get("conditions") or []:
+        done = condition.get("status") in ("True", "False")
+        if condition.get("type") == "Previewed" and done and condition["message"].endswith(suffix):
+            return dict(condition)
+    return None
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    pending = _pending(_pipeline(args))
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+    request = f"{pending['id']}@{stamp}"
+    _annotate(args, PREVIEW_ANNOTATION, request)
+    render.console(stderr=True).print(
+        f"pipeline/{args.name} annotated {PREVIEW_ANNOTATION}={request}; waiting for the "
+        "preview pod...",
+        markup=False,
+    )
+    deadline = time.monotonic() + args.timeout
+    while True:
+        status = _pipeline(args).get("status") or {}
+        condition = served(status, request)
+        if condition is not None:
+            break
+        if time.monotonic() > deadline:
+            raise SpindleError(
+                reason="PreviewNotReported",
+                message=f"No preview of change {pending['id']} was reported within "
+                f"{args.timeout:.0f}s. See `kubectl spindle status {args.name}` and the "
+                "preview pod's logs, or wait longer with --timeout.",
+            )
+        time.sleep(2.0)
+    if condition["status"] == "False":
+        raise SpindleError(reason=condition["reason"], message=condition["message"])
+    preview = (status.get("pendingChange") or {}).get("preview") or {}
+    if args.json:
+        render.print_json(preview)
+    else:
+        out = render.console()
+        out.print(condition["message"], markup=False)
+        render.print_preview(preview, change_id=pending["id"], out=out)
     return 0
 
 
@@ -169,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, run, text in (
         ("approve", cmd_approve, "approve the pending change (shows it first)"),
         ("diff", cmd_diff, "show the pending change"),
+        ("preview", cmd_preview, "preview the pending change's rows (waits for the report)"),
         ("status", cmd_status, "show phase, conditions, checkpoint and driver"),
         ("query", cmd_query, "read-only SQL over a Running pipeline's materialized state"),
     ):
@@ -182,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--yes", "-y", action="store_true", help="do not ask")
         else:
             command.add_argument("--json", action="store_true")
+        if name == "preview":
+            command.add_argument(
+                "--timeout", type=float, default=900.0, help="seconds to wait for the report"
+            )
         command.set_defaults(run=run)
     return parser
 

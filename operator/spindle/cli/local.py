@@ -74,6 +74,8 @@ def _show_status(name: str, status: PipelineStatus, plan: ChangePlan | None) -> 
         out.print(f"  {condition.reason}: {condition.message}", markup=False)
     if status.pending_change is not None and plan is not None:
         render.print_plan(plan, out)
+        pending = status.pending_change
+        render.print_preview(pending.preview, change_id=pending.id, out=out)
     if status.last_checkpoint is not None:
         out.print(f"  last checkpoint: {status.last_checkpoint.id}")
 
@@ -127,6 +129,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
             f"approve {pending.id}. Nothing was approved.",
             details={"pending": pending.id, "given": args.change_id},
         )
+    render.print_preview(pending.preview, change_id=pending.id)
     pipeline.approve(args.change_id)
     render.console().print(
         f"Approved change {args.change_id}. `spindle local run {pipeline.name}` bootstraps it."
@@ -152,6 +155,30 @@ def cmd_restate(args: argparse.Namespace) -> int:
     else:
         _show_status(pipeline.name, status, decision.plan)
     return 0 if status.pending_change is not None else 1
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    """Evaluate the pending change's views in scratch space and print what they would become."""
+    from spindle.runtime.loop import reporter
+
+    pipeline = _pipeline(args)
+    report, status = runner.preview(pipeline, say=_say, report=reporter(_say))
+    if report.error is not None:
+        raise SpindleError(reason=report.error.reason, message=report.error.message)
+    if args.json:
+        render.print_json(report.to_json())
+        return 0
+    out = render.console()
+    out.print(report.headline(), markup=False)
+    render.print_preview(report.to_json(), change_id=report.change_id, out=out)
+    pending = status.pending_change
+    if pending is not None:
+        out.print(
+            f"Approve it with `spindle local approve {pipeline.name} {pending.id}`; the "
+            "bootstrap evaluates again from the committed checkpoint.",
+            markup=False,
+        )
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -263,6 +290,13 @@ def register(sub: Any) -> None:
     restate.add_argument("views", nargs="+", metavar="VIEW")
     restate.add_argument("--json", action="store_true")
     restate.set_defaults(run=cmd_restate)
+
+    preview = actions.add_parser(
+        "preview", parents=[home], help="evaluate the pending change in scratch space, show rows"
+    )
+    preview.add_argument("name")
+    preview.add_argument("--json", action="store_true")
+    preview.set_defaults(run=cmd_preview)
 
     execute = actions.add_parser("execute", parents=[home], help="insert rows ad hoc")
     execute.add_argument("name")

@@ -118,6 +118,86 @@ def print_estimate(estimate: dict[str, Any] | None, out: Console | None = None) 
         out.print(line, markup=False)
 
 
+def _preview_views(preview: dict[str, Any]) -> list[dict[str, Any]]:
+    """The views of a preview report (a list, with samples) or of its counts in the status
+    (`status.pendingChange.preview`: a mapping by name)."""
+    views = preview.get("views") or []
+    if isinstance(views, dict):
+        return [{"name": name, **counts} for name, counts in views.items()]
+    return list(views)
+
+
+def preview_tables(preview: dict[str, Any], *, change_id: str) -> list[Table | str]:
+    """A preview as tables: the counts per view, how each view's rows were matched, then each
+    view's sample rows (when the report has them: `+` added, `-` removed, `before`/`after`
+    for a changed row)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    views = _preview_views(preview)
+    title = (
+        f"Preview of change {change_id} from checkpoint {preview.get('checkpoint')} "
+        "(evaluated in scratch space, nothing committed)"
+    )
+    counts = Table(title=title, title_justify="left")
+    counts.add_column("view")
+    counts.add_column("status")
+    for column in ("before", "after", "added", "removed", "changed"):
+        counts.add_column(column, justify="right")
+    for view in views:
+        counts.add_row(
+            escape(view["name"]),
+            view["status"],
+            f"{view['rowsBefore']:,}",
+            f"{view['rowsAfter']:,}",
+            f"[green]{view['added']:,}[/]",
+            f"[red]{view['removed']:,}[/]",
+            f"[yellow]{view['changed']:,}[/]",
+        )
+    tables: list[Table | str] = [counts]
+    for view in views:
+        matched = ", ".join(view.get("matchedBy") or []) or "the whole row"
+        moved = ", ".join(view.get("changedColumns") or []) or "none"
+        tables.append(
+            f"  {escape(view['name'])}: rows matched by {escape(matched)}; "
+            f"changed columns: {escape(moved)}"
+        )
+    for view in views:
+        samples = view.get("samples") or {}
+        rows = [("+", r) for r in samples.get("added") or []]
+        rows += [("-", r) for r in samples.get("removed") or []]
+        for pair in samples.get("changed") or []:
+            rows += [("before", pair["before"]), ("after", pair["after"])]
+        if not rows:
+            continue
+        sample = Table(
+            title=f"{view['name']}: sample rows (up to {preview.get('sampleRows')} of each kind)",
+            title_justify="left",
+        )
+        sample.add_column("")
+        columns = list(rows[0][1])
+        for column in columns:
+            sample.add_column(escape(column))
+        for kind, row in rows:
+            sample.add_row(kind, *(escape(_cell(row.get(c))) for c in columns))
+        tables.append(sample)
+    return tables
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def print_preview(
+    preview: dict[str, Any] | None, *, change_id: str, out: Console | None = None
+) -> None:
+    if not preview:
+        return
+    out = out or console()
+    for table in preview_tables(preview, change_id=change_id):
+        out.print(table)
+
+
 def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
     from rich.markup import escape
 

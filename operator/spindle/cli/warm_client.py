@@ -61,6 +61,8 @@ def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:
     action = argv[1] if len(argv) > 1 else ""
     if action == "run":
         return "--until-idle" in argv, True
+    if action == "preview":
+        return True, True
     return action in ("apply", "status", "approve", "execute"), False
 
 

@@ -3,10 +3,13 @@
 Pure functions over dicts. One driver pod per run or bootstrap, named deterministically
 (`<pipeline>-g<generation>-driver` for a run, `<pipeline>-<change id>-driver` for a bootstrap),
 so a retried create finds the existing pod (AlreadyExists) instead of starting a second one.
+A data-diff preview runs in a pod of its own beside them (`<pipeline>-<change id>-preview-<hash
+of the request>`), never taken for the pipeline's driver.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -57,6 +60,16 @@ class DriverSettings:
 def pod_name(pipeline: str, *, mode: str, generation: int, change_id: str | None) -> str:
     suffix = change_id if mode == "bootstrap" and change_id else f"g{generation}"
     return f"{pipeline}-{suffix}-driver"
+
+
+def preview_pod_name(pipeline: str, request: str) -> str:
+    """The preview pod of one request (`<change id>[@label]`): a new label, a new pod."""
+    digest = hashlib.sha256(request.encode()).hexdigest()[:8]
+    return f"{pipeline}-{request.partition('@')[0]}-preview-{digest}"
+
+
+PREVIEW_MARGIN_SECONDS = 300
+"""A preview pod's deadline beyond spec.preview.timeoutSeconds: Spark's start, the report."""
 
 
 def _resources(cpu: str | None, memory: str | None) -> dict[str, Any]:
@@ -149,12 +162,16 @@ def driver_pod(
     mode: str,
     change_id: str | None,
     settings: DriverSettings,
+    preview: str | None = None,
 ) -> dict[str, Any]:
-    """The driver pod for `pipeline` (its API object; `spec` is the validated, defaulted spec)."""
+    """The driver pod for `pipeline` (its API object; `spec` is the validated, defaulted spec);
+    with `preview` (a request), the preview pod of the pending change `change_id`."""
     meta = pipeline["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     image = spec.spark.image or settings.image
     command = ["spindle", "driver", "--mode", mode]
+    if preview is not None and change_id:
+        command += ["--change-id", change_id, "--preview-request", preview]
     if mode == "bootstrap" and change_id:
         command += ["--change-id", change_id, "--approved-by", "annotation spindle.dev/approve"]
         restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
@@ -177,11 +194,13 @@ def driver_pod(
     }
     if change_id:
         labels[LABEL_CHANGE] = change_id
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": pod_name(name, mode=mode, generation=generation, change_id=change_id),
+            "name": preview_pod_name(name, preview)
+            if preview is not None
+            else pod_name(name, mode=mode, generation=generation, change_id=change_id),
             "namespace": namespace,
             "labels": labels,
             "ownerReferences": [
@@ -213,6 +232,10 @@ def driver_pod(
             ],
         },
     }
+    if preview is not None:  # bounded: the driver cancels its jobs at the timeout, this is a net
+        deadline = spec.preview.timeout_seconds + PREVIEW_MARGIN_SECONDS
+        pod["spec"]["activeDeadlineSeconds"] = deadline  # type: ignore[index]
+    return pod
 
 
 _CANNOT_PULL = (
@@ -239,6 +262,13 @@ WAITING_FAILURES: dict[str, tuple[str, str]] = {
 def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
     """Why the driver failed: killed for memory, its own `{"reason", "message"}` line from the
     termination message, its exit code, or a waiting state that will not resolve."""
+    if pod.get("status", {}).get("reason") == "DeadlineExceeded":  # only preview pods have one
+        return "PreviewTimedOut", (
+            "The preview pod ran past spec.preview.timeoutSeconds (plus "
+            f"{PREVIEW_MARGIN_SECONDS}s to start) and was stopped. The pending change is "
+            "unchanged: raise the timeout and change the label of spindle.dev/preview, or "
+            "approve without a preview."
+        )
     for status in pod.get("status", {}).get("containerStatuses") or []:
         terminated = (status.get("state") or {}).get("terminated") or {}
         if terminated.get("reason") == "OOMKilled":
@@ -288,11 +318,13 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
 
 
 def current_pod(pods: list[dict[str, Any]], *, owner_uid: str) -> dict[str, Any] | None:
-    """The pipeline's driver: an active pod if there is one, else the newest."""
+    """The pipeline's driver: an active pod if there is one, else the newest (preview pods
+    are not drivers)."""
     owned = [
         p
         for p in pods
         if any(o.get("uid") == owner_uid for o in p["metadata"].get("ownerReferences") or [])
+        and p["metadata"].get("labels", {}).get(LABEL_MODE) != DriverMode.PREVIEW.value
     ]
     active = [p for p in owned if p.get("status", {}).get("phase") in (None, "Pending", "Running")]
     chosen = active or owned

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from spindle.api import PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
-from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
@@ -34,7 +34,14 @@ from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
-from spindle.k8s.pods import LABEL_MODE, DriverSettings, current_pod, driver_pod, observed_driver
+from spindle.k8s.pods import (
+    LABEL_MODE,
+    DriverSettings,
+    current_pod,
+    driver_pod,
+    observed_driver,
+    preview_pod_name,
+)
 from spindle.lifecycle import (
     Acted,
     Action,
@@ -173,7 +180,7 @@ class Reconciler:
             return None  # driver pods go with it (ownerReferences)
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())
-        [ready] = report.status.conditions
+        ready = report.status.conditions[0]
         driving = body.pod is not None and not _finished(body.pod)
         outcome = Outcome(
             phase=acted.decision.phase.value,
@@ -312,6 +319,7 @@ class PipelineBody:
             previous=previous,
             name=meta["name"],
             restate=(meta.get("annotations") or {}).get(RESTATE_ANNOTATION),
+            preview_request=(meta.get("annotations") or {}).get(PREVIEW_ANNOTATION),
         )
 
     def _observe(self) -> Observation:
@@ -320,6 +328,10 @@ class PipelineBody:
         self.pods = self.cluster.driver_pods(namespace, name)
         self.pod = current_pod(self.pods, owner_uid=meta["uid"])
         base = self._base()
+        if base.preview_request:
+            wanted = preview_pod_name(name, base.preview_request)
+            pod = next((p for p in self.pods if p["metadata"]["name"] == wanted), None)
+            base = replace(base, previewing=observed_driver(pod) if pod else None)
         try:
             spec = self.reconciler.spec_of(self.pipeline)
             assert spec.storage is not None
@@ -333,14 +345,13 @@ class PipelineBody:
                 adopt=False,
             )
             runtime = spec.runtime_version or base.runtime_version
-            sizes = (
-                stored_sizes(store.objects, self.checkpoint, s3=s3)
-                if self.checkpoint is not None
-                and needs_sizes(
-                    self.checkpoint, sql=spec.sql, runtime=runtime, restate=base.restate
-                )
-                else None
+            changed = self.checkpoint is not None and needs_sizes(
+                self.checkpoint, sql=spec.sql, runtime=runtime, restate=base.restate
             )
+            sizes, preview = None, None
+            if changed and self.checkpoint is not None:
+                sizes = stored_sizes(store.objects, self.checkpoint, s3=s3)
+                preview = store.latest_preview()
         except SpindleError as error:
             return replace(base, problem=Unobservable(error.reason, error.message))
         self.spec = spec
@@ -348,6 +359,7 @@ class PipelineBody:
             base,
             spec=spec,
             sizes=sizes,
+            preview=preview,
             checkpoint=self.checkpoint,
             checkpoint_uri=store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
         )
@@ -375,6 +387,9 @@ class PipelineBody:
                 log.info("stopping driver %s (%s)", pod["metadata"]["name"], decision.reason)
                 self.cluster.delete_pod(pod, grace_seconds=settings.termination_grace_seconds)
             return pod, 2.0
+        if decision.preview is not None and decision.change_id is not None:
+            self._start_preview(decision.preview, decision.change_id)
+            return pod, 5.0
         if decision.mode is None:
             return pod, None
         assert self.spec is not None
@@ -398,6 +413,20 @@ class PipelineBody:
             return existing, 1.0
         log.info("adopted existing driver %s", name)
         return existing or wanted, 2.0
+
+    def _start_preview(self, request: str, change_id: str) -> None:
+        """The preview pod of `request` (a retried create finds it: AlreadyExists)."""
+        assert self.spec is not None
+        wanted = driver_pod(
+            pipeline=self.pipeline,
+            spec=self.spec,
+            mode=DriverMode.PREVIEW.value,
+            change_id=change_id,
+            settings=self.reconciler.settings.driver,
+            preview=request,
+        )
+        if self.cluster.create_pod(wanted):
+            log.info("created preview pod %s", wanted["metadata"]["name"])
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
         for event in events:

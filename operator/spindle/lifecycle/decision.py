@@ -45,6 +45,8 @@ class Decision:
     """The Ready condition's message: what happens, or what to do."""
     pending_change: PendingChange | None = None
     change_id: str | None = None
+    preview: str | None = None
+    """A preview request for the pending change that the body should start a preview for."""
     plan: ChangePlan | None = field(default=None, compare=False)
     program: Program | None = field(default=None, compare=False)
 

@@ -14,6 +14,7 @@ from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
 from spindle.plan import StoredSize
+from spindle.plan.preview import PreviewReport
 from spindle.versions import RUNTIME_VERSION
 
 
@@ -22,6 +23,8 @@ class DriverMode(StrEnum):
 
     RUN = "run"
     BOOTSTRAP = "bootstrap"
+    PREVIEW = "preview"
+    """A data-diff preview of a pending change: commits nothing, never the pipeline's driver."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,18 @@ class Observation:
     sizes: Mapping[str, StoredSize] | None = None
     """The checkpoint's stored relations' sizes, from their Delta logs; None when the body did
     not read them (nothing to estimate: the program is the checkpointed one)."""
+    preview: PreviewReport | None = None
+    """The newest data-diff preview kept beside the checkpoints (of whichever change); the
+    status shows it only while it names the pending change."""
+    preview_request: str | None = None
+    """A preview request (`spindle.dev/preview=<change id>[@label]`), as given."""
+    previewing: ObservedDriver | None = None
+    """The preview pod serving `preview_request`, if there is one."""
+
+
+def request_change(request: str) -> str:
+    """The change id a preview request (`<change id>[@label]`) names."""
+    return request.partition("@")[0].strip()
 
 
 def bootstrapped(checkpoint: Manifest | None, change_id: str | None) -> bool:

@@ -22,7 +22,7 @@ A start the body was not asked for (`spindle local status`) is shown as `Stopped
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
@@ -31,7 +31,13 @@ from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, restate_vi
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import Action, Decision, failed
-from spindle.lifecycle.observation import DriverMode, Observation, ObservedDriver, bootstrapped
+from spindle.lifecycle.observation import (
+    DriverMode,
+    Observation,
+    ObservedDriver,
+    bootstrapped,
+    request_change,
+)
 from spindle.plan import RESTATE, ChangePlan, Rate, Stored, StoredSize, make_plan
 from spindle.program import Program, parse_program
 from spindle.versions import SUPPORTED_RUNTIME_VERSIONS
@@ -402,7 +408,21 @@ def decide(observed: Observation) -> Decision:
     decision = _apply(rule, found)
     if decision.starts_driver and not observed.start_requested:
         return _not_running(decision, observed)
+    if preview_wanted(decision, observed):
+        return replace(decision, preview=observed.preview_request)
     return decision
+
+
+def preview_wanted(decision: Decision, observed: Observation) -> bool:
+    """A preview request for the pending change that no report and no preview pod serves yet
+    (a request is served once: to preview again, change its label)."""
+    request = observed.preview_request
+    if decision.phase is not Phase.AWAITING_APPROVAL or not request:
+        return False
+    if request_change(request) != decision.change_id or observed.previewing is not None:
+        return False
+    report = observed.preview
+    return report is None or report.request != request
 
 
 def decide_start(observed: Observation, *, bootstrap_of: str | None = None) -> Decision:

@@ -17,14 +17,16 @@ from spindle.api.status import (
     CheckpointStatus,
     Condition,
     DriverStatus,
+    PendingChange,
     PipelineStatus,
     ViewMaintenance,
 )
 from spindle.checkpoint import Manifest
 from spindle.lifecycle.decision import Decision, Event
-from spindle.lifecycle.observation import Observation
+from spindle.lifecycle.observation import Observation, request_change
 
 READY = "Ready"
+PREVIEWED = "Previewed"
 
 
 def timestamp(moment: datetime.datetime) -> str:
@@ -68,20 +70,75 @@ def bootstrap_status(checkpoint: Manifest) -> BootstrapStatus | None:
     )
 
 
-def _ready(
-    decision: Decision, *, generation: int, previous: PipelineStatus | None, now: str
+def _condition(
+    kind: str,
+    *,
+    holds: bool | str,
+    reason: str,
+    message: str,
+    generation: int,
+    previous: PipelineStatus | None,
+    now: str,
 ) -> Condition:
-    status = "True" if decision.ready else "False"
-    old = next((c for c in previous.conditions if c.type == READY), None) if previous else None
-    unchanged = old is not None and (old.status, old.reason) == (status, decision.reason)
+    """A condition whose transition time survives while its status and reason do not change."""
+    status = holds if isinstance(holds, str) else ("True" if holds else "False")
+    old = next((c for c in previous.conditions if c.type == kind), None) if previous else None
+    unchanged = old is not None and (old.status, old.reason) == (status, reason)
     return Condition(
-        type=READY,
+        type=kind,
         status=status,
-        reason=decision.reason,
-        message=decision.message,
+        reason=reason,
+        message=message,
         last_transition_time=old.last_transition_time if old and unchanged else now,
         observed_generation=generation,
     )
+
+
+def _previewed(
+    decision: Decision, observed: Observation, *, now: str
+) -> tuple[PendingChange | None, list[Condition]]:
+    """The pending change with its newest preview's counts, and the `Previewed` condition: the
+    preview's outcome, a preview pod's failure, or `Previewing` while a requested one runs. A
+    failed preview leaves the change exactly as it was."""
+    pending, report, request = decision.pending_change, observed.preview, observed.preview_request
+    if pending is None:
+        return pending, []
+    if report is not None and report.change_id != pending.id:
+        report = None
+    if request is not None and request_change(request) != pending.id:
+        request = None
+    if report is not None and report.error is None:
+        pending = pending.model_copy(update={"preview": report.summary()})
+    pod = observed.previewing
+    if report is not None and (request is None or report.request == request):
+        if report.error is None:
+            holds, reason, message = "True", "PreviewReady", report.headline() + "."
+        else:
+            holds, reason, message = "False", report.error.reason, report.error.message
+    elif request is not None and pod is not None and pod.phase in ("Failed", "Succeeded"):
+        holds, reason = "False", pod.reason or "PreviewFailed"
+        message = pod.message or (
+            f"The preview pod of change {pending.id} ended without a report; see its logs. "
+            "The pending change is unchanged: change the label of spindle.dev/preview to "
+            "preview again."
+        )
+    elif request is not None:
+        holds, reason = "Unknown", "Previewing"
+        message = f"A preview of change {pending.id} is being evaluated in scratch space."
+    else:
+        return pending, []
+    if request is not None:
+        message = f"{message} (spindle.dev/preview={request})"
+    condition = _condition(
+        PREVIEWED,
+        holds=holds,
+        reason=reason,
+        message=message,
+        generation=observed.generation,
+        previous=observed.previous,
+        now=now,
+    )
+    return pending, [condition]
 
 
 def _ignored_approval(decision: Decision, observed: Observation) -> Event | None:
@@ -121,12 +178,22 @@ def conclude(
     if checkpoint is not None and checkpoint.bootstrap is not None:
         last_bootstrap = bootstrap_status(checkpoint)
     ignored = _ignored_approval(decision, observed)
+    pending, previewed = _previewed(decision, observed, now=now)
+    ready = _condition(
+        READY,
+        holds=decision.ready,
+        reason=decision.reason,
+        message=decision.message,
+        generation=observed.generation,
+        previous=previous,
+        now=now,
+    )
     status = PipelineStatus(
         phase=decision.phase,
         observed_generation=observed.generation,
         program_hash=decision.plan.new_fingerprints.program if decision.plan else None,
         checkpointed_program_hash=checkpoint.program.fingerprint if checkpoint else None,
-        pending_change=decision.pending_change,
+        pending_change=pending,
         last_checkpoint=None
         if checkpoint is None or observed.checkpoint_uri is None
         else checkpoint_status(checkpoint, uri=observed.checkpoint_uri),
@@ -141,6 +208,6 @@ def conclude(
         ignored_approval=observed.approval
         if ignored
         else (previous.ignored_approval if previous else None),
-        conditions=[_ready(decision, generation=observed.generation, previous=previous, now=now)],
+        conditions=[ready, *previewed],
     )
     return Report(status, _news(decision, observed, ignored))

@@ -34,6 +34,7 @@ from spindle.lifecycle import (
     timestamp,
 )
 from spindle.local.home import LocalPipeline
+from spindle.plan.preview import PreviewReport
 from spindle.versions import RUNTIME_VERSION
 
 if TYPE_CHECKING:  # pyspark loads only when something runs
@@ -103,13 +104,14 @@ class LocalBody:
         self.generation = int(record["generation"])
         self.checkpoint = start_from(pipeline, adopt=self.run is not None)
         spec, restate = pipeline.manifest().spec, pipeline.restate
-        sizes = None
+        sizes, preview = None, None
         runtime = spec.runtime_version or RUNTIME_VERSION
         if self.checkpoint is not None and needs_sizes(
             self.checkpoint, sql=spec.sql, runtime=runtime, restate=restate
         ):
             s3 = pipeline.storage_root()[1]
             sizes = stored_sizes(pipeline.store().objects, self.checkpoint, s3=s3)
+            preview = pipeline.store().latest_preview()
         return Observation(
             spec=spec,
             generation=self.generation,
@@ -125,6 +127,7 @@ class LocalBody:
             name=pipeline.name,
             restate=restate,
             sizes=sizes,
+            preview=preview,
         )
 
     def act(self, decision: Decision) -> Acted:
@@ -204,6 +207,38 @@ def run(
     body = LocalBody(pipeline, say=say, run=RunSettings(until_idle, report, interval, stop))
     cycle(body, now=_now(), decide=decide_start)
     return cycle(LocalBody(pipeline, say=say), now=_now())[1]
+
+
+def preview(
+    pipeline: LocalPipeline, *, say: Say, report: Progress
+) -> tuple[PreviewReport, PipelineStatus]:
+    """Preview the pending change (`spindle local preview`): evaluate it in scratch space and
+    keep the report beside the checkpoints; returns it and the status that then shows it. A
+    failed preview is no exception here: the report and the `Previewed` condition say why."""
+    current, decision = status(pipeline, say=lambda _: None)
+    pending = current.pending_change
+    checkpoint = start_from(pipeline, adopt=False)
+    if pending is None or decision.plan is None or checkpoint is None:
+        raise SpindleError(
+            reason="NoPendingChange",
+            message=f"Pipeline '{pipeline.name}' has no change awaiting approval (phase "
+            f"{current.phase.value}), so there is nothing to preview. Apply a changed program "
+            f"(`spindle local apply -f ...`) or `spindle local restate {pipeline.name} VIEW...` "
+            "first.",
+            details={"phase": current.phase.value},
+        )
+    from spindle.runtime.preview import Bounds
+    from spindle.runtime.preview import preview as evaluate
+
+    bounds = pipeline.manifest().spec.preview
+    say(f"Previewing change {pending.id} in scratch space (nothing is committed).")
+    previewed = evaluate(
+        open_runtime(pipeline, report=report),
+        decision.plan,
+        checkpoint,
+        bounds=Bounds(sample_rows=bounds.sample_rows, timeout_seconds=bounds.timeout_seconds),
+    )
+    return previewed, status(pipeline, say=say)[0]
 
 
 def stop(pipeline: LocalPipeline, *, force: bool, timeout: float = 120.0) -> bool:

@@ -10,7 +10,7 @@ difference between the two parsers cannot smuggle a second statement or a comman
 from __future__ import annotations
 
 import datetime
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -107,13 +107,16 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
 
 
 def plain(value: Any) -> Any:
-    """A query result value as JSON: DECIMAL as its exact text, dates as ISO 8601."""
+    """A row value as JSON holds it: DECIMAL as its exact text (no digit lost), dates in
+    ISO 8601, bytes as hex; maps, lists and tuples value by value."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, datetime.date | datetime.datetime):
         return value.isoformat()
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value

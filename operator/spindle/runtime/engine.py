@@ -386,25 +386,18 @@ class Runtime:
         objects, analyze the views to evaluate, reset (or evolve) modified tables and their
         connectors, evaluate new and modified views and hand their contents to their outputs,
         commit with a bootstrap record."""
-        _refuse_unless_allowed(plan)
+        refuse_unless_allowed(plan)
         started = datetime.datetime.now(datetime.UTC)
         clock = time.monotonic()
         read_before = self.input_records_read
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
-        program, sequence = plan.new, manifest.sequence + 1
-        state = _kept_state(plan, manifest)
-        unchanged_tables = {
-            n: r for n, r in state.items() if n in program.tables and n not in plan.tables_to_evolve
-        }
-        kept_views = {n: r for n, r in state.items() if n in program.views}
-        self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
+        program = plan.new
         state_rows_read = self._stored_rows_read(plan, manifest)
-        self._reset_tables(plan, manifest, state, sequence)
+        state, rows_written = self.evaluate_change(plan, manifest)
         reset = set(plan.connectors_to_reset)
         keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
         connectors = self._fresh_connectors(program, keep)
-        rows_written = self._evaluate_views(plan, state, sequence)
         record = BootstrapRecord(
             change_id=plan.change_id,
             approved_by=approved_by,
@@ -428,6 +421,26 @@ class Runtime:
         self.report("bootstrap-done", rows=rows_written, checkpoint=committed.id)
         return committed
 
+    def evaluate_change(
+        self, plan: ChangePlan, manifest: Manifest, *, location: str = "state", emit: bool = True
+    ) -> tuple[dict[str, StateRecord], int]:
+        """The state `plan` leaves from `manifest`'s: analyze the views to evaluate, reset (or
+        evolve) modified tables, evaluate new and modified views from stored state; new state
+        goes under `location` (a preview's is scratch space). With `emit`, outputs receive the
+        views' contents. Returns the new state (nothing committed) and the rows written."""
+        program, sequence = plan.new, manifest.sequence + 1
+        state = _kept_state(plan, manifest)
+        unchanged_tables = {
+            n: r for n, r in state.items() if n in program.tables and n not in plan.tables_to_evolve
+        }
+        kept_views = {n: r for n, r in state.items() if n in program.views}
+        self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
+        self._reset_tables(plan, manifest, state, location=location, sequence=sequence)
+        rows_written = self._evaluate_views(
+            plan, state, location=location, sequence=sequence, emit=emit
+        )
+        return state, rows_written
+
     def _stored_rows_read(self, plan: ChangePlan, manifest: Manifest) -> int:
         """The rows of checkpointed state the views to evaluate scan, counted by Spark (a Delta
         count: from its file statistics where it has them). Tables reset empty are not read."""
@@ -437,7 +450,13 @@ class Runtime:
         return sum(reader.raw(name, manifest.state[name]).count() for name in reads)
 
     def _reset_tables(
-        self, plan: ChangePlan, manifest: Manifest, state: dict[str, StateRecord], sequence: int
+        self,
+        plan: ChangePlan,
+        manifest: Manifest,
+        state: dict[str, StateRecord],
+        *,
+        location: str,
+        sequence: int,
     ) -> None:
         """New and modified tables start empty; tables whose change only appends nullable
         columns keep their rows (NULL in the new columns)."""
@@ -445,7 +464,7 @@ class Runtime:
         for name in program.tables:
             if name in state and name not in plan.tables_to_evolve:
                 continue
-            path = f"state/tables/{name}@{sequence}"
+            path = f"{location}/tables/{name}@{sequence}"
             schema = table_schema(program.tables[name])
             if name in plan.tables_to_evolve:
                 old = manifest.state[name]
@@ -468,20 +487,29 @@ class Runtime:
             )
 
     def _evaluate_views(
-        self, plan: ChangePlan, state: dict[str, StateRecord], sequence: int
+        self,
+        plan: ChangePlan,
+        state: dict[str, StateRecord],
+        *,
+        location: str,
+        sequence: int,
+        emit: bool,
     ) -> int:
-        """Evaluate the new and modified views from stored state, in dependency order, and
-        replace (or append to) their outputs; returns the rows written."""
+        """Evaluate the new and modified views from stored state, in dependency order, into
+        `location`, and with `emit` replace (or append to) their outputs; returns the rows
+        written."""
         program, todo = plan.new, plan.views_to_evaluate
         reader = self.views(program)
         rows_written = 0
-        self.report("bootstrap-start", views=len(todo), change_id=plan.change_id)
+        kind = "bootstrap" if emit else "preview"
+        self.report(f"{kind}-start", views=len(todo), change_id=plan.change_id)
         for index, name in enumerate(todo, start=1):
             view = program.views[name]
-            record = self._write_whole(reader, view, state, f"state/views/{name}@{sequence}")
+            path = f"{location}/views/{name}@{sequence}"
+            record = self._write_whole(reader, view, state, path)
             state[name] = record
             rows = record.rows or 0
-            if view.connectors and self.outputs_on_bootstrap != "silent":
+            if emit and view.connectors and self.outputs_on_bootstrap != "silent":
                 # only outputs need the stored contents read back
                 contents = reader.contents(name, record).withColumn("weight", F.lit(1))
                 for connector in view.connectors:
@@ -491,7 +519,7 @@ class Runtime:
                     else:
                         output.emit(self.spark, contents, sequence=sequence)
             rows_written += rows
-            self.report("bootstrap-view", view=name, done=index, total=len(todo), rows=rows)
+            self.report(f"{kind}-view", view=name, done=index, total=len(todo), rows=rows)
         return rows_written
 
     # -- queries -----------------------------------------------------------------------------
@@ -559,7 +587,7 @@ class _Work:
         return cls(sequence, StepStats(sequence), dict(manifest.state), dict(manifest.connectors))
 
 
-def _refuse_unless_allowed(plan: ChangePlan) -> None:
+def refuse_unless_allowed(plan: ChangePlan) -> None:
     if not plan.bootstrap.allowed:
         raise SpindleError(
             reason=plan.bootstrap.error_code or "BootstrapRefused",

@@ -32,7 +32,7 @@ def reporter(say: Say) -> Callable[..., None]:
                 f"Bootstrapping change {fields['change_id']}: {fields['views']} views to "
                 "evaluate from stored state (no input is read)."
             )
-        elif event == "bootstrap-view":
+        elif event in ("bootstrap-view", "preview-view"):
             say(view_line(**fields))
         elif event == "bootstrap-done":
             say(

@@ -7,6 +7,10 @@ environment and the checkpoint it finds (adopting `startFrom`), and the brain de
 a bootstrap of anything but the approved change id is refused (`ChangeMoved`), so a change that
 moved after approval is never bootstrapped. It acts through the driver loop and records its
 status as lines on stderr; the operator records `.status` from the checkpoint it commits.
+
+A preview pod (`--mode preview`) observes the same way without adopting anything, plans, and
+evaluates the pending change in scratch space (`runtime.preview`): it commits nothing, and its
+report (or why there is none) goes beside the checkpoints, where the operator reads it.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from spindle.lifecycle import (
     Event,
     Observation,
     cycle,
+    decide,
     decide_start,
     timestamp,
 )
+from spindle.plan.preview import PreviewReport
 from spindle.runtime.engine import Runtime
 from spindle.runtime.factory import open_runtime
 from spindle.runtime.loop import drive, reporter
@@ -58,6 +64,8 @@ class PodSettings:
     approved_by: str | None = None
     restate: str | None = None
     """The restatement request (`spindle.dev/restate`) the approved change was planned with."""
+    preview_request: str | None = None
+    """For a preview pod: the `spindle.dev/preview` request it serves."""
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
     until_idle: bool = False
@@ -106,19 +114,27 @@ class DriverPodBody:
             start_from=self.spec.storage.start_from,
             pipeline=self.ref,
             s3=self.s3,
-            adopt=True,
+            adopt=self.settings.mode is not DriverMode.PREVIEW,
         )
+        if self.checkpoint is None and self.settings.mode is DriverMode.PREVIEW:
+            raise SpindleError(
+                reason="CheckpointNotFound",
+                message="A preview needs a checkpoint to evaluate the change from; the "
+                "pipeline has none yet.",
+            )
         return Observation(
             spec=self.spec,
             generation=generation,
             checkpoint=self.checkpoint,
-            approval=self.settings.change_id,
+            approval=None if self.settings.mode is DriverMode.PREVIEW else self.settings.change_id,
             restate=self.settings.restate,
             checkpoint_uri=self.store.manifest_uri(self.checkpoint.id) if self.checkpoint else None,
             name=self.ref.name,
         )
 
     def decide(self, observed: Observation) -> Decision:
+        if self.settings.mode is DriverMode.PREVIEW:
+            return decide(observed)  # the pending change, whatever it is: act compares ids
         bootstrap_of = self.settings.change_id or ""
         decision = decide_start(
             observed,
@@ -140,6 +156,9 @@ class DriverPodBody:
             master=self.settings.master,
             conf=self.settings.conf,
         )
+        if self.settings.mode is DriverMode.PREVIEW:
+            self._preview(runtime, decision)
+            return Acted(decision)
         queries = serve_queries(runtime, port=self.settings.query_port)
         try:
             self.checkpoint = drive(
@@ -157,6 +176,29 @@ class DriverPodBody:
             if queries is not None:
                 queries.stop()
         return Acted(decision)
+
+    def _preview(self, runtime: Runtime, decision: Decision) -> None:
+        from spindle.runtime.preview import Bounds, preview, refused
+
+        assert self.spec is not None and self.checkpoint is not None
+        change_id, request = self.settings.change_id or "", self.settings.preview_request
+        if decision.plan is None or decision.change_id != change_id:
+            self.store_report(refused(change_id, self.checkpoint, request=request))
+            return
+        bounds = self.spec.preview
+        report = preview(
+            runtime,
+            decision.plan,
+            self.checkpoint,
+            bounds=Bounds(sample_rows=bounds.sample_rows, timeout_seconds=bounds.timeout_seconds),
+            request=request,
+        )
+        say(report.headline())
+
+    def store_report(self, report: PreviewReport) -> None:
+        assert self.store is not None
+        self.store.write_preview(report)
+        say(report.headline())
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
         """Events as lines; `.status` itself is the operator's to write (from the checkpoint

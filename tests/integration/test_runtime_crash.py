@@ -95,6 +95,14 @@ def spindle(home: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def settle(home: Path, *args: str) -> None:
+    """A command that is not under test (an apply, the uninterrupted reference), run in this
+    process on the session's Spark: no JVM of its own to start."""
+    from spindle.cli.main import main
+
+    assert main([*args, "--home", str(home), "--no-server"]) == 0
+
+
 def finish(home: Path, *args: str) -> None:
     process = spindle(home, *args)
     out, err = process.communicate(timeout=600)
@@ -222,10 +230,10 @@ def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
     storages: tuple[dict[str, Any] | None, ...] = (None, crashed_storage)
     for root, storage in zip((reference, crashed), storages, strict=True):
         prepare(root, 2, storage)
-        finish(root / "home", "local", "apply", "-f", str(prepare(root, 1, storage)))
-    finish(reference / "home", "local", "run", "crash", "--until-idle")
-    finish(reference / "home", "local", "apply", "-f", str(reference / "v2.yaml"))
-    finish(reference / "home", "local", "run", "crash", "--until-idle")
+        settle(root / "home", "local", "apply", "-f", str(prepare(root, 1, storage)))
+    settle(reference / "home", "local", "run", "crash", "--until-idle")
+    settle(reference / "home", "local", "apply", "-f", str(reference / "v2.yaml"))
+    settle(reference / "home", "local", "run", "crash", "--until-idle")
 
     rng = random.Random(1122)
     started = time.monotonic()
@@ -233,7 +241,7 @@ def test_kill_9_during_run_and_bootstrap_loses_and_duplicates_nothing(
     landed = run_with_kills(
         crashed / "home", rng, kills=during_run, markers=("step ",), after=(0, 1), delay=3.0
     )
-    finish(crashed / "home", "local", "apply", "-f", str(crashed / "v2.yaml"))
+    settle(crashed / "home", "local", "apply", "-f", str(crashed / "v2.yaml"))
     # a bootstrap prints its start, then a line per view: kill after the start or the first view
     landed += run_with_kills(
         crashed / "home",

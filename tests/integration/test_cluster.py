@@ -155,10 +155,20 @@ def test_pods_reach_pods_and_services_by_name_and_exec_works(kube: Kube) -> None
         },
     )
     web_ip = running(kube, namespace, "web")["status"]["podIP"]
+    # a new Service answers once kube-proxy has programmed it (until then its address hits the
+    # node's `unreachable` route): a client retries, as any would
     fetch = (
-        "import sys, urllib.request\n"
+        "import sys, time, urllib.request\n"
         "for url in sys.argv[1:]:\n"
-        "    body = urllib.request.urlopen(url, timeout=10).read()\n"
+        "    deadline = time.monotonic() + 120\n"
+        "    while True:\n"
+        "        try:\n"
+        "            body = urllib.request.urlopen(url, timeout=10).read()\n"
+        "            break\n"
+        "        except OSError:\n"
+        "            if time.monotonic() > deadline:\n"
+        "                raise\n"
+        "            time.sleep(1)\n"
         "    print(url, 'hostname' in body.decode())\n"
     )
     urls = [

@@ -61,11 +61,12 @@ def sizes(store: CheckpointStore, options: S3Options | None) -> dict[str, int]:
     if options is None:
         root = Path(store.uri.removeprefix("file://"))
         return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    from spindle.checkpoint.retry import RetryPolicy
     from spindle.checkpoint.s3_store import S3Store, _client
 
     objects = store.objects
     assert isinstance(objects, S3Store)
-    client, found = _client(options), {}
+    client, found = _client(options, RetryPolicy()), {}
     for page in client.get_paginator("list_objects_v2").paginate(
         Bucket=objects.bucket, Prefix=objects.prefix + "/"
     ):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -183,14 +184,7 @@ def full_recompute(spark: SparkSession, history: History) -> float:
     return timed(full)[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="100000,1000000,4000000,16000000")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
-    spark = spark_session(app="spindle-steady", extra={"spark.sql.shuffle.partitions": "8"})
-    histories = [load(spark, rows) for rows in sizes]
+def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> None:
     small, large = histories[0], histories[-1]
     spark.read.format("delta").load(
         large.runtime.uri(large.checkpoint.state["totals"].path)
@@ -203,7 +197,7 @@ def main() -> None:
 
     # Rounds interleave the sizes (and the hand-written job), so a change in the machine's load
     # during the run falls on every figure alike. Round 0 warms caches and is not counted.
-    for index in range(args.repeat + 1):
+    for index in range(repeat + 1):
         for history in histories:
             seconds = history.step(spark, 100, f"small{index}")
             if index:
@@ -211,7 +205,7 @@ def main() -> None:
         seconds = hand(f"hand{index}")
         if index:
             large.seconds.setdefault("hand", []).append(seconds)
-    for index in range(args.repeat):
+    for index in range(repeat):
         for history in histories:
             seconds = history.step(spark, 10_000, f"batch{index}")
             history.seconds.setdefault("batch", []).append(seconds)
@@ -237,6 +231,23 @@ def main() -> None:
     print(f"  step / full recompute         {step / full:6.1%}  (<= 10%)")
     print(f"  step / hand-written job       {step / by_hand_job:6.2f}x  (<= 1.5x)")
     print(f"Peak JVM RSS: {jvm_peak_rss_mb(spark):,.0f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100000,1000000,4000000,16000000")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    spark = spark_session(app="spindle-steady", extra={"spark.sql.shuffle.partitions": "8"})
+    histories: list[History] = []
+    try:
+        for rows in sizes:
+            histories.append(load(spark, rows))
+        measure(spark, histories, repeat=args.repeat)
+    finally:  # the histories are gigabytes
+        for history in histories:
+            shutil.rmtree(history.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import pytest
 
 from spindle.local.home import LocalPipeline
 from spindle.local.warm import ServerFiles, alive
-from tests.integration.test_runtime_crash import FILES, ROWS, prepare
+from tests.integration.test_runtime_crash import FILES, ROWS, prepare, settle
 
 
 def spindle(home: Path, *args: str) -> subprocess.Popen[str]:
@@ -72,6 +72,13 @@ def homes(tmp_path: Path) -> Iterator[list[Path]]:
 def rows(home: Path, relation: str) -> list[Any]:
     out, _ = call(home, "query", "crash", f"SELECT * FROM {relation}", "--json")
     return sorted(json.dumps(row, sort_keys=True) for row in json.loads(out))
+
+
+def rows_here(home: Path, relation: str, capsys: pytest.CaptureFixture[str]) -> list[Any]:
+    """`rows`, answered in this process on the session's Spark (for the reference)."""
+    capsys.readouterr()
+    settle(home, "query", "crash", f"SELECT * FROM {relation}", "--json")
+    return sorted(json.dumps(row, sort_keys=True) for row in json.loads(capsys.readouterr().out))
 
 
 def test_commands_share_one_server_per_home_and_a_dead_one_is_replaced(
@@ -180,13 +187,15 @@ def test_a_server_of_another_version_is_replaced(tmp_path: Path, homes: list[Pat
             process.wait()
 
 
-def test_server_killed_mid_step_recovers_exactly_once(tmp_path: Path, homes: list[Path]) -> None:
+def test_server_killed_mid_step_recovers_exactly_once(
+    tmp_path: Path, homes: list[Path], spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
-    homes.extend([reference / "home", crashed / "home"])
-    for root in (reference, crashed):
-        call(root / "home", "local", "apply", "-f", str(prepare(root, 1)))
-    _, err = call(reference / "home", "local", "run", "crash", "--until-idle", "--no-server")
-    assert server_pid(reference / "home") is None and "starting a Spark server" not in err
+    homes.append(crashed / "home")
+    # the uninterrupted reference runs in this process, on the session's Spark (not under test)
+    settle(reference / "home", "local", "apply", "-f", str(prepare(reference, 1)))
+    settle(reference / "home", "local", "run", "crash", "--until-idle")
+    call(crashed / "home", "local", "apply", "-f", str(prepare(crashed, 1)))
 
     home = crashed / "home"
     store = LocalPipeline(home, "crash").store()
@@ -212,7 +221,7 @@ def test_server_killed_mid_step_recovers_exactly_once(tmp_path: Path, homes: lis
     _, err = call(home, "local", "run", "crash", "--until-idle")
     assert "starting a Spark server" in err
     for relation in ("events", "totals"):
-        assert rows(home, relation) == rows(reference / "home", relation)
+        assert rows(home, relation) == rows_here(reference / "home", relation, capsys)
     events = rows(home, "events")
     assert len(events) == len(set(events)) == FILES * ROWS  # none lost, none twice
 

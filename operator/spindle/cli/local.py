@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from pathlib import Path
 from typing import Any
 
 from rich.progress import (
@@ -21,12 +20,12 @@ from spindle.api.status import PipelineStatus
 from spindle.cli import files, render, served, server_commands
 from spindle.errors import SpindleError
 from spindle.local import runner
-from spindle.local.home import LocalPipeline, default_home
+from spindle.local.home import LocalPipeline, home_path
 from spindle.plan import ChangePlan
 
 
 def _pipeline(args: argparse.Namespace, name: str | None = None) -> LocalPipeline:
-    return LocalPipeline(Path(args.home).expanduser(), name or args.name)
+    return LocalPipeline(home_path(args.home), name or args.name)
 
 
 def _say(message: str) -> None:
@@ -239,7 +238,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     home = argparse.ArgumentParser(add_help=False)
-    home.add_argument("--home", default=str(default_home()), help="local state (~/.spindle)")
+    home.add_argument("--home", help="local state (default: $SPINDLE_HOME, else ~/.spindle)")
     home.add_argument(
         "--no-server",
         action="store_true",

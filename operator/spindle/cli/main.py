@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # argparse loads only when the command runs here
+TYPE_CHECKING = False  # neither `typing` nor argparse loads before a command runs here
+if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 
 def _parse_file(path: str, text: str) -> object:
@@ -78,14 +79,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_here(argv) if code is None else code
 
 
+_PARSERS: dict[bool, argparse.ArgumentParser] = {}
+
+
 def run_here(argv: Sequence[str]) -> int:
     """Run a command line in this process."""
     from spindle.cli import render
     from spindle.errors import SpindleError
 
     argv = list(argv)
-    parser = build_parser(extensions=argv[:1] != ["diff"])
-    args = parser.parse_args(argv)
+    extensions = argv[:1] != ["diff"]
+    if extensions not in _PARSERS:  # a warm server parses many command lines
+        _PARSERS[extensions] = build_parser(extensions=extensions)
+    args = _PARSERS[extensions].parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     try:
         code: int = args.run(args)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from spindle.cli import render
 from spindle.cli.warm_client import ServerError, request, stop
 from spindle.errors import SpindleError
+from spindle.local.home import home_path
 from spindle.local.warm import ServerFiles, resident_bytes
 
 
 def _files(args: argparse.Namespace) -> ServerFiles:
-    return ServerFiles(Path(args.home).expanduser().absolute())
+    return ServerFiles(home_path(args.home).absolute())
 
 
 def _failed(error: ServerError) -> SpindleError:

@@ -17,11 +17,13 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from spindle.local.warm import ServerFiles, alive, is_server, version
+
+TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 DEFAULT_IDLE_TIMEOUT = 600.0
 START_TIMEOUT = 120.0
@@ -45,9 +47,9 @@ def _option(argv: Sequence[str], name: str) -> str | None:
     return None
 
 
-def home_of(argv: Sequence[str]) -> Path:
+def home_of(argv: Sequence[str]) -> str:
     home = _option(argv, "--home") or os.environ.get("SPINDLE_HOME") or "~/.spindle"
-    return Path(home).expanduser().absolute()
+    return os.path.abspath(os.path.expanduser(home))
 
 
 def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:

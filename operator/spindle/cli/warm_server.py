@@ -65,12 +65,15 @@ class Server:
     command: list[str] | None = None
     stop_command: threading.Event | None = None
     exiting: threading.Event = field(default_factory=threading.Event)
+    version: str = field(default_factory=version)
+    """The version of the code this server loaded, taken when it starts: sources edited later
+    make it stale, and a client of the new sources replaces it."""
 
     def state(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
-            "socket": str(self.files.socket_path()),
-            "version": version(),
+            "socket": self.files.socket_path(),
+            "version": self.version,
             "started": self.started,
             "idleTimeout": self.idle_timeout,
             "log": str(self.files.log_path),
@@ -101,7 +104,7 @@ class Server:
                 gone.set()
 
         with conn, conn.makefile("r", encoding="utf-8") as reader:
-            send({"version": version(), "pid": os.getpid()})
+            send({"version": self.version, "pid": os.getpid()})
             conn.settimeout(REQUEST_TIMEOUT)
             try:
                 request = json.loads(reader.readline() or "{}")
@@ -201,11 +204,11 @@ def serve(*, home: Path, idle_timeout: float) -> None:
     share_sessions()
     path = files.socket_path()
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_mask = os.umask(0o177)  # the socket is created 0600: only its owner can connect
     try:
-        listener.bind(str(path))
+        listener.bind(path)
     finally:
         os.umask(old_mask)
     listener.listen(16)
@@ -213,7 +216,7 @@ def serve(*, home: Path, idle_timeout: float) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: server.shut_down())
     files.save_state(server.state())
-    print(f"serving {home} on {path} (PID {os.getpid()}, {version()})", flush=True)
+    print(f"serving {home} on {path} (PID {os.getpid()}, {server.version})", flush=True)
     try:
         while not (server.exiting.is_set() and server.waiting == 0) and not server.idle():
             try:

@@ -32,6 +32,12 @@ def default_home() -> Path:
     return Path(os.environ.get("SPINDLE_HOME", Path.home() / ".spindle"))
 
 
+def home_path(given: str | None) -> Path:
+    """The home a command names (`--home`), else the default, read when the command runs (a
+    warm server's parser serves many commands, each with its own environment)."""
+    return Path(given).expanduser() if given else default_home()
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp")

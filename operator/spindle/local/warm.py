@@ -13,11 +13,14 @@ imports only the standard library: the client that reads it must start in millis
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-from pathlib import Path
-from typing import Any
+import zlib
+
+TYPE_CHECKING = False  # `typing` itself is a third of what the client imports
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 PROTOCOL = 1
 """The framing between client and server; part of `version()`."""
@@ -29,90 +32,108 @@ def version() -> str:
     server that runs other code than the client's is replaced, even between releases."""
     import spindle
 
-    package = Path(spindle.__file__).parent
-    digest = hashlib.sha256(f"{PROTOCOL}".encode())
-    for path in sorted(package.rglob("*.py")):
-        stat = path.stat()
-        digest.update(f"{path.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return f"{spindle.__version__}+{digest.hexdigest()[:12]}"
+    package = os.path.dirname(spindle.__file__)
+    sources = []
+    for directory, _, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py"):
+                stat = os.stat(os.path.join(directory, name))
+                where = os.path.relpath(os.path.join(directory, name), package)
+                sources.append(f"{where}:{stat.st_size}:{stat.st_mtime_ns}")
+    digest = zlib.crc32("\n".join([str(PROTOCOL), *sorted(sources)]).encode())
+    return f"{spindle.__version__}+{digest:08x}"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        return file.read()
 
 
 class ServerFiles:
     """Where the server of one home keeps its files (a plain class: the client imports it,
-    and `dataclasses` costs it more than all the rest)."""
+    and `dataclasses` costs it more than all the rest). The client's calls (`state`, `token`,
+    `clear`) use plain strings: `pathlib` would be a fifth of its start-up."""
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, home: str | os.PathLike[str]) -> None:
+        self.home = os.fspath(home)
+        self._directory = os.path.join(self.home, "server")
+
+    def _path(self, name: str) -> Path:
+        from pathlib import Path
+
+        return Path(self._directory, name)
 
     @property
     def directory(self) -> Path:
-        return self.home / "server"
+        return self._path("")
 
     @property
     def token_path(self) -> Path:
-        return self.directory / "token"
+        return self._path("token")
 
     @property
     def state_path(self) -> Path:
-        return self.directory / "server.json"
+        return self._path("server.json")
 
     @property
     def log_path(self) -> Path:
-        return self.directory / "server.log"
+        return self._path("server.log")
 
     @property
     def lock_path(self) -> Path:
-        return self.directory / "start.lock"
+        return self._path("start.lock")
 
     def prepare(self) -> None:
         """The directory, readable by its owner only."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.directory.chmod(0o700)
+        os.makedirs(self._directory, exist_ok=True)
+        os.chmod(self._directory, 0o700)
 
-    def socket_path(self) -> Path:
+    def socket_path(self) -> str:
         """`server/spindle.sock`, or a short path when that one is too long for a socket."""
-        path = self.directory / "spindle.sock"
-        if len(str(path)) <= MAX_SOCKET_PATH:
+        path = os.path.join(self._directory, "spindle.sock")
+        if len(path) <= MAX_SOCKET_PATH:
             return path
+        import hashlib
         import tempfile
 
-        key = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:16]
-        short = Path(tempfile.gettempdir()) / f"spindle-{os.getuid()}"
-        short.mkdir(mode=0o700, exist_ok=True)
-        short.chmod(0o700)
-        return short / f"{key}.sock"
+        key = hashlib.sha256(os.path.realpath(self.home).encode()).hexdigest()[:16]
+        short = os.path.join(tempfile.gettempdir(), f"spindle-{os.getuid()}")
+        os.makedirs(short, mode=0o700, exist_ok=True)
+        os.chmod(short, 0o700)
+        return os.path.join(short, f"{key}.sock")
 
     def new_token(self) -> str:
         """A fresh token, written with mode 0600 before any byte of it is."""
         import secrets
 
         token = secrets.token_hex(32)
-        temp = self.token_path.with_name(".token.tmp")
+        temp = os.path.join(self._directory, ".token.tmp")
         with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
+            os.unlink(temp)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
             out.write(token + "\n")
-        temp.replace(self.token_path)
+        os.replace(temp, os.path.join(self._directory, "token"))
         return token
 
     def token(self) -> str | None:
         try:
-            return self.token_path.read_text().strip()
+            return _read(os.path.join(self._directory, "token")).strip()
         except FileNotFoundError:
             return None
 
     def state(self) -> dict[str, Any] | None:
         try:
-            state: dict[str, Any] = json.loads(self.state_path.read_text())
+            state: dict[str, Any] = json.loads(_read(os.path.join(self._directory, "server.json")))
         except (OSError, ValueError):
             return None
         return state
 
     def save_state(self, state: dict[str, Any]) -> None:
-        temp = self.state_path.with_name(".server.json.tmp")
-        temp.write_text(json.dumps(state, indent=2))
-        temp.replace(self.state_path)
+        temp = os.path.join(self._directory, ".server.json.tmp")
+        with open(temp, "w", encoding="utf-8") as out:
+            out.write(json.dumps(state, indent=2))
+        os.replace(temp, os.path.join(self._directory, "server.json"))
 
     def clear(self, *, pid: int) -> None:
         """Remove the state and socket of the server `pid` (not a newer server's)."""
@@ -120,9 +141,9 @@ class ServerFiles:
         if state is not None and state.get("pid") != pid:
             return
         with contextlib.suppress(FileNotFoundError):
-            Path(state["socket"] if state else self.socket_path()).unlink()
+            os.unlink(state["socket"] if state else self.socket_path())
         with contextlib.suppress(FileNotFoundError):
-            self.state_path.unlink()
+            os.unlink(os.path.join(self._directory, "server.json"))
 
 
 def alive(pid: int) -> bool:
@@ -142,14 +163,15 @@ def is_server(pid: int) -> bool:
     if not alive(pid):
         return False
     try:
-        return b"spindle.cli.warm_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"spindle.cli.warm_server" in cmdline.read()
     except OSError:
         return True  # no /proc to tell: trust the PID
 
 
 def _state_of(pid: int) -> str | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = _read(f"/proc/{pid}/stat")
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[0]
@@ -157,14 +179,14 @@ def _state_of(pid: int) -> str | None:
 
 def _children() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parent = int(_read(f"/proc/{entry}/stat").rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        children.setdefault(parent, []).append(int(entry.name))
+        children.setdefault(parent, []).append(int(entry))
     return children
 
 
@@ -183,7 +205,7 @@ def resident_bytes(pid: int) -> int:
     total = 0
     for member in tree(pid):
         try:
-            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            for line in _read(f"/proc/{member}/status").splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
         except (OSError, ValueError):

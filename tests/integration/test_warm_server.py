@@ -4,6 +4,7 @@ server killed in the middle of a step loses and duplicates nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -154,6 +155,31 @@ def test_a_stale_token_is_refused_with_a_reason_and_the_server_can_still_be_stop
     assert not alive(pid)
 
 
+@contextlib.contextmanager
+def served_from(copy: Path, home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real server for `home` running the copy of Spindle at `copy`."""
+    files = ServerFiles(home)
+    files.prepare()
+    files.new_token()
+    command = ["-m", "spindle.cli.warm_server", "--home", str(home), "--idle-timeout", "600"]
+    process = subprocess.Popen(
+        [sys.executable, *command],
+        env={**os.environ, "PYTHONPATH": str(copy)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while server_pid(home) != process.pid and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server_pid(home) == process.pid
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_a_server_of_another_version_is_replaced(tmp_path: Path, homes: list[Path]) -> None:
     """A real server from a copy of Spindle whose version differs."""
     home = tmp_path / "home"
@@ -163,28 +189,43 @@ def test_a_server_of_another_version_is_replaced(tmp_path: Path, homes: list[Pat
     shutil.copytree(Path("operator/spindle"), old / "spindle")
     init = old / "spindle" / "__init__.py"
     init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.0-old-'))
-    files = ServerFiles(home)
-    files.prepare()
-    files.new_token()
-    command = ["-m", "spindle.cli.warm_server", "--home", str(home), "--idle-timeout", "600"]
-    process = subprocess.Popen(
-        [sys.executable, *command],
-        env={**os.environ, "PYTHONPATH": str(old)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while server_pid(home) != process.pid and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert server_pid(home) == process.pid
+    with served_from(old, home) as process:
         _, err = call(home, "local", "status", "crash")
         assert f"replacing the server for {home} (PID {process.pid}, Spindle 0.0.0-old-" in err
         assert process.wait(timeout=120) == 0  # it was asked to stop, and did
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+
+
+def test_a_server_whose_sources_changed_since_it_started_is_replaced(
+    tmp_path: Path, homes: list[Path]
+) -> None:
+    """The version a server reports is that of the code it loaded, not of the files on disk
+    now: after an edit, the client (of the edited code) replaces it."""
+    home = tmp_path / "home"
+    homes.append(home)
+    call(home, "local", "apply", "-f", str(prepare(tmp_path, 1)))
+    copy = tmp_path / "copy"
+    shutil.copytree(Path("operator/spindle"), copy / "spindle")
+    env = {k: v for k, v in os.environ.items() if k != "SPINDLE_NO_SERVER"}
+
+    def status() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "spindle.cli.main", "local", "status", "crash"],
+            env={**env, "PYTHONPATH": str(copy), "SPINDLE_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stderr
+
+    with served_from(copy, home) as process:
+        assert "replacing" not in status()  # the same code: served
+        assert process.poll() is None
+        edited = copy / "spindle" / "errors.py"
+        edited.write_text(edited.read_text() + "\n# edited after the server started\n")
+        assert f"replacing the server for {home} (PID {process.pid}, Spindle" in status()
+        assert process.wait(timeout=120) == 0
 
 
 def test_server_killed_mid_step_recovers_exactly_once(

@@ -51,6 +51,7 @@ class S3Server:
                     "--port",
                     f"127.0.0.1:{port}",
                     "--quiet",
+                    "--keep-alive",  # as AWS S3 does: a connection serves many requests
                     "posix",
                     "--sidecar",
                     str(sidecar),

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from spindle.checkpoint.store import open_store
+from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.k8s.pods import DriverSettings
 from spindle.k8s.reconcile import Reconciler, Settings
+from spindle.plan.preview import PreviewReport
 from tests.checkpoints import seed
 from tests.fake_cluster import FakeCluster
 from tests.unit.test_lifecycle import V1, V2
@@ -47,7 +48,9 @@ def test_a_new_pipeline_starts_a_run_driver(
 ) -> None:
     cluster.apply("grades", spec(tmp_path, V1))
     outcome = reconciler.reconcile("default", "grades")
-    assert outcome is not None and outcome.requeue_after == 2.0
+    # no timed requeue (the new pod's watch event reconciles again), and never settled while
+    # a driver is active, so re-lists keep reconciling it
+    assert outcome is not None and outcome.requeue_after is None and not outcome.quiet
     assert cluster.take_calls() == [("create_pod", "grades-g1-driver"), ("write_status", "Pending")]
     status = cluster.status("grades")
     assert status["driverPod"] == {"name": "grades-g1-driver", "mode": "run", "phase": "Pending"}
@@ -221,3 +224,37 @@ def test_a_restate_annotation_awaits_approval_and_the_bootstrap_pod_carries_it(
     assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
     command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
     assert command[command.index("--restate") + 1] == "avg_grade_enriched"
+
+
+def test_previews_are_listed_only_while_one_is_requested_and_remembered_after(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet of pending changes costs no LIST of previews at each reconcile."""
+    listed: list[str] = []
+    latest = CheckpointStore.latest_preview
+
+    def counted(store: CheckpointStore) -> PreviewReport | None:
+        listed.append(store.uri)
+        return latest(store)
+
+    monkeypatch.setattr(CheckpointStore, "latest_preview", counted)
+    checkpoint = seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
+    for _ in range(3):
+        reconciler.reconcile("default", "grades")
+    assert len(listed) == 1  # once for this checkpoint and program: none since
+    change = cluster.status("grades")["pendingChange"]["id"]
+    request = f"{change}@first"
+    cluster.annotate("grades", "spindle.dev/preview", request)
+    reconciler.reconcile("default", "grades")  # starts the preview pod
+    report = PreviewReport(
+        change_id=change, checkpoint=checkpoint, created_at="t", sample_rows=1, request=request
+    )
+    open_store(tmp_path.as_uri(), namespace="default", name="grades").write_preview(report)
+    reconciler.reconcile("default", "grades")
+    assert len(listed) == 3  # read at each reconcile while requested
+    assert cluster.status("grades")["pendingChange"]["preview"]["checkpoint"] == checkpoint
+    del cluster.pipelines[("default", "grades")]["metadata"]["annotations"]["spindle.dev/preview"]
+    reconciler.reconcile("default", "grades")
+    assert len(listed) == 3
+    assert cluster.status("grades")["pendingChange"]["preview"]["checkpoint"] == checkpoint

@@ -54,10 +54,13 @@ from spindle.lifecycle import (
     failed,
     timestamp,
 )
+from spindle.plan.preview import PreviewReport
 
 log = logging.getLogger("spindle.reconcile")
 
 STORAGE_RETRY = RetryPolicy(deadline=8.0, connect_timeout=3.0, read_timeout=4.0)
+PREVIEW_MEMO = 4096
+"""Preview reports the reconciler remembers (one per pipeline with a pending change)."""
 """The operator's checkpoint I/O: a store that does not answer costs a reconcile about ten
 seconds at most (the driver, which must commit, keeps the patient default)."""
 
@@ -113,6 +116,7 @@ class Reconciler:
     settings: Settings
     on_outcome: Callable[[str, str, Outcome], None] = lambda namespace, name, outcome: None
     _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
+    _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
 
     # -- what a body needs, cached across reconciles -------------------------------------------
 
@@ -171,6 +175,22 @@ class Reconciler:
         if key not in self._stores:
             self._stores[key] = open_store(key[0], s3=s3, retry=STORAGE_RETRY)
         return self._stores[key]
+
+    def preview(
+        self, store: CheckpointStore, checkpoint: Manifest, *, sql: str, requested: bool
+    ) -> PreviewReport | None:
+        """The newest preview report beside the checkpoints, for a pipeline with a pending
+        change. On a cluster only a requested preview writes one (the preview pod started for
+        `spindle.dev/preview`), so while none is requested the report read last for the same
+        checkpoint and program still holds, and a fleet of pending changes costs no LIST of
+        previews per reconcile. (One written by `spindle local preview` into the same storage
+        shows after the next request, or after the operator restarts.)"""
+        key = (store.uri, checkpoint.id, sql)
+        if requested or key not in self._previews:
+            if len(self._previews) >= PREVIEW_MEMO:
+                self._previews.clear()
+            self._previews[key] = store.latest_preview()
+        return self._previews[key]
 
     # -- the loop body -----------------------------------------------------------------------
 
@@ -351,7 +371,9 @@ class PipelineBody:
             sizes, preview = None, None
             if changed and self.checkpoint is not None:
                 sizes = stored_sizes(store.objects, self.checkpoint, s3=s3)
-                preview = store.latest_preview()
+                preview = self.reconciler.preview(
+                    store, self.checkpoint, sql=spec.sql, requested=bool(base.preview_request)
+                )
         except SpindleError as error:
             return replace(base, problem=Unobservable(error.reason, error.message))
         self.spec = spec
@@ -406,7 +428,7 @@ class PipelineBody:
                 self.cluster.delete_pod(old, grace_seconds=0)
         if self.cluster.create_pod(wanted):
             log.info("created driver %s (%s)", name, decision.mode)
-            return wanted, 2.0
+            return wanted, None  # its pod's ADDED event reconciles it again (a re-list, at worst)
         existing = next((p for p in pods if p["metadata"]["name"] == name), None)
         if existing is not None and _finished(existing):
             self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass

@@ -42,4 +42,5 @@ def located(*, reason: str, message: str, line: int, column: int, **details: Any
 def first_problem(error: ValidationError) -> tuple[str, str]:
     """The first validation problem as (dotted field path, message), for one clear message."""
     first = error.errors()[0]
-    return ".".join(str(p) for p in first["loc"]), str(first["msg"])
+    message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's, for our validators
+    return ".".join(str(p) for p in first["loc"]), message

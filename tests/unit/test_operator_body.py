@@ -258,3 +258,19 @@ def test_previews_are_listed_only_while_one_is_requested_and_remembered_after(
     reconciler.reconcile("default", "grades")
     assert len(listed) == 3
     assert cluster.status("grades")["pendingChange"]["preview"]["checkpoint"] == checkpoint
+
+
+def test_a_spark_setting_that_belongs_to_the_runtime_is_an_invalid_spec(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    conf = {"conf": {"spark.sql.ansi.enabled": "true"}}
+    cluster.apply("grades", spec(tmp_path, V1, spark=conf))
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    ready = status["conditions"][0]
+    assert status["phase"] == "Failed" and ready["reason"] == "InvalidSpec"
+    assert ready["message"] == (
+        "spec.spark.conf: spark.sql.ansi.enabled belongs to the runtime's semantics; pin "
+        "spec.runtimeVersion (v1, v2) instead. Fix the Pipeline spec."
+    )
+    assert cluster.pods == {}

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spindle.errors import SpindleError, first_problem
+from spindle.versions import RUNTIME_SETTINGS
 
 GROUP = "spindle.dev"
 VERSION = "v1alpha1"
@@ -189,6 +190,17 @@ class SparkSpec(_Model):
     )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
 
+    @field_validator("conf")
+    @classmethod
+    def _not_the_runtimes(cls, conf: dict[str, str]) -> dict[str, str]:
+        owned = sorted(set(conf) & {k for s in RUNTIME_SETTINGS.values() for k in s})
+        if owned:
+            raise ValueError(
+                f"{', '.join(owned)} belongs to the runtime's semantics; pin "
+                f"spec.runtimeVersion ({', '.join(RUNTIME_SETTINGS)}) instead"
+            )
+        return conf
+
     def fingerprint(self) -> str:
         """A short hash of these settings: a driver started with others is restarted."""
         text = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
@@ -249,7 +261,9 @@ class PipelineSpec(_Model):
     runtime_version: str | None = Field(
         default=None,
         alias="runtimeVersion",
-        description="Pins the runtime (plan format); a different runtime modifies every view.",
+        description="Pins the runtime: v1 (the default: NULL where a division by zero, an "
+        "overflow or a failed cast has no value) or v2 (ANSI SQL: those stop the step with "
+        "SqlRuntimeError). A different runtime than the checkpoint's modifies every view.",
     )
     service_account_name: str | None = Field(
         default=None, alias="serviceAccountName", description="Service account of driver pods."

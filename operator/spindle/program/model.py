@@ -116,6 +116,16 @@ class View:
     """The canonical form of the query: what decides whether the query changed."""
 
     @property
+    def where(self) -> str:
+        """Where the view is defined, for a message: `line L, column C`."""
+        return f"line {self.position.line}, column {self.position.column}"
+
+    @property
+    def located(self) -> dict[str, str | int]:
+        """The view and where it is defined, as an error's details."""
+        return {"view": self.name, "line": self.position.line, "column": self.position.column}
+
+    @property
     def query(self) -> exp.Query:
         """The query AST, parsed from `text` on first use and cached. Shared: never mutate it,
         copy it first."""

@@ -33,7 +33,7 @@ from spindle.plan import ChangePlan
 from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
 from spindle.program.queries import check_query, materialized
-from spindle.runtime import storage, upsert, zsets
+from spindle.runtime import semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import ORDER, Input, make_input, make_output
 from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
@@ -86,7 +86,9 @@ class Runtime:
     # -- views -----------------------------------------------------------------------------
 
     def views(self, program: Program) -> Views:
-        """Reading and maintaining `program`'s relations (one per step or bootstrap)."""
+        """Reading and maintaining `program`'s relations (one per step or bootstrap), with
+        this runtime's SQL semantics."""
+        semantics.apply(self.spark, version=self.runtime_version)
         return Views(self.spark, program, self.uri)
 
     def preflight(
@@ -117,7 +119,8 @@ class Runtime:
             state[name] = StateRecord(kind="table", path=path, version=0, rows=0)
         reader = self.views(program)
         for name, view in program.views.items():
-            state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
+            with semantics.evaluating(view, version=self.runtime_version):
+                state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
         manifest = self._manifest(
             program=program, parent=None, state=state, connectors=self._fresh_connectors(program)
         )
@@ -195,6 +198,7 @@ class Runtime:
         checkpoint (or `manifest` when idle)."""
         work = _Work.after(manifest)
         started = time.monotonic()
+        semantics.apply(self.spark, version=self.runtime_version)
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
         polled = self._poll(inputs, manifest)
@@ -310,32 +314,37 @@ class Runtime:
         wakes none of its dependents."""
         reader = self.views(program)
         try:
-            for name, view in program.views.items():
+            for view in program.views.values():
                 if not (set(view.dependencies) & work.changes.keys()):
                     continue
-                before = work.state[name]
-                maintained = reader.change(
-                    view, before=manifest.state, after=work.state, changes=work.changes
-                )
-                change = maintained.change.persist()
-                size = zsets.size(change)
-                mode = reader.mode(name)
-                path = self._own_view_path(before, name, work)
-                if size.rows == 0:
-                    change.unpersist()
-                    if maintained.dirty():  # running values moved, columns did not: store only
-                        work.state[name] = maintained.store(path, size)
-                    self.report("view", view=name, mode=mode, changes=0)
-                    continue
-                work.state[name] = maintained.store(path, size)
-                work.changes[name] = change
-                work.stats.views_recomputed.append(name)
-                self._emit_changes(view, change, work, rows=size.magnitude)
-                self.report(
-                    "view", view=name, mode=mode, changes=size.rows, rows=work.state[name].rows
-                )
+                with semantics.evaluating(view, version=self.runtime_version):
+                    self._maintain_view(reader, view, manifest, work)
         finally:
             work.cached.extend(reader.cached)
+
+    def _maintain_view(self, reader: Views, view: View, manifest: Manifest, work: _Work) -> None:
+        """Maintain one view: store it and emit its change (nothing when the change is
+        empty, unless its running values moved)."""
+        name = view.name
+        before = work.state[name]
+        maintained = reader.change(
+            view, before=manifest.state, after=work.state, changes=work.changes
+        )
+        change = maintained.change.persist()
+        size = zsets.size(change)
+        mode = reader.mode(name)
+        path = self._own_view_path(before, name, work)
+        if size.rows == 0:
+            change.unpersist()
+            if maintained.dirty():  # running values moved, columns did not: store only
+                work.state[name] = maintained.store(path, size)
+            self.report("view", view=name, mode=mode, changes=0)
+            return
+        work.state[name] = maintained.store(path, size)
+        work.changes[name] = change
+        work.stats.views_recomputed.append(name)
+        self._emit_changes(view, change, work, rows=size.magnitude)
+        self.report("view", view=name, mode=mode, changes=size.rows, rows=work.state[name].rows)
 
     def _own_view_path(self, record: StateRecord, name: str, work: _Work) -> str:
         """Where a view's new state goes: in place, or anew for adopted state (read only)."""
@@ -506,7 +515,8 @@ class Runtime:
         for index, name in enumerate(todo, start=1):
             view = program.views[name]
             path = f"{location}/views/{name}@{sequence}"
-            record = self._write_whole(reader, view, state, path)
+            with semantics.evaluating(view, version=self.runtime_version):
+                record = self._write_whole(reader, view, state, path)
             state[name] = record
             rows = record.rows or 0
             if emit and view.connectors and self.outputs_on_bootstrap != "silent":

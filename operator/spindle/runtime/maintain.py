@@ -185,13 +185,9 @@ class Views:
         except Exception as error:  # Spark's AnalysisException and friends
             raise SpindleError(
                 reason="UnsupportedSql",
-                message=f"Spark cannot evaluate view '{view.name}' (line {view.position.line}, "
-                f"column {view.position.column}): {str(error).splitlines()[0]}",
-                details={
-                    "view": view.name,
-                    "line": view.position.line,
-                    "column": view.position.column,
-                },
+                message=f"Spark cannot evaluate view '{view.name}' ({view.where}): "
+                f"{str(error).splitlines()[0]}",
+                details=view.located,
             ) from None
 
     # -- whole evaluation ------------------------------------------------------------------

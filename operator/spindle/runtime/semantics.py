@@ -1,0 +1,89 @@
+"""A runtime version's SQL semantics on Spark, and the errors a view's data raises under them.
+
+`spindle.versions.RUNTIME_SETTINGS` says what each runtime sets. `apply` sets it on the session
+before each unit of work (a warm server's one session serves pipelines of either runtime).
+`evaluating` turns what a view's rows raise under ANSI semantics (a division by zero, an
+overflow, a cast or a date that does not parse, an index out of bounds) into `SqlRuntimeError`,
+naming the view, where it is defined and what to change: these are the user's data and SQL,
+not a Spindle bug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import (
+    ArithmeticException,
+    ArrayIndexOutOfBoundsException,
+    DateTimeException,
+    NumberFormatException,
+)
+from pyspark.sql import SparkSession
+
+from spindle.errors import SpindleError
+from spindle.program import View
+from spindle.versions import RUNTIME_SETTINGS
+
+DATA_ERRORS = (
+    ArithmeticException,
+    ArrayIndexOutOfBoundsException,
+    DateTimeException,
+    NumberFormatException,
+)
+"""What Spark raises for a row that ANSI semantics refuse (v1 gives NULL for each of them)."""
+
+JAVA_DATA_ERRORS = frozenset(
+    f"org.apache.spark.Spark{kind}Exception"
+    for kind in ("Arithmetic", "ArrayIndexOutOfBounds", "DateTime", "NumberFormat")
+)
+"""The same errors as the JVM throws them: a write (Delta's included) wraps them in its own
+`TASK_WRITE_FAILED`, which reaches Python as a plain Py4JJavaError."""
+
+
+def data_error(error: BaseException) -> tuple[str, str] | None:
+    """The condition (`DIVIDE_BY_ZERO`, ...) and first message line of a data error that
+    `error` is or wraps; None for any other error."""
+    if isinstance(error, DATA_ERRORS):
+        return error.getCondition() or type(error).__name__, str(error).splitlines()[0]
+    cause = getattr(error, "java_exception", None)  # a Py4JJavaError's Java side
+    while cause is not None:
+        if cause.getClass().getName() in JAVA_DATA_ERRORS:
+            return str(cause.getCondition()), str(cause.getMessage()).splitlines()[0]
+        cause = cause.getCause()
+    return None
+
+
+def apply(spark: SparkSession, *, version: str) -> None:
+    """Give `spark` the semantics of runtime `version`."""
+    for key, value in RUNTIME_SETTINGS[version].items():
+        spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def evaluating(view: View, *, version: str) -> Iterator[None]:
+    """Run the evaluation of `view`; a data error becomes `SqlRuntimeError`."""
+    try:
+        yield
+    except (*DATA_ERRORS, Py4JJavaError) as error:
+        found = data_error(error)
+        if found is None:
+            raise
+        condition, text = found
+        first = text.split(". ", 1)[0].rstrip(".") + "."  # not Spark's hint about its settings
+        ansi = RUNTIME_SETTINGS[version].get("spark.sql.ansi.enabled") == "true"
+        advice = (
+            f"Runtime {version} follows ANSI SQL and stops where runtime v1 gives NULL: guard "
+            "the expression (NULLIF, TRY_CAST, try_divide, try_element_at), or pin "
+            "spec.runtimeVersion: v1."
+            if ansi
+            else "Fix the expression, or the rows that make it fail."
+        )
+        raise SpindleError(
+            reason="SqlRuntimeError",
+            message=f"View '{view.name}' ({view.where}) cannot be evaluated under runtime "
+            f"{version}: "
+            f"{first} {advice}",
+            details={**view.located, "condition": condition},
+        ) from None

@@ -10,6 +10,7 @@ leaves the checkpoint as it was.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import pytest
 
 from spindle.cli.main import main
 from spindle.local.home import LocalPipeline
+from spindle.runtime import semantics
+from spindle.versions import RUNTIME_VERSION
 from tests.integration.test_grades import Cli
 from tests.integration.test_review import manifest
 
@@ -46,8 +49,15 @@ def runtime_reasons(status: dict[str, Any]) -> set[str]:
     return {name for name, change in changes.items() if "runtime" in change["reasons"]}
 
 
+@pytest.fixture
+def session(spark: Any) -> Iterator[Any]:
+    """The suite's one session, given back with the default runtime's semantics."""
+    yield spark
+    semantics.apply(spark, version=RUNTIME_VERSION)
+
+
 def test_a_pin_plans_nothing_another_runtime_modifies_every_view_and_they_differ(
-    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, session: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cli = Cli(tmp_path / "home", capsys)
     cli("local", "apply", "-f", program(tmp_path))

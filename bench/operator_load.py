@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -164,6 +165,7 @@ def main() -> None:
             s3.stop()
         plane.stop()
         network.teardown(layout)
+        shutil.rmtree(work, ignore_errors=True)  # etcd's and the S3 server's data
 
 
 def run(

@@ -59,10 +59,10 @@ from spindle.plan.preview import PreviewReport
 log = logging.getLogger("spindle.reconcile")
 
 STORAGE_RETRY = RetryPolicy(deadline=8.0, connect_timeout=3.0, read_timeout=4.0)
-PREVIEW_MEMO = 4096
-"""Preview reports the reconciler remembers (one per pipeline with a pending change)."""
 """The operator's checkpoint I/O: a store that does not answer costs a reconcile about ten
 seconds at most (the driver, which must commit, keeps the patient default)."""
+PREVIEW_MEMO = 4096
+"""Preview reports the reconciler remembers (one per pipeline with a pending change)."""
 
 Inputs = tuple[object, ...]
 

@@ -198,7 +198,7 @@ class Runtime:
         checkpoint (or `manifest` when idle)."""
         work = _Work.after(manifest)
         started = time.monotonic()
-        semantics.apply(self.spark, version=self.runtime_version)
+        semantics.apply(self.spark, version=self.runtime_version)  # ingest precedes `views`
         self._rollback(manifest)
         inputs = self._inputs(program) if ingest else {}
         polled = self._poll(inputs, manifest)

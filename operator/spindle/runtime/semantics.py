@@ -83,7 +83,6 @@ def evaluating(view: View, *, version: str) -> Iterator[None]:
         raise SpindleError(
             reason="SqlRuntimeError",
             message=f"View '{view.name}' ({view.where}) cannot be evaluated under runtime "
-            f"{version}: "
-            f"{first} {advice}",
+            f"{version}: {first} {advice}",
             details={**view.located, "condition": condition},
         ) from None

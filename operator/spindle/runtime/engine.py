@@ -1,18 +1,25 @@
 """The runtime: runs a pipeline's program on Spark, step by step, and bootstraps changes.
 
 A step: (0) roll back Delta writes of a crashed step, (1) ingest new input recorded in a step
-intent, (2) recompute the views whose inputs changed, in dependency order, (3) emit each view's
+intent, (2) maintain the views whose inputs changed, in dependency order, (3) emit each view's
 changes to its outputs, (4) commit one checkpoint (offsets plus Delta versions). A bootstrap
 evaluates a `ChangePlan` from stored state without reading any input, then commits.
+
+A table's appended input, a view's new state and its outputs' changes are written in the
+background (`_Write`) while the views after them are maintained: most changes are computed from
+the inputs' changes, not their new state, and only what reads a state still being written waits
+for it (`_After`). The commit waits for every write.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,6 +51,11 @@ ADHOC = "__adhoc__"
 """Connector name of a table's ad-hoc inserts (`spindle local execute`), under inputs/<table>/."""
 
 Report = Callable[..., None]
+_T = TypeVar("_T")
+
+_WRITER = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="spindle-write")
+"""Writes views' new state while the step goes on (`_Write`). Two: a Delta write spends most
+of its time in the driver (planning, the log, the commit), so two overlap on two cores."""
 
 
 def _quiet(event: str, **fields: Any) -> None:
@@ -205,8 +217,12 @@ class Runtime:
         if not polled:
             return manifest, work.stats
         try:
-            self._ingest(program, inputs, polled, manifest, work)
+            received = self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)
+            self._settle(work, list(work.writes))
+            for emitted in work.emits:
+                emitted.result()
+            self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(received))
             measured = ("step", work.stats.rows_ingested, time.monotonic() - started)
             committed = self.store.commit(
                 self._manifest(
@@ -217,7 +233,9 @@ class Runtime:
                     measured=measured,
                 )
             )
-        finally:
+        finally:  # a failed step leaves no write running: the next step's rollback would race it
+            running: list[futures.Future[Any]] = [w.future for w in work.writes.values()]
+            futures.wait([*running, *work.emits])
             for frame in [*work.changes.values(), *work.cached]:
                 frame.unpersist()
         return committed, work.stats
@@ -241,10 +259,11 @@ class Runtime:
         polled: Mapping[str, tuple[DataFrame, Any]],
         manifest: Manifest,
         work: _Work,
-    ) -> None:
+    ) -> list[str]:
         """(1) Record the step intent, then apply exactly what it names to the tables (a
         replay of a crashed step ingests what that step planned, no more, no less). A table's
-        input is its connectors' in declaration order (ad-hoc inserts last)."""
+        input is its connectors' in declaration order (ad-hoc inserts last). Returns the
+        tables that received input."""
         planned = {key: offset for key, (_, offset) in polled.items()}
         intent = self.store.record_intent(work.sequence, {"offsets": planned})
         received: dict[str, list[DataFrame]] = {}
@@ -266,7 +285,7 @@ class Runtime:
             self._ingest_table(
                 program.tables[table_name], frames, work, deletes=table_name in deletes
             )
-        self.report("ingested", rows=work.stats.rows_ingested, tables=sorted(work.changes))
+        return list(received)
 
     def _ingest_table(
         self, table: Table, frames: list[DataFrame], work: _Work, *, deletes: bool
@@ -295,16 +314,23 @@ class Runtime:
             rows, net = measured.rows, measured.net
             received.write.format("delta").mode("append").save(uri)
             version = storage.last_commit(self.spark, uri)[0]
-        else:  # inserts only: the append's own commit says how many rows it wrote
-            added = received
+        else:  # inserts only, appended in the background: the commit says how many rows
             stored = received if record.layout == "zset" else received.drop(WEIGHT)
-            stored.write.format("delta").mode("append").save(uri)
-            version, rows = storage.last_write(self.spark, uri)
-            net = rows
+            work.changes[name] = received
+            self._write(
+                table,
+                lambda: _appended(self.spark, stored, uri, record),
+                work,
+                then=lambda new, old: self._count_ingested(work, (new.rows or 0) - (old.rows or 0)),
+            )
+            return
         work.changes[name] = added
         work.state[name] = record.model_copy(
             update={"version": version, "rows": (record.rows or 0) + net}
         )
+        self._count_ingested(work, rows)
+
+    def _count_ingested(self, work: _Work, rows: int) -> None:
         work.stats.rows_ingested += rows
         self.input_records_read += rows
 
@@ -313,38 +339,85 @@ class Runtime:
         each one's change to its outputs. A view whose change is empty writes nothing and
         wakes none of its dependents."""
         reader = self.views(program)
+        after = _After(work, lambda name: self._settle(work, [name]))
         try:
             for view in program.views.values():
                 if not (set(view.dependencies) & work.changes.keys()):
                     continue
                 with semantics.evaluating(view, version=self.runtime_version):
-                    self._maintain_view(reader, view, manifest, work)
+                    self._maintain_view(reader, view, manifest, work, after)
         finally:
             work.cached.extend(reader.cached)
 
-    def _maintain_view(self, reader: Views, view: View, manifest: Manifest, work: _Work) -> None:
-        """Maintain one view: store it and emit its change (nothing when the change is
-        empty, unless its running values moved)."""
+    def _maintain_view(
+        self, reader: Views, view: View, manifest: Manifest, work: _Work, after: _After
+    ) -> None:
+        """Maintain one view: store it (in the background) and emit its change (nothing
+        when the change is empty, unless its running values moved)."""
         name = view.name
         before = work.state[name]
-        maintained = reader.change(
-            view, before=manifest.state, after=work.state, changes=work.changes
-        )
+        maintained = reader.change(view, before=manifest.state, after=after, changes=work.changes)
         change = maintained.change.persist()
         size = zsets.size(change)
-        mode = reader.mode(name)
+        event = {"view": name, "mode": reader.mode(name), "changes": size.rows}
         path = self._own_view_path(before, name, work)
+        written = functools.partial(self._view_written, event)
         if size.rows == 0:
             change.unpersist()
             if maintained.dirty():  # running values moved, columns did not: store only
-                work.state[name] = maintained.store(path, size)
-            self.report("view", view=name, mode=mode, changes=0)
+                self._write(view, lambda: maintained.store(path, size), work, then=written)
+            else:
+                self.report("view", **event)
             return
-        work.state[name] = maintained.store(path, size)
+        self._write(view, lambda: maintained.store(path, size), work, then=written)
         work.changes[name] = change
         work.stats.views_recomputed.append(name)
         self._emit_changes(view, change, work, rows=size.magnitude)
-        self.report("view", view=name, mode=mode, changes=size.rows, rows=work.state[name].rows)
+
+    def _view_written(self, event: dict[str, Any], record: StateRecord, _: StateRecord) -> None:
+        self.report("view", **event, rows=record.rows)
+
+    def _write(
+        self,
+        relation: Table | View,
+        store: Callable[[], StateRecord],
+        work: _Work,
+        *,
+        then: Callable[[StateRecord, StateRecord], None],
+    ) -> None:
+        """Start writing a relation's new state in the background; `_settle` records it, then
+        calls `then(new, old)` (on the step's thread)."""
+
+        def run() -> StateRecord:
+            if isinstance(relation, Table):
+                return store()
+            with semantics.evaluating(relation, version=self.runtime_version):
+                return store()
+
+        work.writes[relation.name] = _Write(_WRITER.submit(self._in_session(run)), then)
+
+    def _in_session(self, work: Callable[[], _T]) -> Callable[[], _T]:
+        """`work` as a writer thread runs it: a new JVM thread has no active Spark session."""
+        session, jvm = self.spark._jsparkSession, self.spark._jvm
+        assert jvm is not None
+
+        def run() -> _T:
+            jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)
+            return work()
+
+        return run
+
+    def _settle(self, work: _Work, names: Iterable[str]) -> None:
+        """Wait for the background writes of `names` and record their new state (a failed
+        write raises here)."""
+        for name in names:
+            write = work.writes.get(name)
+            if write is None:
+                continue
+            old, new = work.state[name], write.future.result()
+            work.state[name] = new
+            del work.writes[name]
+            write.then(new, old)
 
     def _own_view_path(self, record: StateRecord, name: str, work: _Work) -> str:
         """Where a view's new state goes: in place, or anew for adopted state (read only)."""
@@ -357,7 +430,8 @@ class Runtime:
             return
         signed = zsets.signed(change)  # cheap: `change` is cached
         for output in outputs:
-            output.emit(self.spark, signed, sequence=work.sequence)
+            emit = functools.partial(output.emit, self.spark, signed, sequence=work.sequence)
+            work.emits.append(_WRITER.submit(self._in_session(emit)))
         work.stats.changes_emitted += rows
 
     def _relayout(self, record: StateRecord, layout: str) -> StateRecord:
@@ -550,6 +624,14 @@ class Runtime:
         return [row.asDict(recursive=True) for row in rows]
 
 
+def _appended(spark: SparkSession, rows: DataFrame, uri: str, record: StateRecord) -> StateRecord:
+    """Append `rows` to a table's Delta state: its record after, the row count from the
+    commit's own metrics (no count job)."""
+    rows.write.format("delta").mode("append").save(uri)
+    version, written = storage.last_write(spark, uri)
+    return record.model_copy(update={"version": version, "rows": (record.rows or 0) + written})
+
+
 def _in_order(frame: DataFrame, table: Table, position: int) -> DataFrame:
     """An input's frame as a change of `table`: its columns and `__w` (+1 when the input
     carries none); with a primary key also ORDER, after the connector's `position` (other
@@ -579,6 +661,15 @@ def _adhoc_connector(table: str, root: str) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class _Write:
+    """A relation's new state being written in the background, and what to do on the step's
+    thread once it is: `then(new, old)` (count the rows, report progress)."""
+
+    future: futures.Future[StateRecord]
+    then: Callable[[StateRecord, StateRecord], None]
+
+
 @dataclass
 class _Work:
     """What a step has done so far: the state and offsets it will commit."""
@@ -590,11 +681,33 @@ class _Work:
     changes: dict[str, DataFrame] = field(default_factory=dict)
     """This step's consolidated change of each table and view that changed (Z-sets)."""
     cached: list[DataFrame] = field(default_factory=list)
+    writes: dict[str, _Write] = field(default_factory=dict)
+    """Relations whose new state is still being written; `state` has their record before."""
+    emits: list[futures.Future[None]] = field(default_factory=list)
+    """Outputs' changes being written."""
 
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:
         sequence = manifest.sequence + 1
         return cls(sequence, StepStats(sequence), dict(manifest.state), dict(manifest.connectors))
+
+
+class _After(Mapping[str, StateRecord]):
+    """The state so far as a view's maintenance reads it: a relation whose new state is still
+    being written is waited for (`settle`), and only when it is read."""
+
+    def __init__(self, work: _Work, settle: Callable[[str], None]) -> None:
+        self._work, self._settle = work, settle
+
+    def __getitem__(self, name: str) -> StateRecord:
+        self._settle(name)
+        return self._work.state[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._work.state)
+
+    def __len__(self) -> int:
+        return len(self._work.state)
 
 
 def refuse_unless_allowed(plan: ChangePlan) -> None:

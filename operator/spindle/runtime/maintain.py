@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -217,7 +217,9 @@ class Views:
         """The view's consolidated change this step, and how to store it (given the path to
         write, returns the new record). `before`/`after`: state at the start and now."""
         old_record = before[view.name]
-        schemas = self.register(after, view.dependencies)
+        # a step does not change a relation's columns: the schemas are read from the state
+        # before it, so an input whose new state is still being written is not waited for
+        schemas = self.register(before, view.dependencies)
         analyzed = self.analyze(view, schemas)
         shape = analyzed.shape
         if isinstance(shape, str) or analyzed.layout != old_record.layout:
@@ -236,12 +238,14 @@ class Views:
         changes: Mapping[str, DataFrame],
     ) -> Sources:
         names = {n for block in analyzed.relations for n in block}
-        old = {n: self._zset_or_empty(n, before) for n in names}
-        new = {n: self._zset_or_empty(n, after) for n in names}
+
+        @functools.cache  # each state is opened at most once, and only if a term reads it
+        def state(name: str, now: bool) -> DataFrame:
+            return self._zset_or_empty(name, after if now else before)
 
         @functools.cache  # a LEFT JOIN reads its right side's new rows in several terms
         def present(name: str, now: bool) -> str:
-            rows = zsets.consolidate((new if now else old)[name])
+            rows = zsets.consolidate(state(name, now))
             return self.temp(rows.where(zsets.column(WEIGHT) > 0))
 
         def define(sql: str, negated: bool) -> str:
@@ -251,8 +255,8 @@ class Views:
             return self.temp(frame)
 
         return Sources(
-            old={n: self.temp(frame) for n, frame in old.items()},
-            new={n: self.temp(frame) for n, frame in new.items()},
+            old=_Named(names, lambda n: self.temp(state(n, False))),
+            new=_Named(names, lambda n: self.temp(state(n, True))),
             change={n: self.temp(changes[n]) if n in changes else None for n in names},
             present=present,
             define=define,
@@ -437,6 +441,27 @@ class Views:
             result = joined.withColumn(m, chosen).drop("__fresh", *[f"__right{k}" for k in keys])
         touched.unpersist()
         return self.cache(result.drop(*flags))
+
+
+class _Named(Mapping[str, str]):
+    """The temporary view of each of `names`, registered the first time a term reads it."""
+
+    def __init__(self, names: set[str], register: Callable[[str], str]) -> None:
+        self._names, self._register = names, register
+        self._made: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._made:
+            self._made[name] = self._register(name)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _has_star(block: exp.Select) -> bool:

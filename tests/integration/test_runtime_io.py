@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -240,46 +241,68 @@ def test_delta_input_reads_only_the_commits_after_its_offset(tmp_path: Path, spa
     assert rows(frame.select("id", "__o")) == [(1, 2 * 2 + 0), (3, 1 * 2 + 1)]
 
 
+def connectors(transport: str, path: Path) -> str:
+    """One connector's JSON: a transport at `path` (file transports read and write JSON)."""
+    config = {"path": str(path)}
+    found: dict[str, Any] = {"name": "c", "transport": {"name": transport, "config": config}}
+    if transport != "delta_table_output":
+        found["format"] = {"name": "json"}
+    return json.dumps([found])
+
+
+def runtime_for(tmp_path: Path, sql: str) -> tuple[Any, Any, Any]:
+    """A runtime on the suite's Spark for `sql`, with its state under tmp_path/s: the runtime,
+    its checkpoint store and the parsed program."""
+    from spindle.api import PipelineSpec
+    from spindle.checkpoint import PipelineRef
+    from spindle.checkpoint.store import open_store
+    from spindle.program import parse_program
+    from spindle.runtime.factory import open_runtime
+
+    root = (tmp_path / "s").as_uri()
+    store = open_store(root)
+    runtime = open_runtime(
+        pipeline=PipelineRef(namespace="default", name="p"),
+        spec=PipelineSpec.model_validate({"sql": sql, "storage": {"uri": root}}),
+        store=store,
+        s3=None,
+        report=lambda event, **fields: None,
+    )
+    return runtime, store, parse_program(sql)
+
+
+def block(directory: Path) -> Callable[[], None]:
+    """Put a file where an output's directory is (so writing under it fails); returns the undo."""
+    kept = directory.with_name(directory.name + ".kept")
+    directory.rename(kept)
+    directory.write_text("a file where the output's directory should be\n")
+
+    def unblock() -> None:
+        directory.unlink()
+        kept.rename(directory)
+
+    return unblock
+
+
 def test_an_output_that_cannot_be_written_fails_the_step_and_the_next_step_delivers_it_once(
     tmp_path: Path, spark: Any
 ) -> None:
     """A step writes state and outputs in the background while it maintains later views; a
     write that fails fails the step before its commit, and the step does not return while
     another of its writes still runs (the next step rolls them back, then does the step again)."""
-    from spindle.api import PipelineSpec
-    from spindle.checkpoint import PipelineRef
-    from spindle.checkpoint.store import open_store
-    from spindle.program import parse_program
-    from spindle.runtime.factory import open_runtime
     from spindle.runtime.storage import delta_version
 
     inputs, out = tmp_path / "in", tmp_path / "out"
     inputs.mkdir()
-
-    def connector(name: str, transport: str, path: Path) -> str:
-        config = {"path": str(path)}
-        transported = {"name": transport, "config": config}
-        return json.dumps([{"name": name, "format": {"name": "json"}, "transport": transported}])
-
     sql = (
         "create table events (id bigint, k int, amount int) with "
-        f"('connectors' = '{connector('src', 'file_input', inputs)}');\n"
+        f"('connectors' = '{connectors('file_input', inputs)}');\n"
         "create view totals as select k, sum(amount) as total from events group by k;\n"
         "create materialized view big with "
-        f"('connectors' = '{connector('sink', 'file_output', out)}') as "
+        f"('connectors' = '{connectors('file_output', out)}') as "
         "select k, total from totals where total > 10;\n"
     )
-    root = (tmp_path / "s").as_uri()
-    spec = PipelineSpec.model_validate({"sql": sql, "storage": {"uri": root}})
-    store = open_store(root)
-    runtime = open_runtime(
-        pipeline=PipelineRef(namespace="default", name="out"),
-        spec=spec,
-        store=store,
-        s3=None,
-        report=lambda event, **fields: None,
-    )
-    program = parse_program(sql)
+    runtime, store, program = runtime_for(tmp_path, sql)
 
     def batch(name: str, rows: list[tuple[int, int, int]]) -> None:
         lines = [json.dumps({"id": i, "k": k, "amount": a}) for i, k, a in rows]
@@ -296,19 +319,62 @@ def test_an_output_that_cannot_be_written_fails_the_step_and_the_next_step_deliv
     assert delivered() == [(1, 20, 1)]
 
     batch("b", [(3, 2, 30), (4, 1, 1)])
-    out.rename(tmp_path / "out.kept")
-    out.write_text("a file where the output's directory should be\n")
+    unblock = block(out)
     with pytest.raises(Exception):  # noqa: B017 (whatever Hadoop raises for a path under a file)
         runtime.step(program, first)
-    assert store.latest().sequence == first.sequence  # type: ignore[union-attr]
+    assert store.latest().sequence == first.sequence
     events = runtime.uri(first.state["events"].path)
     assert delta_version(spark, events) > first.state["events"].version  # written, not running
 
-    out.unlink()
-    (tmp_path / "out.kept").rename(out)
+    unblock()
     second, stats = runtime.step(program, first)
     assert stats.rows_ingested == 2 and second.sequence == first.sequence + 1
     assert second.state["events"].rows == 4
     assert delivered() == sorted([(1, 20, 1), (1, 20, -1), (1, 21, 1), (2, 35, 1)])
     stored = runtime.views(program).contents("totals", second.state["totals"])
     assert sorted(tuple(r) for r in stored.collect()) == [(1, 21), (2, 35)]
+
+
+def test_a_bootstrap_after_a_failed_step_replaces_the_delta_output_the_step_wrote_to(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A failed step may have written its changes to a Delta output before failing. The
+    bootstrap that follows commits that step's sequence number: its write to the output must
+    not be skipped as the step's own replay would be (Delta's idempotent writes)."""
+    from spindle.plan.plan import make_plan
+
+    inputs, out, lake = tmp_path / "in", tmp_path / "out", tmp_path / "lake"
+    inputs.mkdir()
+    sql = (
+        "create table events (id bigint, k int, amount int) with ('materialized' = 'true', "
+        f"'connectors' = '{connectors('file_input', inputs)}');\n"
+        "create materialized view totals with "
+        f"('connectors' = '{connectors('delta_table_output', lake)}') as "
+        "select k, sum(amount) as total from events group by k;\n"
+        "create materialized view big with "
+        f"('connectors' = '{connectors('file_output', out)}') as "
+        "select k, total from totals where total > 10;\n"
+    )
+    runtime, _, program = runtime_for(tmp_path, sql)
+    (inputs / "a.json").write_text('{"id": 1, "k": 1, "amount": 20}\n')
+    first, _ = runtime.step(program, runtime.initialize(program))
+
+    (inputs / "b.json").write_text('{"id": 2, "k": 1, "amount": 5}\n')
+    unblock = block(out)
+    with pytest.raises(Exception):  # noqa: B017 (whatever Hadoop raises for a path under a file)
+        runtime.step(program, first)
+    written = spark.read.format("delta").load(str(lake))
+    assert sorted(tuple(r) for r in written.select("k", "total", "weight").collect()) == [
+        (1, 20, -1),  # the failed step's change reached the output
+        (1, 20, 1),
+        (1, 25, 1),
+    ]
+
+    unblock()
+    plan = make_plan(old=program, new=program, restate=("totals",))
+    bootstrapped = runtime.bootstrap(plan, first)
+    assert bootstrapped.sequence == first.sequence + 1  # the failed step's sequence
+    written = spark.read.format("delta").load(str(lake))
+    assert sorted(tuple(r) for r in written.select("k", "total", "weight").collect()) == [
+        (1, 20, 1)  # the stored state the bootstrap read: the failed step's input is not in it
+    ]

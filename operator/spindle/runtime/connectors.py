@@ -412,12 +412,19 @@ def make_input(connector: Connector, schema: StructType) -> Input:
     raise unsupported(connector)
 
 
-def make_output(connector: Connector, *, pipeline: str) -> Output:
+def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = None) -> Output:
+    """The output a step (or, given its change id, a bootstrap) writes through. A Delta output's
+    writes are idempotent per (writer, sequence): a step's replay skips what its crashed attempt
+    wrote. A bootstrap is another writer than the steps, one per change: it commits the sequence
+    a failed step may have written to before it, and must not be skipped for that."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
         return FileOutput(_location(connector, "path", "uri"), name)
     if connector.transport == "delta_table_output":
-        return DeltaOutput(_location(connector, "uri", "path"), f"{pipeline}/{connector.key}")
+        writer = f"{pipeline}/{connector.key}"
+        if bootstrap is not None:
+            writer = f"{writer}/bootstrap/{bootstrap}"
+        return DeltaOutput(_location(connector, "uri", "path"), writer)
     raise unsupported(connector)
 
 

@@ -193,6 +193,13 @@ def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_
     assert cli.json(
         "query", "grades-copy", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
     ) == [{"student_id": 1, "avg": "97.00"}, {"student_id": 2, "avg": "85.00"}]
+    # a step maintains the adopted views (written at version 1 of the source's tables) in copies
+    late = "insert into grades values (1, 'algebra', 77, '2025-10-01')"
+    cli("local", "execute", "grades-copy", late)
+    cli("local", "run", "grades-copy", "--until-idle")
+    assert cli.json(
+        "query", "grades-copy", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+    ) == [{"student_id": 1, "avg": "87.00"}, {"student_id": 2, "avg": "85.00"}]
     assert source.store().latest() == origin  # the source pipeline was only read
     shutil.rmtree(tmp_path / "home" / "pipelines" / "grades-copy")
 

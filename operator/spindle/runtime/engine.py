@@ -54,8 +54,9 @@ Report = Callable[..., None]
 _T = TypeVar("_T")
 
 _WRITER = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="spindle-write")
-"""Writes views' new state while the step goes on (`_Write`). Two: a Delta write spends most
-of its time in the driver (planning, the log, the commit), so two overlap on two cores."""
+"""Writes tables' appended input, views' new state and outputs' changes while the step goes on
+(`_Write`). Two threads: a Delta write spends most of its time in the driver (planning, the
+log, the commit), which the step's own planning can overlap on a second core."""
 
 
 def _quiet(event: str, **fields: Any) -> None:

@@ -598,9 +598,7 @@ class Runtime:
                 # only outputs need the stored contents read back
                 contents = reader.contents(name, record).withColumn("weight", F.lit(1))
                 for connector in view.connectors:
-                    output = make_output(
-                        connector, pipeline=self._key(), bootstrap=plan.change_id
-                    )
+                    output = make_output(connector, pipeline=self._key(), bootstrap=plan.change_id)
                     if self.outputs_on_bootstrap == "replace":
                         output.replace(self.spark, contents, sequence=sequence)
                     else:

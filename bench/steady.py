@@ -212,8 +212,8 @@ def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> No
             seconds = history.step(spark, 100, f"small{index}")
             if index:
                 history.seconds.setdefault("step", []).append(seconds)
-        for kind, keeps in (("hand", True), ("hand, no history", False)):
-            seconds = hand(f"{kind}{index}".replace(", ", "-").replace(" ", "-"), history=keeps)
+        for kind, tag, keeps in (("hand", "hand", True), ("hand, no history", "plain", False)):
+            seconds = hand(f"{tag}{index}", history=keeps)
             if index:
                 large.seconds.setdefault(kind, []).append(seconds)
     for index in range(repeat):

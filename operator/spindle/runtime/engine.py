@@ -322,7 +322,7 @@ class Runtime:
                 table,
                 lambda: _appended(self.spark, stored, uri, record),
                 work,
-                then=lambda new, old: self._count_ingested(work, (new.rows or 0) - (old.rows or 0)),
+                then=lambda new: self._count_ingested(work, (new.rows or 0) - (record.rows or 0)),
             )
             return
         work.changes[name] = added
@@ -375,7 +375,7 @@ class Runtime:
         work.stats.views_recomputed.append(name)
         self._emit_changes(view, change, work, rows=size.magnitude)
 
-    def _view_written(self, event: dict[str, Any], record: StateRecord, _: StateRecord) -> None:
+    def _view_written(self, event: dict[str, Any], record: StateRecord) -> None:
         self.report("view", **event, rows=record.rows)
 
     def _write(
@@ -384,10 +384,10 @@ class Runtime:
         store: Callable[[], StateRecord],
         work: _Work,
         *,
-        then: Callable[[StateRecord, StateRecord], None],
+        then: Callable[[StateRecord], None],
     ) -> None:
         """Start writing a relation's new state in the background; `_settle` records it, then
-        calls `then(new, old)` (on the step's thread)."""
+        calls `then` with it (on the step's thread)."""
 
         def run() -> StateRecord:
             if isinstance(relation, Table):
@@ -415,10 +415,9 @@ class Runtime:
             write = work.writes.get(name)
             if write is None:
                 continue
-            old, new = work.state[name], write.future.result()
-            work.state[name] = new
+            work.state[name] = write.future.result()
             del work.writes[name]
-            write.then(new, old)
+            write.then(work.state[name])
 
     def _own_view_path(self, record: StateRecord, name: str, work: _Work) -> str:
         """Where a view's new state goes: in place, or anew for adopted state (read only)."""
@@ -664,11 +663,11 @@ def _adhoc_connector(table: str, root: str) -> Any:
 
 @dataclass(frozen=True)
 class _Write:
-    """A relation's new state being written in the background, and what to do on the step's
-    thread once it is: `then(new, old)` (count the rows, report progress)."""
+    """A relation's new state being written in the background, and what to do with it on the
+    step's thread once it is written (count the rows, report progress)."""
 
     future: futures.Future[StateRecord]
-    then: Callable[[StateRecord, StateRecord], None]
+    then: Callable[[StateRecord], None]
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from spindle.errors import SpindleError
 from spindle.local.home import LocalPipeline
 from tests.integration.test_grades import Cli
 
@@ -327,8 +328,11 @@ def test_an_output_that_cannot_be_written_fails_the_step_and_the_next_step_deliv
 
     batch("b", [(3, 2, 30), (4, 1, 1)])
     unblock = block(out)
-    with pytest.raises(Exception):  # noqa: B017 (whatever Hadoop raises for a path under a file)
+    with pytest.raises(SpindleError) as refused:
         runtime.step(program, first)
+    assert refused.value.reason == "OutputUnwritable"
+    assert refused.value.details == {"connector": "big.c", "uri": str(out)}
+    assert f"Output connector big.c cannot write to {out}: " in refused.value.message
     assert store.latest().sequence == first.sequence
     events = runtime.uri(first.state["events"].path)
     assert delta_version(spark, events) > first.state["events"].version  # written, not running
@@ -362,13 +366,13 @@ def test_a_bootstrap_after_a_failed_step_replaces_the_delta_output_the_step_wrot
         f"('connectors' = '{connectors('file_output', out)}') as "
         "select k, total from totals where total > 10;\n"
     )
-    runtime, _, program = runtime_for(tmp_path, sql)
+    runtime, store, program = runtime_for(tmp_path, sql)
     (inputs / "a.json").write_text('{"id": 1, "k": 1, "amount": 20}\n')
     first, _ = runtime.step(program, runtime.initialize(program))
 
     (inputs / "b.json").write_text('{"id": 2, "k": 1, "amount": 5}\n')
     unblock = block(out)
-    with pytest.raises(Exception):  # noqa: B017 (whatever Hadoop raises for a path under a file)
+    with pytest.raises(SpindleError, match=r"Output connector big\.c cannot write"):
         runtime.step(program, first)
     written = spark.read.format("delta").load(str(lake))
     assert sorted(tuple(r) for r in written.select("k", "total", "weight").collect()) == [
@@ -377,8 +381,14 @@ def test_a_bootstrap_after_a_failed_step_replaces_the_delta_output_the_step_wrot
         (1, 25, 1),
     ]
 
-    unblock()
     plan = make_plan(old=program, new=program, restate=("totals",))
+    with pytest.raises(SpindleError) as refused:  # a bootstrap's output is refused the same way
+        runtime.bootstrap(plan, first)
+    assert refused.value.reason == "OutputUnwritable"
+    assert refused.value.details["connector"] == "big.c"
+    assert store.latest().id == first.id
+
+    unblock()
     bootstrapped = runtime.bootstrap(plan, first)
     assert bootstrapped.sequence == first.sequence + 1  # the failed step's sequence
     written = spark.read.format("delta").load(str(lake))

@@ -16,16 +16,22 @@ without the feed that is `DeltaInputNotAppendOnly`.
 
 Outputs receive changes (the view's columns plus `weight`: +1 insert, -1 delete) under a step
 sequence number, so replaying a step rewrites the same files or Delta transaction instead of
-duplicating them; on bootstrap, outputs Spindle owns can have their contents replaced.
+duplicating them; on bootstrap, outputs Spindle owns can have their contents replaced. A write
+the output's storage refuses (a file where its directory should be, no permission, a bucket
+that does not exist) is `OutputUnwritable`, naming the connector, the location and the cause.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -34,7 +40,7 @@ from spindle.errors import SpindleError
 from spindle.program import Connector
 from spindle.program.formats import OPERATIONS, InputFormat, format_name, input_format
 from spindle.program.formats import invalid_record as _invalid_record
-from spindle.runtime import file_offsets, storage
+from spindle.runtime import file_offsets, semantics, storage
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.zsets import column
 
@@ -340,51 +346,89 @@ def _removes(action: dict[str, Any]) -> bool:
     return _adds(action) and action["add"].get("deletionVector") is not None
 
 
+def _cause(error: BaseException) -> str:
+    """The innermost cause of a failed write, as `ExceptionName: first line of its message`."""
+    cause, root = getattr(error, "java_exception", None), None
+    while cause is not None:
+        root, cause = cause, cause.getCause()
+    if root is not None:
+        name, text = str(root.getClass().getSimpleName()), str(root.getMessage() or "")
+    else:
+        name, text = type(error).__name__, str(error)
+    return f"{name}: {text.strip().splitlines()[0] if text.strip() else '(no message)'}"
+
+
+@contextlib.contextmanager
+def _writing(connector: str, location: str) -> Iterator[None]:
+    """A write to an output; its storage refusing it is `OutputUnwritable` (a row the view's
+    SQL cannot evaluate stays the view's `SqlRuntimeError`)."""
+    try:
+        yield
+    except (Py4JJavaError, AnalysisException, OSError) as error:
+        if semantics.data_error(error) is not None:
+            raise
+        raise SpindleError(
+            reason="OutputUnwritable",
+            message=f"Output connector {connector} cannot write to {location}: "
+            f"{_cause(error)}. Make the location a directory (or bucket prefix) the driver "
+            "may create and write. Nothing was committed: once it can write, the work is done "
+            "again and its changes are delivered once.",
+            details={"connector": connector, "uri": location},
+        ) from error
+
+
 @dataclass(frozen=True)
 class FileOutput:
+    connector: str
     path: str
     format: str
 
     def _write(self, spark: SparkSession, frame: DataFrame, *, sequence: int, tag: str) -> None:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
-        storage.delete(spark, staging)
-        frame.coalesce(1).write.mode("overwrite").format(self.format).option("header", "true").save(
-            staging
-        )
-        parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
-        for index, part in enumerate(parts):
-            target = storage.join(
-                self.path, f"{sequence:08d}-{tag}-{index}.{EXTENSIONS[self.format]}"
-            )
-            storage.move(spark, part, target)
-        storage.delete(spark, staging)
+        with _writing(self.connector, self.path):
+            storage.delete(spark, staging)
+            frame.coalesce(1).write.mode("overwrite").format(self.format).option(
+                "header", "true"
+            ).save(staging)
+            parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
+            for index, part in enumerate(parts):
+                target = storage.join(
+                    self.path, f"{sequence:08d}-{tag}-{index}.{EXTENSIONS[self.format]}"
+                )
+                storage.move(spark, part, target)
+            storage.delete(spark, staging)
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
-        old = storage.list_files(spark, self.path)
+        with _writing(self.connector, self.path):
+            old = storage.list_files(spark, self.path)
         self._write(spark, contents, sequence=sequence, tag="snapshot")
         keep = f"{sequence:08d}-snapshot-"
-        for file in old:
-            if keep not in file:
-                storage.delete(spark, file)
+        with _writing(self.connector, self.path):
+            for file in old:
+                if keep not in file:
+                    storage.delete(spark, file)
 
 
 @dataclass(frozen=True)
 class DeltaOutput:
+    connector: str
     uri: str
     app_id: str
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
-        changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
-            "txnVersion", sequence
-        ).option("mergeSchema", "true").save(self.uri)
+        with _writing(self.connector, self.uri):
+            changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
+                "txnVersion", sequence
+            ).option("mergeSchema", "true").save(self.uri)
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
-        contents.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(
-            "txnAppId", self.app_id
-        ).option("txnVersion", sequence).save(self.uri)
+        with _writing(self.connector, self.uri):
+            contents.write.format("delta").mode("overwrite").option(
+                "overwriteSchema", "true"
+            ).option("txnAppId", self.app_id).option("txnVersion", sequence).save(self.uri)
 
 
 def make_input(connector: Connector, schema: StructType) -> Input:
@@ -419,12 +463,12 @@ def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = 
     a failed step may have written to before it, and must not be skipped for that."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
-        return FileOutput(_location(connector, "path", "uri"), name)
+        return FileOutput(connector.key, _location(connector, "path", "uri"), name)
     if connector.transport == "delta_table_output":
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
-        return DeltaOutput(_location(connector, "uri", "path"), writer)
+        return DeltaOutput(connector.key, _location(connector, "uri", "path"), writer)
     raise unsupported(connector)
 
 

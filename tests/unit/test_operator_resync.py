@@ -39,6 +39,20 @@ def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> No
     assert queued(run)  # a driver runs: its checkpoints are read at every re-list
 
 
+def test_a_preview_request_reconciles_a_quiet_pipeline_at_once(tmp_path: Path) -> None:
+    """`kubectl spindle preview` annotates a pipeline awaiting approval, which is quiet: the
+    annotation is a change of its object, not something for the recheck to find minutes later."""
+    run = harness(Clock())
+    seed(tmp_path, V1)
+    run.cluster.apply("grades", spec(tmp_path, V2))
+    run.reconcile()
+    assert run.phase() == "AwaitingApproval"
+    assert not queued(run)
+    change = run.cluster.status("grades")["pendingChange"]["id"]
+    run.cluster.annotate("grades", "spindle.dev/preview", f"{change}@20261124T060000")
+    assert queued(run)
+
+
 def test_a_driver_pod_event_or_a_due_recheck_reconciles_a_quiet_pipeline(tmp_path: Path) -> None:
     run = harness(Clock())
     seed(tmp_path, V1)

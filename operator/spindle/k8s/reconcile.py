@@ -69,8 +69,8 @@ Inputs = tuple[object, ...]
 
 def inputs(pipeline: dict[str, Any]) -> Inputs:
     """What of a Pipeline object its reconcile reads: which object it is, its spec (by
-    generation), the approval and restatement annotations, and whether it is being deleted.
-    Its status, labels and other annotations change no decision."""
+    generation), the approval, restatement and preview annotations, and whether it is being
+    deleted. Its status, labels and other annotations change no decision."""
     meta = pipeline.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     return (
@@ -78,6 +78,7 @@ def inputs(pipeline: dict[str, Any]) -> Inputs:
         meta.get("generation"),
         annotations.get(APPROVE_ANNOTATION),
         annotations.get(RESTATE_ANNOTATION),
+        annotations.get(PREVIEW_ANNOTATION),
         bool(meta.get("deletionTimestamp")),
     )
 

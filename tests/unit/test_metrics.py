@@ -81,6 +81,7 @@ def harness(clock: Clock, cluster: FakeCluster | None = None) -> Harness:
         cluster=cluster,  # type: ignore[arg-type]
         settings=settings,
         on_outcome=operator._outcome,
+        on_create=operator._creating,
     )
     return Harness(cluster, operator, clock)
 

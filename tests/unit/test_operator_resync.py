@@ -17,9 +17,13 @@ from tests.unit.test_operator_body import spec
 
 
 def queued(run: Harness, event: str = "MODIFIED") -> bool:
-    """Whether the pipeline's watch event, as the API server sends it now, queues it."""
+    """Whether the pipeline's watch event (or, with `event="relist"`, a re-list), as the API
+    server shows the pipeline now, queues it."""
     run.operator.work, run.operator.watchdog = WorkQueue(), Watchdog(stall_after=60.0)
-    run.operator.pipeline_event(run.cluster.pipelines[KEY], event)
+    if event == "relist":
+        run.operator.offer(run.cluster.pipelines[KEY], relisted=True)
+    else:
+        run.operator.pipeline_event(run.cluster.pipelines[KEY], event)
     return KEY in run.operator.work.queued
 
 
@@ -36,7 +40,14 @@ def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> No
     assert queued(run)
     run.reconcile()
     assert run.phase() == "Bootstrapping"
-    assert queued(run)  # a driver runs: its checkpoints are read at every re-list
+    assert queued(run, "relist")  # a driver runs: its checkpoints are read at every re-list
+    assert not queued(run)  # the echo of its status write, and the ADDED event of its pod
+    [pod] = run.cluster.pods.values()
+    run.operator.pod_event(pod, "ADDED")
+    assert KEY not in run.operator.work.queued
+    pod["status"]["phase"] = "Running"  # the driver as the brain sees it changed
+    run.operator.pod_event(pod, "MODIFIED")
+    assert KEY in run.operator.work.queued
 
 
 def test_a_preview_request_reconciles_a_quiet_pipeline_at_once(tmp_path: Path) -> None:
@@ -89,7 +100,7 @@ def test_a_pipeline_missing_its_secret_is_tried_at_every_relist(tmp_path: Path) 
     run.cluster.apply("grades", {"sql": V1, "storage": storage})
     run.reconcile()
     assert run.cluster.status("grades")["conditions"][0]["reason"] == "SecretNotFound"
-    assert queued(run)
+    assert queued(run, "relist")
     run.cluster.secrets[("default", "s3")] = {"id": "x"}
     run.reconcile()
     assert run.phase() == "Pending"

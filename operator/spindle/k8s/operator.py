@@ -8,7 +8,10 @@ correctness. A pipeline whose last outcome was quiet (`Outcome.quiet`: awaiting 
 stopped, failed for good) is skipped by re-lists and by the echo of its own status write while
 the inputs of its object are unchanged, for up to `recheck` seconds; one whose storage did not
 answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, not a reconcile
-per pipeline, and a hung store holds one worker now and then, not one at every re-list.
+per pipeline, and a hung store holds one worker now and then, not one at every re-list. Any
+other (a driver runs) is reconciled at every re-list, but not by the echo of its own status
+write, nor by the ADDED event of a pod it has just created (`_creating`): those carry nothing
+the reconcile that caused them did not know.
 
 kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
 writes no progress or diff-base annotations; the only kopf-managed metadata is the
@@ -54,10 +57,13 @@ log = logging.getLogger("spindle.operator")
 @dataclass(frozen=True)
 class Settled:
     """A pipeline the operator need not reconcile until `until` (monotonic), unless the
-    inputs of its object change or an event of its driver pod arrives."""
+    inputs of its object change or an event of its driver pod arrives; with `relists`, each
+    re-list reconciles it all the same (its driver is active, or a fix lies outside its object),
+    and only its object's events that change no input (the echo of its own status write) wait."""
 
     inputs: Inputs
     until: float
+    relists: bool = False
 
 
 @dataclass
@@ -151,7 +157,10 @@ class Operator:
         self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
         api = api_client()
         self.reconciler = Reconciler(
-            cluster=Cluster(api), settings=self.settings, on_outcome=self._outcome
+            cluster=Cluster(api),
+            settings=self.settings,
+            on_outcome=self._outcome,
+            on_create=self._creating,
         )
         self._relist = asyncio.Event()
         self._tasks.append(asyncio.create_task(self._resync(), name="resync"))
@@ -223,24 +232,34 @@ class Operator:
     # -- the loop ------------------------------------------------------------------------------
 
     def _settle(self, key: Key, outcome: Outcome | None) -> None:
-        """Remember a quiet outcome, or one whose storage did not answer, until it is due."""
-        if outcome is not None and outcome.quiet:
-            rest = self.recheck
-        elif outcome is not None and outcome.reason == "StorageUnavailable":
-            rest = STORAGE_REST
-        else:
+        """Remember an outcome until it is due: a quiet one, or one whose storage did not
+        answer, for re-lists too; any other for its object's events that change no input."""
+        if outcome is None:
             self._settled.pop(key, None)
             return
-        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest)
+        relists = False
+        if outcome.quiet:
+            rest = self.recheck
+        elif outcome.reason == "StorageUnavailable":
+            rest = STORAGE_REST
+        else:
+            rest, relists = self.resync, True
+        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest, relists)
 
-    def _due(self, key: Key, pipeline: Any) -> bool:
+    def _due(self, key: Key, pipeline: Any, *, relisted: bool = False) -> bool:
         """Whether a re-listed or changed pipeline needs a reconcile."""
         settled = self._settled.get(key)
         return (
             settled is None
             or settled.inputs != inputs(pipeline)
+            or (relisted and settled.relists)
             or time.monotonic() >= settled.until
         )
+
+    def _creating(self, pod: dict[str, Any]) -> None:
+        """A pod a reconcile is about to create (in its thread): its ADDED event is no news."""
+        meta = pod["metadata"]
+        self._pods[(meta["namespace"], meta["name"])] = _driver_seen(pod)
 
     def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
         key, checkpoint = (namespace, name), outcome.checkpoint
@@ -296,10 +315,8 @@ class Operator:
                 versions = {}
                 for item in items:
                     meta = item["metadata"]
-                    key = (meta["namespace"], meta["name"])
-                    versions[key] = meta.get("resourceVersion", "")
-                    if self.leading and self._due(key, item):
-                        self.work.add(key, relisted=True)
+                    versions[(meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
+                    self.offer(item, relisted=True)
                 self.watchdog.listed(versions)
             except Exception:
                 log.exception("re-listing pipelines failed")
@@ -318,8 +335,14 @@ class Operator:
             self._settled.pop(key, None)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
-        if self.leading and self._due(key, body):
-            self.work.add(key)
+        self.offer(body)
+
+    def offer(self, pipeline: Any, *, relisted: bool = False) -> None:
+        """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`)."""
+        meta = pipeline.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if self.work is not None and self.leading and self._due(key, pipeline, relisted=relisted):
+            self.work.add(key, relisted=relisted)
 
     def pod_event(self, body: Any, event_type: str | None = None) -> None:
         """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it

@@ -116,6 +116,9 @@ class Reconciler:
     cluster: Cluster
     settings: Settings
     on_outcome: Callable[[str, str, Outcome], None] = lambda namespace, name, outcome: None
+    on_create: Callable[[dict[str, Any]], None] = lambda pod: None
+    """Called with each pod just before it is created: its own ADDED event then tells the
+    operator nothing new (the reconcile that creates it records its status)."""
     _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
 
@@ -427,9 +430,10 @@ class PipelineBody:
         for old in pods:  # finished drivers of earlier runs make way
             if old["metadata"]["name"] != name and _finished(old):
                 self.cluster.delete_pod(old, grace_seconds=0)
+        self.reconciler.on_create(wanted)
         if self.cluster.create_pod(wanted):
             log.info("created driver %s (%s)", name, decision.mode)
-            return wanted, None  # its pod's ADDED event reconciles it again (a re-list, at worst)
+            return wanted, None  # its pod's next change, or a re-list, reconciles it again
         existing = next((p for p in pods if p["metadata"]["name"] == name), None)
         if existing is not None and _finished(existing):
             self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass
@@ -448,6 +452,7 @@ class PipelineBody:
             settings=self.reconciler.settings.driver,
             preview=request,
         )
+        self.reconciler.on_create(wanted)
         if self.cluster.create_pod(wanted):
             log.info("created preview pod %s", wanted["metadata"]["name"])
 

@@ -13,6 +13,12 @@ Figures, each with the baseline of one pipeline alone in the same run:
 - a full resync (after approval every pipeline has a driver pod, so each is reconciled at every
   re-list): CPU seconds per resync; and what the quiet fleet costs on average when each pipeline
   is also reconciled once per `--recheck` seconds;
+- one change at a time in the fleet (`--singles` new pipelines, each applied once the last
+  reached its driver pod, while the whole fleet has driver pods and is reconciled at every
+  re-list): apply → AwaitingApproval and approval → driver pod, against the same baselines.
+  This is the latency a platform team lives with; the crowd above is its worst case;
+- where the machine's CPU went while the crowd was first reconciled: the operator, the API
+  server, etcd, the S3 server, and the rest of the control plane (all on the same cores);
 - the operator's peak RSS, and the machine's load average.
 
     SPINDLE_CLUSTER_INDEX=7 python bench/operator_load.py [--pipelines 200]
@@ -82,6 +88,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_by_part(parts: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each part of the machine (a part is one or more processes)."""
+    return {part: sum(cpu_seconds(pid) for pid in pids) for part, pids in parts.items()}
+
+
 def reconciles(port: int) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
@@ -145,6 +156,9 @@ def main() -> None:
     parser.add_argument("--resync", type=float, default=10.0, help="the operator's --resync")
     parser.add_argument("--recheck", type=float, default=300.0, help="the operator's --recheck")
     parser.add_argument("--windows", type=int, default=3, help="resync periods per CPU window")
+    parser.add_argument(
+        "--singles", type=int, default=5, help="pipelines applied one at a time in the fleet"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="spindle-bench-operator-"))
@@ -316,19 +330,49 @@ def run(
 
     crowd = set(names[1:])
     started = {}
-    cpu_at_start = cpu_seconds(operator.pid)
+    parts = {
+        "operator": [operator.pid],
+        "kube-apiserver": [plane.pids()["kube-apiserver"]],
+        "etcd": [plane.pids()["etcd"]],
+        "S3 server": [s3.pid],
+        "controllers and scheduler": [
+            pid for name, pid in plane.pids().items() if name not in ("kube-apiserver", "etcd")
+        ],
+    }
+    cpu_at_start, reconciled_at_start = cpu_by_part(parts), reconciles(port)
+    bench_at_start, wall_at_start = sum(os.times()[:2]), time.monotonic()
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(lambda name: create(name, started), sorted(crowd)))
     to_awaiting = list(awaiting.wait(crowd, started).values())
-    first_pass_cpu = cpu_seconds(operator.pid) - cpu_at_start
+    crowd_wall = time.monotonic() - wall_at_start
+    crowd_cpu = {part: seconds - cpu_at_start[part] for part, seconds in cpu_by_part(parts).items()}
+    crowd_cpu["this benchmark"] = sum(os.times()[:2]) - bench_at_start
+    first_pass_cpu = crowd_cpu["operator"]
+    first_pass_reconciles = reconciles(port) - reconciled_at_start
     quiet_cpu, quiet_reconciles = window()
 
     changes = pending_changes()
     approved = {}
+    reconciled_at_approval = reconciles(port)
     with ThreadPoolExecutor(32) as pool:
         list(pool.map(lambda name: approve(name, changes, approved), sorted(crowd)))
     to_pod = list(with_pods.wait(crowd, approved).values())
+    approval_pass_reconciles = reconciles(port) - reconciled_at_approval
     full_cpu, full_reconciles = window()
+
+    # One change at a time in the fleet, which keeps being reconciled at every re-list.
+    single_awaiting: list[float] = []
+    single_pod: list[float] = []
+    for index in range(args.singles):
+        name = f"single-{index}"
+        started, approved = {}, {}
+        create(name, started)
+        single_awaiting.append(awaiting.wait({name}, started)[name])
+        item = custom.get_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", NAMESPACE, "pipelines", name
+        )
+        approve(name, {name: item["status"]["pendingChange"]["id"]}, approved)
+        single_pod.append(with_pods.wait({name}, approved)[name])
     peak = rss_mb(operator.pid)
     load_after = os.getloadavg()
 
@@ -345,6 +389,12 @@ def run(
         "approval_to_pod_p50_s": round(statistics.median(to_pod), 2),
         "approval_to_pod_p95_s": round(percentile(to_pod, 0.95), 2),
         "first_pass_cpu_s": round(first_pass_cpu, 2),
+        "first_pass_reconciles": round(first_pass_reconciles),
+        "approval_pass_reconciles": round(approval_pass_reconciles),
+        "crowd_wall_s": round(crowd_wall, 2),
+        "crowd_cpu_s": {part: round(seconds, 2) for part, seconds in crowd_cpu.items()},
+        "single_to_awaiting_s": [round(x, 3) for x in single_awaiting],
+        "single_approval_to_pod_s": [round(x, 3) for x in single_pod],
         "quiet_resync_cpu_s": round(quiet_cpu, 3),
         "quiet_resync_reconciles": round(quiet_reconciles, 1),
         "quiet_average_cpu_s_per_resync": round(quiet_average, 3),
@@ -372,8 +422,30 @@ def run(
     )
     print(
         f"  first pass of the crowd: {first_pass_cpu:.2f} CPU s "
-        f"({1000 * first_pass_cpu / args.pipelines:.1f} ms a pipeline)"
+        f"({1000 * first_pass_cpu / args.pipelines:.1f} ms a pipeline), "
+        f"{first_pass_reconciles:.0f} reconciles; the approvals until each had its pod: "
+        f"{approval_pass_reconciles:.0f} reconciles"
     )
+    total, cores = sum(crowd_cpu.values()), os.cpu_count() or 1
+    print(
+        f"  the machine while the crowd was first reconciled ({crowd_wall:.1f} s, "
+        f"{total:.1f} CPU s of {cores * crowd_wall:.1f} on {cores} cores): "
+        + ", ".join(
+            f"{part} {seconds:.1f} s ({100 * seconds / max(total, 1e-9):.0f} %)"
+            for part, seconds in sorted(crowd_cpu.items(), key=lambda item: -item[1])
+        )
+    )
+    for what, values, base in (
+        ("apply → AwaitingApproval", single_awaiting, baseline),
+        ("approval → driver pod    ", single_pod, baseline_pod),
+    ):
+        if values:
+            print(
+                f"  one at a time in the fleet, {what}: median {statistics.median(values):.2f} s, "
+                f"max {max(values):.2f} s of {len(values)} (median / baseline "
+                f"x{statistics.median(values) / max(base, 1e-3):.1f}, "
+                f"max / baseline x{max(values) / max(base, 1e-3):.1f})"
+            )
     print(
         f"  re-list of the quiet fleet: {quiet_cpu:.3f} CPU s a resync "
         f"({quiet_cpu * share:.2f} % of a core), {quiet_reconciles:.0f} reconciles a resync"

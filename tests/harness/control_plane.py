@@ -30,6 +30,7 @@ class ControlPlane:
     ca: Path = field(init=False)
     authority: pki.Authority = field(init=False)
     _processes: list[Popen[bytes]] = field(default_factory=list)
+    _pids: dict[str, int] = field(default_factory=dict)
 
     def kubeconfig_for(self, name: str, *, common: str, org: str | None = None) -> Path:
         """A kubeconfig holding a client certificate for `common` (in group `org`)."""
@@ -63,7 +64,12 @@ class ControlPlane:
             args, log=self.workdir / "logs" / f"{name}.log", registry=self.registry
         )
         self._processes.append(process)
+        self._pids[name] = process.pid
         return process
+
+    def pids(self) -> dict[str, int]:
+        """Each running part's process id, by name (etcd, kube-apiserver, ...)."""
+        return dict(self._pids)
 
     def start(self) -> ControlPlane:
         etcd_bin = binaries.ensure("etcd")
@@ -197,3 +203,4 @@ class ControlPlane:
         for process in reversed(self._processes):
             processes.stop(process, grace=5.0)
         self._processes.clear()
+        self._pids.clear()

@@ -81,6 +81,11 @@ class S3Server:
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
         )
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "the S3 server is not running"
+        return self._process.pid
+
     def bucket(self, prefix: str = "spindle") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
         self.client().create_bucket(Bucket=name)

@@ -78,6 +78,8 @@ def cmd_operator(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # kopf's line per handled watch event: one per status write, per pipeline
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     operator = Operator(
         settings=Settings(
             driver=DriverSettings(

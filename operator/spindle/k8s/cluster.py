@@ -35,6 +35,12 @@ def _json(response: Any) -> Any:
     return json.loads(response.data)
 
 
+def _drained(response: Any) -> None:
+    """Read a response the operator does not need (`_preload_content=False`: not parsed into
+    client models), so that its connection goes back to the pool."""
+    response.data  # noqa: B018
+
+
 REFUSED = frozenset({400, 403, 405, 413, 415, 422})
 """HTTP statuses with which the API server refuses a request itself (bad request, forbidden,
 too large, invalid): asking again with the same input gets the same answer. A conflict, a
@@ -115,14 +121,17 @@ class Cluster:
             {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
             {"op": "add", "path": "/status", "value": status},
         ]
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            meta["namespace"],
-            PLURAL,
-            meta["name"],
-            patch,
-            _content_type="application/json-patch+json",
+        _drained(
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                meta["namespace"],
+                PLURAL,
+                meta["name"],
+                patch,
+                _content_type="application/json-patch+json",
+                _preload_content=False,
+            )
         )
 
     # -- driver pods -------------------------------------------------------------------------
@@ -142,7 +151,13 @@ class Cluster:
     def create_pod(self, pod: dict[str, Any]) -> bool:
         """Create the pod; False when it already exists (it is adopted, never duplicated)."""
         try:
-            self.core.create_namespaced_pod(pod["metadata"]["namespace"], pod)  # type: ignore[arg-type]
+            _drained(
+                self.core.create_namespaced_pod(
+                    pod["metadata"]["namespace"],
+                    pod,  # type: ignore[arg-type]
+                    _preload_content=False,
+                )
+            )
             return True
         except ApiException as error:
             if error.status == 409:
@@ -152,13 +167,16 @@ class Cluster:
     def delete_pod(self, pod: dict[str, Any], *, grace_seconds: int | None = None) -> None:
         meta = pod["metadata"]
         try:
-            self.core.delete_namespaced_pod(
-                meta["name"],
-                meta["namespace"],
-                body=client.V1DeleteOptions(
-                    grace_period_seconds=grace_seconds,
-                    preconditions=client.V1Preconditions(uid=meta["uid"]),
-                ),
+            _drained(
+                self.core.delete_namespaced_pod(
+                    meta["name"],
+                    meta["namespace"],
+                    body=client.V1DeleteOptions(
+                        grace_period_seconds=grace_seconds,
+                        preconditions=client.V1Preconditions(uid=meta["uid"]),
+                    ),
+                    _preload_content=False,
+                )
             )
         except ApiException as error:
             if error.status not in (404, 409):
@@ -184,27 +202,36 @@ class Cluster:
 
     def event(self, pipeline: dict[str, Any], *, type: str, reason: str, message: str) -> None:
         meta = pipeline["metadata"]
-        now = datetime.datetime.now(datetime.UTC)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(
-                name=f"{meta['name']}.{uuid.uuid4().hex[:12]}", namespace=meta["namespace"]
-            ),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{GROUP}/{VERSION}",
-                kind=KIND,
-                name=meta["name"],
-                namespace=meta["namespace"],
-                uid=meta["uid"],
-                resource_version=meta.get("resourceVersion"),
-            ),
-            type=type,
-            reason=reason,
-            message=message[:1024],
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-            source=client.V1EventSource(component="spindle-operator"),
-            reporting_component="spindle.dev/operator",
-            reporting_instance="spindle-operator",
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {  # plain JSON, as the API server takes it: no client models to build
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta['name']}.{uuid.uuid4().hex[:12]}",
+                "namespace": meta["namespace"],
+            },
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": "spindle-operator"},
+            "reportingComponent": "spindle.dev/operator",
+            "reportingInstance": "spindle-operator",
+        }
+        _drained(
+            self.core.create_namespaced_event(
+                meta["namespace"],
+                body,  # type: ignore[arg-type]
+                _preload_content=False,
+            )
         )
-        self.core.create_namespaced_event(meta["namespace"], body)

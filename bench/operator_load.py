@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -160,6 +161,7 @@ def main() -> None:
         "--singles", type=int, default=5, help="pipelines applied one at a time in the fleet"
     )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))  # clean up, as on Ctrl-C
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="spindle-bench-operator-"))
     layout = network.Layout(int(os.environ.get("SPINDLE_CLUSTER_INDEX", "0")))
@@ -214,13 +216,14 @@ def run(
     bucket = s3.bucket("bench")
     options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
     names = ["baseline"] + [f"p{i:04d}" for i in range(args.pipelines)]
+    singles = [f"single-{i}" for i in range(args.singles)]
 
     def seed_one(name: str) -> None:
         store = open_store(f"s3://{bucket}/pipelines", namespace=NAMESPACE, name=name, s3=options)
         seed(store, namespace=NAMESPACE, name=name, program=V1)
 
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(seed_one, names))
+        list(pool.map(seed_one, names + singles))
     port = processes.free_port()
     kubeconfig = token_kubeconfig(kube, SYSTEM, "spindle-operator", work / "sa.kubeconfig")
     operator = processes.start(
@@ -363,8 +366,7 @@ def run(
     # One change at a time in the fleet, which keeps being reconciled at every re-list.
     single_awaiting: list[float] = []
     single_pod: list[float] = []
-    for index in range(args.singles):
-        name = f"single-{index}"
+    for name in singles:
         started, approved = {}, {}
         create(name, started)
         single_awaiting.append(awaiting.wait({name}, started)[name])

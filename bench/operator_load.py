@@ -10,11 +10,12 @@ Figures, each with the baseline of one pipeline alone in the same run:
 - apply → AwaitingApproval (p50, p95), and approval → driver pod (p50, p95);
 - a re-list of the quiet fleet (all awaiting approval): the operator's CPU seconds per resync,
   and reconciles per resync;
-- a full resync (after approval every pipeline has a driver pod, so each is reconciled at every
-  re-list): CPU seconds per resync; and what the quiet fleet costs on average when each pipeline
+- a re-list of the fleet with active drivers (after approval every pipeline has a driver pod,
+  which stays Pending: each re-list checks its checkpoint): CPU seconds, checks and reconciles
+  per resync; and what the quiet fleet costs on average when each pipeline
   is also reconciled once per `--recheck` seconds;
 - one change at a time in the fleet (`--singles` new pipelines, each applied once the last
-  reached its driver pod, while the whole fleet has driver pods and is reconciled at every
+  reached its driver pod, while the whole fleet has driver pods and is checked at every
   re-list): apply → AwaitingApproval and approval → driver pod, against the same baselines.
   This is the latency a platform team lives with; the crowd above is its worst case;
 - where the machine's CPU went while the crowd was first reconciled: the operator, the API
@@ -94,13 +95,22 @@ def cpu_by_part(parts: dict[str, list[int]]) -> dict[str, float]:
     return {part: sum(cpu_seconds(pid) for pid in pids) for part, pids in parts.items()}
 
 
-def reconciles(port: int) -> float:
+def counted(port: int) -> dict[str, float]:
+    """`spindle_reconciles_total` by result, from the operator's /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return sum(
-        float(m.group(1))
-        for m in re.finditer(r"^spindle_reconciles_total\{[^}]*\} (\S+)$", text, re.M)
-    )
+    pattern = r'^spindle_reconciles_total\{result="([^"]*)"\} (\S+)$'
+    return {m.group(1): float(m.group(2)) for m in re.finditer(pattern, text, re.M)}
+
+
+def reconciles(port: int) -> float:
+    """Full reconciles so far (a re-list's check that found nothing changed is not one)."""
+    return sum(count for result, count in counted(port).items() if result != "unchanged")
+
+
+def checks(port: int) -> float:
+    """Re-list checks so far that found a pipeline's checkpoint unchanged."""
+    return counted(port).get("unchanged", 0.0)
 
 
 class Reached:
@@ -313,14 +323,16 @@ def run(
             if (i.get("status") or {}).get("pendingChange")
         }
 
-    def window() -> tuple[float, float]:
-        """CPU seconds and reconciles of the operator per resync, over `--windows` periods."""
+    def window() -> tuple[float, float, float]:
+        """CPU seconds, reconciles and checks of the operator per resync, over `--windows`
+        periods."""
         time.sleep(2.0)  # what the last step queued is done
-        cpu, count = cpu_seconds(operator.pid), reconciles(port)
+        cpu, count, checked = cpu_seconds(operator.pid), reconciles(port), checks(port)
         time.sleep(args.windows * args.resync)
         return (
             (cpu_seconds(operator.pid) - cpu) / args.windows,
             (reconciles(port) - count) / args.windows,
+            (checks(port) - checked) / args.windows,
         )
 
     # Baselines: one pipeline alone, applied, then approved.
@@ -352,7 +364,7 @@ def run(
     crowd_cpu["this benchmark"] = sum(os.times()[:2]) - bench_at_start
     first_pass_cpu = crowd_cpu["operator"]
     first_pass_reconciles = reconciles(port) - reconciled_at_start
-    quiet_cpu, quiet_reconciles = window()
+    quiet_cpu, quiet_reconciles, _ = window()
 
     changes = pending_changes()
     approved = {}
@@ -361,7 +373,7 @@ def run(
         list(pool.map(lambda name: approve(name, changes, approved), sorted(crowd)))
     to_pod = list(with_pods.wait(crowd, approved).values())
     approval_pass_reconciles = reconciles(port) - reconciled_at_approval
-    full_cpu, full_reconciles = window()
+    full_cpu, full_reconciles, full_checks = window()
 
     # One change at a time in the fleet, which keeps being reconciled at every re-list.
     single_awaiting: list[float] = []
@@ -378,7 +390,8 @@ def run(
     peak = rss_mb(operator.pid)
     load_after = os.getloadavg()
 
-    per_reconcile = full_cpu / max(full_reconciles, 1.0)
+    per_reconcile = first_pass_cpu / max(first_pass_reconciles, 1.0)
+    per_visit = full_cpu / max(full_reconciles + full_checks, 1.0)
     quiet_average = quiet_cpu + per_reconcile * len(names) * args.resync / args.recheck
     result = {
         "pipelines": args.pipelines,
@@ -402,6 +415,7 @@ def run(
         "quiet_average_cpu_s_per_resync": round(quiet_average, 3),
         "full_resync_cpu_s": round(full_cpu, 3),
         "full_resync_reconciles": round(full_reconciles, 1),
+        "full_resync_checks": round(full_checks, 1),
         "operator_peak_rss_mb": round(peak, 1),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in load_after],
@@ -453,9 +467,9 @@ def run(
         f"({quiet_cpu * share:.2f} % of a core), {quiet_reconciles:.0f} reconciles a resync"
     )
     print(
-        f"  full resync (each pipeline reconciled): {full_cpu:.3f} CPU s a resync "
-        f"({full_cpu * share:.1f} % of a core), {full_reconciles:.0f} reconciles a resync, "
-        f"{1000 * per_reconcile:.2f} ms a reconcile"
+        f"  re-list of the fleet with active drivers (checkpoints unchanged): {full_cpu:.3f} "
+        f"CPU s a resync ({full_cpu * share:.1f} % of a core), {full_checks:.0f} checks and "
+        f"{full_reconciles:.0f} reconciles a resync, {1000 * per_visit:.2f} ms each"
     )
     print(
         f"  quiet fleet on average, with a recheck every {args.recheck:.0f} s: "

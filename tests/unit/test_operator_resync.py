@@ -9,8 +9,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from spindle.checkpoint.store import open_store
 from spindle.k8s.metrics import Watchdog
 from spindle.k8s.operator import WorkQueue
+from tests.checkpoints import manifest
 from tests.unit.test_lifecycle import V1, V2
 from tests.unit.test_metrics import KEY, Clock, Harness, harness, seed
 from tests.unit.test_operator_body import spec
@@ -25,6 +27,49 @@ def queued(run: Harness, event: str = "MODIFIED") -> bool:
     else:
         run.operator.pipeline_event(run.cluster.pipelines[KEY], event)
     return KEY in run.operator.work.queued
+
+
+def relist(run: Harness) -> None:
+    """One re-list showing the pipeline, and what it queued done by the operator's worker."""
+
+    async def drive() -> None:
+        work = run.operator.work = WorkQueue()
+        run.operator.offer(run.cluster.pipelines[KEY], relisted=True)
+        worker = asyncio.create_task(run.operator._worker())
+        while work.queued or work.busy:
+            await asyncio.sleep(0.01)
+        worker.cancel()
+
+    asyncio.run(drive())
+
+
+def test_a_relist_reconciles_a_running_pipeline_only_when_its_checkpoint_moved(
+    tmp_path: Path,
+) -> None:
+    """Only a driver moves a checkpoint, and its pod's changes are watched: a re-list of a
+    pipeline whose driver is active reads the checkpoint pointer (one conditional read), and
+    reconciles the pipeline only when the checkpoint moved."""
+    run = harness(Clock())
+    first = seed(tmp_path, V1)
+    run.cluster.apply("grades", spec(tmp_path, V1))
+    run.reconcile()
+    assert run.cluster.pods, "a run driver was started"
+    status = run.cluster.status("grades")
+    assert status["lastCheckpoint"]["id"] == first.id
+
+    for _ in range(3):
+        relist(run)
+    assert run.value("spindle_reconciles_total", result="unchanged") == 3.0
+    assert run.value("spindle_reconciles_total", result="ok") == 1.0
+    assert run.cluster.status("grades") == status
+
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    moved = store.commit(manifest(first, program=V1))  # the driver committed a step
+    relist(run)
+    assert run.value("spindle_reconciles_total", result="ok") == 2.0
+    assert run.cluster.status("grades")["lastCheckpoint"]["id"] == moved.id
+    relist(run)
+    assert run.value("spindle_reconciles_total", result="unchanged") == 4.0
 
 
 def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> None:
@@ -122,6 +167,27 @@ def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> N
         ("default", "relisted-0"),
         ("default", "relisted-1"),
     ]
+
+
+def test_a_check_gives_way_to_a_reconcile() -> None:
+    """A re-list's check of a key (`Relist.CHECK`) never replaces a reconcile asked for it."""
+
+    async def taken() -> list[tuple[str, bool]]:
+        work = WorkQueue()
+        work.add(("default", "a"), relisted=True, check=True)
+        work.add(("default", "b"), relisted=True, check=True)
+        work.add(("default", "b"))  # its pod changed: a reconcile, taken first
+        work.add(("default", "c"))
+        work.add(("default", "c"), relisted=True, check=True)  # already queued to reconcile
+        found = []
+        for _ in range(3):
+            key = await work.take()
+            found.append((key[1], work.checking(key)))
+        work.add(("default", "c"), relisted=True, check=True)  # busy: its reconcile answers it
+        work.done(("default", "c"))
+        return [*found, ("queued", bool(work.queued))]
+
+    assert asyncio.run(taken()) == [("b", False), ("c", False), ("a", True), ("queued", False)]
 
 
 def test_a_driver_pod_event_reconciles_only_when_the_driver_changed(tmp_path: Path) -> None:

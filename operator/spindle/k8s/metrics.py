@@ -2,7 +2,8 @@
 
 `/metrics` (docs/operator.md lists them; docs/grafana/spindle.json charts them):
 - `spindle_reconciles_total{result}` and `spindle_reconcile_duration_seconds{result}` (histogram),
-  `result` being ok, gone or error;
+  `result` being ok, gone or error, or `unchanged` for a re-list's check of a pipeline with an
+  active driver that found its checkpoint where it was (one conditional read, no reconcile);
 - `spindle_pipelines{phase}`, every phase always present;
 - `spindle_pending_changes_age_seconds{namespace,name}`: how long each pipeline has been
   AwaitingApproval (since its Ready condition last changed); a series only while it awaits;
@@ -37,7 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from spindle.api import Phase
 
 Key = tuple[str, str]
-RESULTS = ("ok", "gone", "error")
+RESULTS = ("ok", "gone", "error", "unchanged")
 
 
 def _utcnow() -> datetime.datetime:

@@ -8,10 +8,13 @@ correctness. A pipeline whose last outcome was quiet (`Outcome.quiet`: awaiting 
 stopped, failed for good) is skipped by re-lists and by the echo of its own status write while
 the inputs of its object are unchanged, for up to `recheck` seconds; one whose storage did not
 answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, not a reconcile
-per pipeline, and a hung store holds one worker now and then, not one at every re-list. Any
-other (a driver runs) is reconciled at every re-list, but not by the echo of its own status
-write, nor by the ADDED event of a pod it has just created (`_creating`): those carry nothing
-the reconcile that caused them did not know.
+per pipeline, and a hung store holds one worker now and then, not one at every re-list. One
+whose driver is active is checked by each re-list: one conditional read of its checkpoint
+pointer, and a reconcile only if the checkpoint moved (`Relist.CHECK`); its pod's changes are
+watched, and reconcile it at once. Neither the echo of a status write nor the ADDED event of a
+pod the operator has just created (`_creating`) reconciles a pipeline: they carry nothing the
+reconcile that caused them did not know. Every settled pipeline is reconciled again after
+`recheck` seconds, whatever happened.
 
 kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
 writes no progress or diff-base annotations; the only kopf-managed metadata is the
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
+import functools
 import logging
 import time
 from collections import deque
@@ -54,16 +59,30 @@ STORAGE_REST = 30.0
 log = logging.getLogger("spindle.operator")
 
 
+class Relist(enum.Enum):
+    """What a re-list does with a settled pipeline whose object's inputs are unchanged."""
+
+    SKIP = "skip"
+    """Nothing: it is quiet (nothing outside its object can change it), or its storage rests."""
+    CHECK = "check"
+    """Read its checkpoint pointer (a conditional read), and reconcile it only if it moved: its
+    driver is active, and only a driver moves a checkpoint (its pod's changes are watched)."""
+    FULL = "full"
+    """Reconcile it: what is wrong lies outside its object (a missing Secret)."""
+
+
 @dataclass(frozen=True)
 class Settled:
     """A pipeline the operator need not reconcile until `until` (monotonic), unless the
-    inputs of its object change or an event of its driver pod arrives; with `relists`, each
-    re-list reconciles it all the same (its driver is active, or a fix lies outside its object),
-    and only its object's events that change no input (the echo of its own status write) wait."""
+    inputs of its object change or an event of its driver pod arrives; `relist` says what a
+    re-list does with it meanwhile. Its object's events that change no input (the echo of its
+    own status write) wait."""
 
     inputs: Inputs
     until: float
-    relists: bool = False
+    relist: Relist = Relist.SKIP
+    checkpoint: str | None = None
+    """The latest checkpoint its last reconcile saw (what `Relist.CHECK` compares)."""
 
 
 @dataclass
@@ -79,19 +98,34 @@ class WorkQueue:
     queued: set[Key] = field(default_factory=set)
     busy: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
+    checks: set[Key] = field(default_factory=set)
+    """Queued keys that only need their checkpoint checked (`Relist.CHECK`)."""
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, key: Key, *, relisted: bool = False) -> None:
+    def add(self, key: Key, *, relisted: bool = False, check: bool = False) -> None:
+        """Queue `key` for a reconcile; with `check`, for a checkpoint check only, unless it
+        is already queued, or comes again for a reconcile before it is taken."""
+        if not check:
+            self.checks.discard(key)
         if key in self.busy:
-            self.again.add(key)
+            if not check:
+                self.again.add(key)
         elif key in self.queued:
             if not relisted and key in self.relisted:
                 self.relisted.remove(key)
                 self.urgent.append(key)
         else:
             self.queued.add(key)
+            if check:
+                self.checks.add(key)
             (self.relisted if relisted else self.urgent).append(key)
             self._ready.set()
+
+    def checking(self, key: Key) -> bool:
+        """Whether the key just taken only needs its checkpoint checked."""
+        found = key in self.checks
+        self.checks.discard(key)
+        return found
 
     def add_after(self, key: Key, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
@@ -232,27 +266,30 @@ class Operator:
     # -- the loop ------------------------------------------------------------------------------
 
     def _settle(self, key: Key, outcome: Outcome | None) -> None:
-        """Remember an outcome until it is due: a quiet one, or one whose storage did not
-        answer, for re-lists too; any other for its object's events that change no input."""
+        """Remember an outcome until it is due (`Settled`): a quiet one is skipped by re-lists
+        for `recheck` seconds, one whose storage did not answer for `STORAGE_REST`; one with an
+        active driver is checked by re-lists, and one with a problem outside its object is
+        reconciled by each."""
         if outcome is None:
             self._settled.pop(key, None)
             return
-        relists = False
+        relist, rest = Relist.CHECK, self.recheck
         if outcome.quiet:
-            rest = self.recheck
+            relist = Relist.SKIP
         elif outcome.reason == "StorageUnavailable":
-            rest = STORAGE_REST
-        else:
-            rest, relists = self.resync, True
-        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest, relists)
+            relist, rest = Relist.SKIP, STORAGE_REST
+        elif not outcome.observed:
+            relist, rest = Relist.FULL, self.resync
+        checkpoint = outcome.checkpoint.id if outcome.checkpoint else None
+        self._settled[key] = Settled(outcome.inputs, time.monotonic() + rest, relist, checkpoint)
 
-    def _due(self, key: Key, pipeline: Any, *, relisted: bool = False) -> bool:
-        """Whether a re-listed or changed pipeline needs a reconcile."""
+    def _due(self, key: Key, pipeline: Any) -> bool:
+        """Whether a re-listed or changed pipeline needs a reconcile whatever `Settled.relist`
+        says: it is new to this process, its object's inputs changed, or it is due."""
         settled = self._settled.get(key)
         return (
             settled is None
             or settled.inputs != inputs(pipeline)
-            or (relisted and settled.relists)
             or time.monotonic() >= settled.until
         )
 
@@ -272,6 +309,17 @@ class Operator:
                 key, checkpoint_id=checkpoint.id, finished_at=record.finished_at, seconds=seconds
             )
 
+    def _unchanged(self, key: Key, checkpoint: str | None) -> bool:
+        """A re-list's check (`Relist.CHECK`), in a worker thread: whether the pipeline's
+        checkpoint is still `checkpoint`, so that nothing its reconcile reads has changed
+        (counted as a reconcile with result `unchanged`)."""
+        assert self.reconciler is not None
+        started = time.perf_counter()
+        if not self.reconciler.unmoved(*key, checkpoint):
+            return False
+        self.metrics.reconciled(seconds=time.perf_counter() - started, result="unchanged")
+        return True
+
     def _reconcile(self, key: Key) -> Outcome | None:
         """One reconcile, in a worker thread, timed and counted by its result."""
         assert self.reconciler is not None
@@ -290,9 +338,16 @@ class Operator:
             key = await work.take()
             if not self.leading:
                 break
+            loop = asyncio.get_running_loop()
+            settled = self._settled.get(key)
+            if work.checking(key) and settled is not None:
+                check = functools.partial(self._unchanged, key, settled.checkpoint)
+                with contextlib.suppress(Exception):  # then a reconcile finds out what is wrong
+                    if await loop.run_in_executor(self._threads, check):
+                        work.done(key)
+                        continue
             outcome = None
             try:
-                loop = asyncio.get_running_loop()
                 outcome = await loop.run_in_executor(self._threads, self._reconcile, key)
                 if outcome is None:
                     self.metrics.forget(key)
@@ -338,11 +393,16 @@ class Operator:
         self.offer(body)
 
     def offer(self, pipeline: Any, *, relisted: bool = False) -> None:
-        """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`)."""
+        """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`); a re-list
+        also queues one whose `Settled.relist` asks for a check or a reconcile."""
         meta = pipeline.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        if self.work is not None and self.leading and self._due(key, pipeline, relisted=relisted):
+        if self.work is None or not self.leading:
+            return
+        if self._due(key, pipeline):
             self.work.add(key, relisted=relisted)
+        elif relisted and (relist := self._settled[key].relist) is not Relist.SKIP:
+            self.work.add(key, relisted=True, check=relist is Relist.CHECK)
 
     def pod_event(self, body: Any, event_type: str | None = None) -> None:
         """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it

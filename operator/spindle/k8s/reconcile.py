@@ -105,6 +105,8 @@ class Outcome:
     """Settled until the Pipeline object changes: everything was observed, no driver is
     active (only a driver writes checkpoints; its pod's events are watched) and nothing is
     due later."""
+    observed: bool = True
+    """Everything was observed: no problem lies outside the object (a Secret, the storage)."""
 
 
 def _now() -> str:
@@ -120,6 +122,8 @@ class Reconciler:
     """Called with each pod just before it is created: its own ADDED event then tells the
     operator nothing new (the reconcile that creates it records its status)."""
     _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
+    _used: dict[tuple[str, str], CheckpointStore] = field(default_factory=dict)
+    """The store each pipeline's last reconcile read its checkpoint from (for `unmoved`)."""
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
 
     # -- what a body needs, cached across reconciles -------------------------------------------
@@ -178,6 +182,7 @@ class Reconciler:
         key = (pipeline_root(spec.storage.uri, namespace=namespace, name=name), s3)
         if key not in self._stores:
             self._stores[key] = open_store(key[0], s3=s3, retry=STORAGE_RETRY)
+        self._used[(namespace, name)] = self._stores[key]
         return self._stores[key]
 
     def preview(
@@ -196,11 +201,25 @@ class Reconciler:
             self._previews[key] = store.latest_preview()
         return self._previews[key]
 
+    def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
+        """Whether the pipeline's latest checkpoint is still `checkpoint`, by one conditional
+        read of the store its last reconcile used (the manifest is not read again); False when
+        that is unknown or the store does not answer, so that a full reconcile finds out."""
+        store = self._used.get((namespace, name))
+        if store is None:
+            return False
+        try:
+            latest = store.latest()
+        except Exception:  # the full reconcile reports it, with its reason
+            return False
+        return (latest.id if latest is not None else None) == checkpoint
+
     # -- the loop body -----------------------------------------------------------------------
 
     def reconcile(self, namespace: str, name: str) -> Outcome | None:
         pipeline = self.cluster.pipeline(namespace, name)
         if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
+            self._used.pop((namespace, name), None)
             return None  # driver pods go with it (ownerReferences)
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())
@@ -215,6 +234,7 @@ class Reconciler:
             reason=ready.reason,
             inputs=inputs(pipeline),
             quiet=body.requeue_after is None and not body.unobserved and not driving,
+            observed=not body.unobserved,
         )
         self.on_outcome(namespace, name, outcome)
         return outcome

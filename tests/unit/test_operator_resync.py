@@ -71,6 +71,13 @@ def test_a_relist_reconciles_a_running_pipeline_only_when_its_checkpoint_moved(
     relist(run)
     assert run.value("spindle_reconciles_total", result="unchanged") == 4.0
 
+    reconciler = run.operator.reconciler
+    assert reconciler is not None and reconciler._stores
+    run.operator.watchdog = Watchdog(stall_after=60.0)
+    run.operator.pipeline_event(run.cluster.pipelines[KEY], "DELETED")
+    assert not reconciler._stores  # a deleted pipeline's store, and its checkpoint, go
+    assert not reconciler.unmoved(*KEY, moved.id)  # unknown now: a reconcile would find out
+
 
 def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> None:
     run = harness(Clock())

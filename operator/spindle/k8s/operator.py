@@ -388,6 +388,8 @@ class Operator:
         if event_type == "DELETED":
             self.metrics.forget(key)
             self._settled.pop(key, None)
+            if self.reconciler is not None:
+                self.reconciler.forget(*key)
             return
         self.watchdog.delivered(key, meta.get("resourceVersion"))
         self.offer(body)

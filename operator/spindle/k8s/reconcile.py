@@ -201,6 +201,12 @@ class Reconciler:
             self._previews[key] = store.latest_preview()
         return self._previews[key]
 
+    def forget(self, namespace: str, name: str) -> None:
+        """A deleted pipeline: its store (and the checkpoint it keeps) is not kept any longer."""
+        store = self._used.pop((namespace, name), None)
+        for key in [key for key, kept in list(self._stores.items()) if kept is store]:
+            self._stores.pop(key, None)
+
     def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
         """Whether the pipeline's latest checkpoint is still `checkpoint`, by one conditional
         read of the store its last reconcile used (the manifest is not read again); False when
@@ -219,7 +225,7 @@ class Reconciler:
     def reconcile(self, namespace: str, name: str) -> Outcome | None:
         pipeline = self.cluster.pipeline(namespace, name)
         if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
-            self._used.pop((namespace, name), None)
+            self.forget(namespace, name)
             return None  # driver pods go with it (ownerReferences)
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())

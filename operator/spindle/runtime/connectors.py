@@ -348,10 +348,9 @@ def _removes(action: dict[str, Any]) -> bool:
 
 def _cause(error: BaseException) -> str:
     """The innermost cause of a failed write, as `ExceptionName: first line of its message`."""
-    cause, root = getattr(error, "java_exception", None), None
-    while cause is not None:
-        root, cause = cause, cause.getCause()
-    if root is not None:
+    causes = list(semantics.java_causes(error))
+    if causes:
+        root = causes[-1]
         name, text = str(root.getClass().getSimpleName()), str(root.getMessage() or "")
     else:
         name, text = type(error).__name__, str(error)
@@ -404,9 +403,8 @@ class FileOutput:
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _writing(self.connector, self.path):
             old = storage.list_files(spark, self.path)
-        self._write(spark, contents, sequence=sequence, tag="snapshot")
-        keep = f"{sequence:08d}-snapshot-"
-        with _writing(self.connector, self.path):
+            self._write(spark, contents, sequence=sequence, tag="snapshot")
+            keep = f"{sequence:08d}-snapshot-"
             for file in old:
                 if keep not in file:
                     storage.delete(spark, file)

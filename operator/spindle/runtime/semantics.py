@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import (
@@ -42,16 +43,23 @@ JAVA_DATA_ERRORS = frozenset(
 `TASK_WRITE_FAILED`, which reaches Python as a plain Py4JJavaError."""
 
 
+def java_causes(error: BaseException) -> Iterator[Any]:
+    """The Java exception behind a Py4JJavaError, then its causes, outermost first (none for
+    an error raised in Python)."""
+    cause = getattr(error, "java_exception", None)
+    while cause is not None:
+        yield cause
+        cause = cause.getCause()
+
+
 def data_error(error: BaseException) -> tuple[str, str] | None:
     """The condition (`DIVIDE_BY_ZERO`, ...) and first message line of a data error that
     `error` is or wraps; None for any other error."""
     if isinstance(error, DATA_ERRORS):
         return error.getCondition() or type(error).__name__, str(error).splitlines()[0]
-    cause = getattr(error, "java_exception", None)  # a Py4JJavaError's Java side
-    while cause is not None:
+    for cause in java_causes(error):
         if cause.getClass().getName() in JAVA_DATA_ERRORS:
             return str(cause.getCondition()), str(cause.getMessage()).splitlines()[0]
-        cause = cause.getCause()
     return None
 
 

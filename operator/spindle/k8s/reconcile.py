@@ -121,9 +121,11 @@ class Reconciler:
     on_create: Callable[[dict[str, Any]], None] = lambda pod: None
     """Called with each pod just before it is created: its own ADDED event then tells the
     operator nothing new (the reconcile that creates it records its status)."""
-    _stores: dict[tuple[str, S3Options], CheckpointStore] = field(default_factory=dict)
-    _used: dict[tuple[str, str], CheckpointStore] = field(default_factory=dict)
-    """The store each pipeline's last reconcile read its checkpoint from (for `unmoved`)."""
+    _stores: dict[tuple[str, str], tuple[str, S3Options, CheckpointStore]] = field(
+        default_factory=dict
+    )
+    """Each pipeline's store, by (namespace, name), with the root and credentials it was opened
+    with: the one its last reconcile read (and `unmoved` checks)."""
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
 
     # -- what a body needs, cached across reconciles -------------------------------------------
@@ -179,11 +181,12 @@ class Reconciler:
         self, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
     ) -> CheckpointStore:
         assert spec.storage is not None
-        key = (pipeline_root(spec.storage.uri, namespace=namespace, name=name), s3)
-        if key not in self._stores:
-            self._stores[key] = open_store(key[0], s3=s3, retry=STORAGE_RETRY)
-        self._used[(namespace, name)] = self._stores[key]
-        return self._stores[key]
+        root = pipeline_root(spec.storage.uri, namespace=namespace, name=name)
+        kept = self._stores.get((namespace, name))
+        if kept is None or kept[:2] != (root, s3):
+            kept = (root, s3, open_store(root, s3=s3, retry=STORAGE_RETRY))
+            self._stores[(namespace, name)] = kept
+        return kept[2]
 
     def preview(
         self, store: CheckpointStore, checkpoint: Manifest, *, sql: str, requested: bool
@@ -203,19 +206,17 @@ class Reconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         """A deleted pipeline: its store (and the checkpoint it keeps) is not kept any longer."""
-        store = self._used.pop((namespace, name), None)
-        for key in [key for key, kept in list(self._stores.items()) if kept is store]:
-            self._stores.pop(key, None)
+        self._stores.pop((namespace, name), None)
 
     def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
         """Whether the pipeline's latest checkpoint is still `checkpoint`, by one conditional
         read of the store its last reconcile used (the manifest is not read again); False when
         that is unknown or the store does not answer, so that a full reconcile finds out."""
-        store = self._used.get((namespace, name))
-        if store is None:
+        kept = self._stores.get((namespace, name))
+        if kept is None:
             return False
         try:
-            latest = store.latest()
+            latest = kept[2].latest()
         except Exception:  # the full reconcile reports it, with its reason
             return False
         return (latest.id if latest is not None else None) == checkpoint

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from spindle.checkpoint.blobs import Blob, Listed, NotModified, ObjectNotFound, PreconditionFailed
 
+_RACES = 5
+"""Times a write creates its directory again when a concurrent `delete` removed it (emptied)."""
+
 
 def _etag(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -79,8 +82,14 @@ class FileStore:
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = self._temporary(path, data)
+        for attempt in range(_RACES):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                temp = self._temporary(path, data)
+                break
+            except (FileNotFoundError, FileExistsError):  # a concurrent delete emptied and
+                if attempt == _RACES - 1:  # removed the directory (while it was made, or after)
+                    raise
         try:
             with self._locked(path):
                 if if_none_match:

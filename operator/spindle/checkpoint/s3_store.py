@@ -1,4 +1,5 @@
-"""The S3 backend: boto3 with conditional writes, and Spindle's own retry policy.
+"""The S3 backend: boto3 with conditional writes, signed GETs for reads (`s3_reads`), and
+Spindle's own retry policy.
 
 boto3's retries are off so that `RetryPolicy` alone decides: 5xx, throttling, timeouts and
 dropped connections are retried with jittered backoff until the deadline; a 412 is an answer.
@@ -13,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from spindle.checkpoint import retry
+from spindle.checkpoint import retry, s3_reads
 from spindle.checkpoint.blobs import (
     Blob,
     Listed,
@@ -94,38 +95,54 @@ class S3Store:
             except ClientError as error:
                 status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
                 code = str(error.response.get("Error", {}).get("Code", ""))
-                if status == 412 or code == "PreconditionFailed":
-                    raise PreconditionFailed(key) from None
-                if status == 304:
-                    raise NotModified(key) from None
-                if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
-                    raise ObjectNotFound(key) from None
-                if (
-                    status >= 500
-                    or status == 429
-                    or code in _THROTTLING
-                    or (status == 409 and code == "ConditionalRequestConflict")
-                ):
-                    raise retry.Transient(f"{status} {code}") from None
-                raise SpindleError(
-                    reason="StorageRequestRejected",
-                    message=f"Object storage rejected a request for {self.uri}/{key}: {status} "
-                    f"{code}. Check the bucket, the credentials Secret and their permissions.",
-                    details={"uri": f"{self.uri}/{key}", "status": status, "code": code},
-                ) from None
+                raise self._refusal(status, code, key) from None
             except (BotoConnectionError, BotoCoreError) as error:
                 raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
 
         return retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
 
+    def _refusal(self, status: int, code: str, key: str) -> Exception:
+        """What an S3 error answer means to the store: the same for boto3's calls and reads."""
+        if status == 412 or code == "PreconditionFailed":
+            return PreconditionFailed(key)
+        if status == 304:
+            return NotModified(key)
+        if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
+            return ObjectNotFound(key)
+        if (
+            status >= 500
+            or status == 429
+            or code in _THROTTLING
+            or (status == 409 and code == "ConditionalRequestConflict")
+        ):
+            return retry.Transient(f"{status} {code}")
+        return SpindleError(
+            reason="StorageRequestRejected",
+            message=f"Object storage rejected a request for {self.uri}/{key}: {status} "
+            f"{code}. Check the bucket, the credentials Secret and their permissions.",
+            details={"uri": f"{self.uri}/{key}", "status": status, "code": code},
+        )
+
     def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
-        extra = {"IfNoneMatch": if_none_match} if if_none_match is not None else {}
+        """A signed GET (`s3_reads`): most reads are a pointer answered 304."""
+        get = s3_reads.reader(
+            self.options,
+            connect_timeout=self.policy.connect_timeout,
+            read_timeout=self.policy.read_timeout,
+        ).get
 
-        def get() -> Blob:
-            response = self.s3.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
-            return Blob(response["Body"].read(), str(response["ETag"]))
+        def attempt() -> Blob:
+            from botocore.exceptions import BotoCoreError
 
-        result: Blob = self._call(get, key)
+            try:
+                answer = get(self.bucket, self._key(key), if_none_match=if_none_match)
+            except BotoCoreError as error:
+                raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
+            if answer.status != 200:
+                raise self._refusal(answer.status, answer.code, key)
+            return Blob(answer.body, answer.etag)
+
+        result: Blob = retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
         return result
 
     def write(

@@ -6,16 +6,24 @@ a fake API server, with storage in a local directory."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from spindle.checkpoint.store import open_store
-from spindle.k8s.metrics import Watchdog
-from spindle.k8s.operator import WorkQueue
+from spindle.errors import SpindleError
+from spindle.k8s.metrics import Key, Metrics, Watchdog
+from spindle.k8s.operator import Operator, WorkQueue
+from spindle.k8s.reconcile import Reconciler, Settings
 from tests.checkpoints import manifest
 from tests.unit.test_lifecycle import V1, V2
 from tests.unit.test_metrics import KEY, Clock, Harness, harness, seed
 from tests.unit.test_operator_body import spec
+
+
+def listed(run: Harness) -> dict[str, Any]:
+    """The pipeline as a re-list shows it: its metadata only (`Cluster.pipelines`)."""
+    return {"metadata": run.cluster.pipelines[KEY]["metadata"]}
 
 
 def queued(run: Harness, event: str = "MODIFIED") -> bool:
@@ -23,7 +31,7 @@ def queued(run: Harness, event: str = "MODIFIED") -> bool:
     server shows the pipeline now, queues it."""
     run.operator.work, run.operator.watchdog = WorkQueue(), Watchdog(stall_after=60.0)
     if event == "relist":
-        run.operator.offer(run.cluster.pipelines[KEY], relisted=True)
+        run.operator.offer(listed(run), relisted=True)
     else:
         run.operator.pipeline_event(run.cluster.pipelines[KEY], event)
     return KEY in run.operator.work.queued
@@ -34,7 +42,8 @@ def relist(run: Harness) -> None:
 
     async def drive() -> None:
         work = run.operator.work = WorkQueue()
-        run.operator.offer(run.cluster.pipelines[KEY], relisted=True)
+        if run.operator.offer(listed(run), relisted=True):
+            await run.operator._check([KEY])
         worker = asyncio.create_task(run.operator._worker())
         while work.queued or work.busy:
             await asyncio.sleep(0.01)
@@ -92,7 +101,8 @@ def test_a_quiet_pipeline_waits_for_a_change_of_its_object(tmp_path: Path) -> No
     assert queued(run)
     run.reconcile()
     assert run.phase() == "Bootstrapping"
-    assert queued(run, "relist")  # a driver runs: its checkpoints are read at every re-list
+    assert not queued(run, "relist")  # a driver runs: a re-list checks its checkpoint instead
+    assert run.operator.offer(listed(run), relisted=True)
     assert not queued(run)  # the echo of its status write, and the ADDED event of its pod
     [pod] = run.cluster.pods.values()
     run.operator.pod_event(pod, "ADDED")
@@ -176,25 +186,27 @@ def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> N
     ]
 
 
-def test_a_check_gives_way_to_a_reconcile() -> None:
-    """A re-list's check of a key (`Relist.CHECK`) never replaces a reconcile asked for it."""
+def test_a_pass_of_checks_hands_what_it_has_no_time_for_to_the_workers() -> None:
+    """A re-list checks its pipelines with active drivers one after another (`_moved`): those
+    whose checkpoint moved or whose check failed go to the workers, and once a store that
+    hangs has used up the pass's time, so do all the rest, unchecked."""
 
-    async def taken() -> list[tuple[str, bool]]:
-        work = WorkQueue()
-        work.add(("default", "a"), relisted=True, check=True)
-        work.add(("default", "b"), relisted=True, check=True)
-        work.add(("default", "b"))  # its pod changed: a reconcile, taken first
-        work.add(("default", "c"))
-        work.add(("default", "c"), relisted=True, check=True)  # already queued to reconcile
-        found = []
-        for _ in range(3):
-            key = await work.take()
-            found.append((key[1], work.checking(key)))
-        work.add(("default", "c"), relisted=True, check=True)  # busy: its reconcile answers it
-        work.done(("default", "c"))
-        return [*found, ("queued", bool(work.queued))]
+    class Stores:
+        def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
+            if name == "fails":
+                raise SpindleError(reason="StorageUnavailable", message="no answer")
+            if name == "hangs":
+                time.sleep(0.3)  # answers in the end, but the pass is out of time
+            return name != "moved"
 
-    assert asyncio.run(taken()) == [("b", False), ("c", False), ("a", True), ("queued", False)]
+    operator = Operator(settings=cast(Settings, None), namespaces=None, metrics=Metrics())
+    operator.reconciler = cast(Reconciler, Stores())
+    names = ["same", "moved", "fails", "hangs", "after-1", "after-2"]
+    due: list[tuple[Key, str | None]] = [(("default", name), "c-1") for name in names]
+    moved = operator._moved(due, budget=0.1)
+    assert [name for _, name in moved] == ["moved", "fails", "after-1", "after-2"]
+    text = operator.metrics.exposition().decode()
+    assert 'spindle_reconciles_total{result="unchanged"} 2.0' in text
 
 
 def test_a_driver_pod_event_reconciles_only_when_the_driver_changed(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ the inputs of its object are unchanged, for up to `recheck` seconds; one whose s
 answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, not a reconcile
 per pipeline, and a hung store holds one worker now and then, not one at every re-list. One
 whose driver is active is checked by each re-list: one conditional read of its checkpoint
-pointer, and a reconcile only if the checkpoint moved (`Relist.CHECK`); its pod's changes are
-watched, and reconcile it at once. Neither the echo of a status write nor the ADDED event of a
-pod the operator has just created (`_creating`) reconciles a pipeline: they carry nothing the
-reconcile that caused them did not know. Every settled pipeline is reconciled again after
-`recheck` seconds, whatever happened.
+pointer, and a reconcile only if the checkpoint moved (`Relist.CHECK`); a re-list's checks run
+one after another in one thread, not through the queue, and hand what they have no time for to
+the workers (`_moved`). Its pod's changes are watched, and reconcile it at once. Neither the
+echo of a status write nor the ADDED event of a pod the operator has just created (`_creating`)
+reconciles a pipeline: they carry nothing the reconcile that caused them did not know. Every
+settled pipeline is reconciled again after `recheck` seconds, whatever happened.
 
 kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
 writes no progress or diff-base annotations; the only kopf-managed metadata is the
@@ -32,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import logging
 import time
 from collections import deque
@@ -98,34 +98,19 @@ class WorkQueue:
     queued: set[Key] = field(default_factory=set)
     busy: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
-    checks: set[Key] = field(default_factory=set)
-    """Queued keys that only need their checkpoint checked (`Relist.CHECK`)."""
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, key: Key, *, relisted: bool = False, check: bool = False) -> None:
-        """Queue `key` for a reconcile; with `check`, for a checkpoint check only, unless it
-        is already queued, or comes again for a reconcile before it is taken."""
-        if not check:
-            self.checks.discard(key)
+    def add(self, key: Key, *, relisted: bool = False) -> None:
         if key in self.busy:
-            if not check:
-                self.again.add(key)
+            self.again.add(key)
         elif key in self.queued:
             if not relisted and key in self.relisted:
                 self.relisted.remove(key)
                 self.urgent.append(key)
         else:
             self.queued.add(key)
-            if check:
-                self.checks.add(key)
             (self.relisted if relisted else self.urgent).append(key)
             self._ready.set()
-
-    def checking(self, key: Key) -> bool:
-        """Whether the key just taken only needs its checkpoint checked."""
-        found = key in self.checks
-        self.checks.discard(key)
-        return found
 
     def add_after(self, key: Key, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
@@ -176,6 +161,8 @@ class Operator:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _workers: list[asyncio.Task[Any]] = field(default_factory=list)
     _relist: asyncio.Event = field(default_factory=asyncio.Event)
+    _checking: asyncio.Task[None] | None = None
+    """The re-list's pass of checks under way, if any (`_check`)."""
     _settled: dict[Key, Settled] = field(default_factory=dict)
     _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
     """Each driver pod as its last event showed it (`_driver_seen`)."""
@@ -229,9 +216,10 @@ class Operator:
         self._stop_leading()
         if self.elector is not None:
             await self.elector.release()
-        for task in self._tasks:
+        tasks = [*self._tasks, *([self._checking] if self._checking else [])]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
@@ -309,16 +297,27 @@ class Operator:
                 key, checkpoint_id=checkpoint.id, finished_at=record.finished_at, seconds=seconds
             )
 
-    def _unchanged(self, key: Key, checkpoint: str | None) -> bool:
-        """A re-list's check (`Relist.CHECK`), in a worker thread: whether the pipeline's
-        checkpoint is still `checkpoint`, so that nothing its reconcile reads has changed
-        (counted as a reconcile with result `unchanged`)."""
+    def _moved(self, due: list[tuple[Key, str | None]], *, budget: float) -> list[Key]:
+        """A re-list's checks (`Relist.CHECK`), one after another in a thread: the pipelines
+        whose checkpoint is no longer the one their last reconcile saw, whose check failed, or
+        that the pass had no time left for (after `budget` seconds, a store that hangs has
+        cost enough: the workers reconcile the rest, each with its own time bound). A check
+        that finds nothing changed counts as a reconcile with result `unchanged`."""
         assert self.reconciler is not None
-        started = time.perf_counter()
-        if not self.reconciler.unmoved(*key, checkpoint):
-            return False
-        self.metrics.reconciled(seconds=time.perf_counter() - started, result="unchanged")
-        return True
+        deadline, moved = time.monotonic() + budget, list[Key]()
+        for index, (key, checkpoint) in enumerate(due):
+            if time.monotonic() > deadline:
+                return moved + [key for key, _ in due[index:]]
+            started = time.perf_counter()
+            try:
+                unchanged = self.reconciler.unmoved(*key, checkpoint)
+            except Exception:  # a reconcile finds out what is wrong, and reports it
+                unchanged = False
+            if unchanged:
+                self.metrics.reconciled(seconds=time.perf_counter() - started, result="unchanged")
+            else:
+                moved.append(key)
+        return moved
 
     def _reconcile(self, key: Key) -> Outcome | None:
         """One reconcile, in a worker thread, timed and counted by its result."""
@@ -339,13 +338,6 @@ class Operator:
             if not self.leading:
                 break
             loop = asyncio.get_running_loop()
-            settled = self._settled.get(key)
-            if work.checking(key) and settled is not None:
-                check = functools.partial(self._unchanged, key, settled.checkpoint)
-                with contextlib.suppress(Exception):  # then a reconcile finds out what is wrong
-                    if await loop.run_in_executor(self._threads, check):
-                        work.done(key)
-                        continue
             outcome = None
             try:
                 outcome = await loop.run_in_executor(self._threads, self._reconcile, key)
@@ -360,6 +352,20 @@ class Operator:
                 self._settle(key, outcome)
                 work.done(key)
 
+    async def _check(self, keys: list[Key]) -> None:
+        """Check the pipelines a re-list found with an active driver (`_moved`), and queue
+        those that need a reconcile. One pass runs at a time; a re-list while it runs checks
+        nothing (the pass is already reading those pointers)."""
+        due = [
+            (key, settled.checkpoint)
+            for key in keys
+            if (settled := self._settled.get(key)) is not None and settled.relist is Relist.CHECK
+        ]
+        moved = await asyncio.to_thread(self._moved, due, budget=self.resync)
+        for key in moved:
+            if self.work is not None and self.leading:
+                self.work.add(key, relisted=True)
+
     async def _resync(self) -> None:
         assert self.work is not None and self.reconciler is not None
         assert self.watchdog is not None
@@ -367,12 +373,16 @@ class Operator:
             self._relist.clear()  # a takeover during this re-list asks for another at once
             try:
                 items = await asyncio.to_thread(self.reconciler.cluster.pipelines, self.namespaces)
-                versions = {}
+                versions, checks = {}, []
                 for item in items:
                     meta = item["metadata"]
-                    versions[(meta["namespace"], meta["name"])] = meta.get("resourceVersion", "")
-                    self.offer(item, relisted=True)
+                    key = (meta["namespace"], meta["name"])
+                    versions[key] = meta.get("resourceVersion", "")
+                    if self.offer(item, relisted=True):
+                        checks.append(key)
                 self.watchdog.listed(versions)
+                if checks and (self._checking is None or self._checking.done()):
+                    self._checking = asyncio.create_task(self._check(checks), name="checks")
             except Exception:
                 log.exception("re-listing pipelines failed")
             with contextlib.suppress(TimeoutError):
@@ -394,17 +404,21 @@ class Operator:
         self.watchdog.delivered(key, meta.get("resourceVersion"))
         self.offer(body)
 
-    def offer(self, pipeline: Any, *, relisted: bool = False) -> None:
+    def offer(self, pipeline: Any, *, relisted: bool = False) -> bool:
         """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`); a re-list
-        also queues one whose `Settled.relist` asks for a check or a reconcile."""
+        also queues one whose `Settled.relist` asks for a reconcile. True for one it asks to
+        check instead (`Relist.CHECK`): the re-list checks those together (`_check`)."""
         meta = pipeline.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if self.work is None or not self.leading:
-            return
+            return False
         if self._due(key, pipeline):
             self.work.add(key, relisted=relisted)
         elif relisted and (relist := self._settled[key].relist) is not Relist.SKIP:
-            self.work.add(key, relisted=True, check=relist is Relist.CHECK)
+            if relist is Relist.CHECK:
+                return True
+            self.work.add(key, relisted=True)
+        return False
 
     def pod_event(self, body: Any, event_type: str | None = None) -> None:
         """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it

@@ -96,7 +96,7 @@ def query(spark: Any, space: Any, sql: str, name: str = "grades") -> list[tuple[
         root=checkpoints.uri,
         pipeline=PipelineRef(namespace=space.name, name=name),
     )
-    rows = runtime.query(parse_program(manifest.program.text), manifest, sql)
+    rows, _ = runtime.query(parse_program(manifest.program.text), manifest, sql)
     return [tuple(_plain(v) for v in row.values()) for row in rows]
 
 

@@ -16,6 +16,7 @@ from spindle.cli.main import main
 from spindle.errors import SpindleError
 from spindle.local import runner
 from spindle.local.home import LocalPipeline
+from spindle.program.queries import MAX_QUERY_ROWS
 from tests.unit.test_plan_golden import REFERENCE_DIFF
 
 EXAMPLE = Path("examples/grades")
@@ -139,6 +140,13 @@ def test_reference_example_end_to_end(
     assert final["lastBootstrap"]["changeId"] == pending["id"]
     refused = cli("query", "grades", "DELETE FROM grades", "--json", expect=1)
     assert json.loads(refused)["error_code"] == "QueryNotReadOnly"
+    first = "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
+    shown = cli("query", "grades", first, "--limit", "1")  # an answer with more rows says so
+    assert "92.00" in shown and "91.75" not in shown
+    assert "the first 1 rows: the query has more" in " ".join(shown.split())
+    assert cli.json("query", "grades", first, "--limit", "1") == all_courses[:1]
+    too_many = cli("query", "grades", first, "--limit", "10001", "--json", expect=1)
+    assert json.loads(too_many)["error_code"] == "InvalidQuery"
     served_by_a_driver(tmp_path / "home", query, cli.json("query", "grades", query), after.id)
 
 
@@ -150,11 +158,20 @@ def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str)
     runtime = runner.open_runtime(LocalPipeline(home, "grades"), report=lambda *_, **__: None)
     server = QueryServer(runtime, port=0, say=lambda _: None).start()
 
-    def ask(sql: str) -> dict[str, Any]:
-        return exchange(socket.create_connection(("127.0.0.1", server.port)), sql, timeout=120)
+    def ask(sql: str, limit: int = MAX_QUERY_ROWS) -> dict[str, Any]:
+        connection = socket.create_connection(("127.0.0.1", server.port))
+        return exchange(connection, sql, timeout=120, limit=limit)
 
     try:
-        assert ask(query) == {"checkpoint": checkpoint, "rows": rows}
+        assert ask(query) == {"checkpoint": checkpoint, "rows": rows, "truncated": False}
+        assert ask(query, limit=1) == {
+            "checkpoint": checkpoint,
+            "rows": rows[:1],
+            "truncated": True,
+        }
+        with pytest.raises(SpindleError) as refusal:
+            ask(query, limit=0)
+        assert refusal.value.reason == "InvalidQuery"
         for sql, reason in [
             ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15')", "QueryNotReadOnly"),
             ("SELECT * FROM grades; DROP TABLE grades", "QueryNotReadOnly"),

@@ -10,7 +10,7 @@ import pytest
 from spindle.cli.cluster_query import driver_of
 from spindle.cli.kubectl_plugin import main as kubectl_spindle
 from spindle.errors import SpindleError
-from spindle.program.queries import check_query
+from spindle.program.queries import MAX_QUERY_ROWS, check_query, row_limit
 
 RELATIONS = {"grades", "avg_grade_enriched", "Mixed"}
 
@@ -103,3 +103,12 @@ def test_a_pipeline_without_a_serving_driver_is_named_with_its_phase(
     assert f"grades is {phase}, not Running" in refused.value.message
     running = {"phase": "Running", "driverPod": {"name": "grades-g1-driver"}}
     assert driver_of({"metadata": {"name": "grades"}, "status": running}) == "grades-g1-driver"
+
+
+@pytest.mark.parametrize("limit", [0, -1, MAX_QUERY_ROWS + 1, True, 2.5, "10"])
+def test_a_row_limit_outside_one_to_the_most_an_answer_holds_is_refused(limit: object) -> None:
+    with pytest.raises(SpindleError) as refused:
+        row_limit(limit)
+    assert refused.value.reason == "InvalidQuery"
+    assert f"at most {MAX_QUERY_ROWS:,} rows" in refused.value.message
+    assert row_limit(1) == 1 and row_limit(MAX_QUERY_ROWS) == MAX_QUERY_ROWS

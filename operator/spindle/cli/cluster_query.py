@@ -37,13 +37,13 @@ def driver_of(pipeline: dict[str, Any]) -> str:
     return str(driver)
 
 
-def exchange(sock: Any, sql: str, *, timeout: float) -> dict[str, Any]:
+def exchange(sock: Any, sql: str, *, timeout: float, limit: int) -> dict[str, Any]:
     """POST the query on a connected socket; the server's answer, or its error raised."""
     connection = http.client.HTTPConnection("localhost", QUERY_PORT, timeout=timeout)
     sock.settimeout(timeout)
     connection.sock = sock
     try:
-        data = json.dumps({"sql": sql}).encode()
+        data = json.dumps({"sql": sql, "limit": limit}).encode()
         connection.request("POST", "/query", data, {"Content-Type": "application/json"})
         response = connection.getresponse()
         body: dict[str, Any] = json.loads(response.read() or b"{}")
@@ -69,7 +69,7 @@ def _unreachable(pod: str, namespace: str, why: str) -> SpindleError:
 
 
 def forward_query(
-    api: Any, *, namespace: str, pod: str, sql: str, timeout: float
+    api: Any, *, namespace: str, pod: str, sql: str, timeout: float, limit: int
 ) -> dict[str, Any]:
     """The query's answer from `pod`, through a port-forward the API server authorizes."""
     from kubernetes import client
@@ -91,7 +91,7 @@ def forward_query(
             ) from None
         raise _unreachable(pod, namespace, f"the port-forward failed ({error.reason})") from None
     try:
-        return exchange(forward.socket(QUERY_PORT), sql, timeout=timeout)
+        return exchange(forward.socket(QUERY_PORT), sql, timeout=timeout, limit=limit)
     except (OSError, http.client.HTTPException, ValueError) as error:
         raise _unreachable(pod, namespace, forward.error(QUERY_PORT) or repr(error)) from None
     finally:

@@ -204,14 +204,20 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from spindle.program.queries import check_query
+    from spindle.program.queries import check_query, row_limit
 
     check_query(args.sql)  # QueryNotReadOnly before anything is sent
+    row_limit(args.limit)
     pod = cluster_query.driver_of(_pipeline(args))
     answer = cluster_query.forward_query(
-        _api(args), namespace=_namespace(args), pod=pod, sql=args.sql, timeout=args.timeout
+        _api(args),
+        namespace=_namespace(args),
+        pod=pod,
+        sql=args.sql,
+        timeout=args.timeout,
+        limit=args.limit,
     )
-    render.print_rows(answer["rows"], as_json=args.json)
+    render.print_rows(answer["rows"], as_json=args.json, truncated=bool(answer.get("truncated")))
     return 0
 
 
@@ -234,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "query":
             command.add_argument("sql", help='one query, e.g. "SELECT * FROM v"')
             command.add_argument("--timeout", type=float, default=300.0, help="seconds")
+            render.add_limit(command)
         if name == "approve":
             command.add_argument("--yes", "-y", action="store_true", help="do not ask")
         else:

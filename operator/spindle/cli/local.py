@@ -203,7 +203,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from spindle.program import parse_program
-    from spindle.program.queries import check_query, materialized, plain
+    from spindle.program.queries import check_query, materialized, plain, row_limit
     from spindle.runtime.loop import reporter
 
     pipeline = _pipeline(args)
@@ -215,9 +215,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         )
     program = parse_program(manifest.program.text)
     check_query(args.sql, relations=materialized(program))  # refused before Spark starts
+    row_limit(args.limit)
     runtime = runner.open_runtime(pipeline, report=reporter(_say))
-    rows = runtime.query(program, manifest, args.sql)
-    render.print_rows([plain(row) for row in rows], as_json=args.json)
+    rows, truncated = runtime.query(program, manifest, args.sql, limit=args.limit)
+    render.print_rows([plain(row) for row in rows], as_json=args.json, truncated=truncated)
     return 0
 
 
@@ -308,4 +309,5 @@ def register(sub: Any) -> None:
     query.add_argument("name")
     query.add_argument("sql")
     query.add_argument("--json", action="store_true")
+    render.add_limit(query)
     query.set_defaults(run=cmd_query)

@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
+    import argparse
+
     from rich.console import Console
     from rich.table import Table
 
@@ -234,11 +236,30 @@ def print_error(error: SpindleError, *, as_json: bool) -> None:
     err.print(f"[red]error[/] [bold]{error.reason}[/]: {escape(error.message)}", markup=True)
 
 
-def print_rows(rows: list[dict[str, Any]], *, as_json: bool) -> None:
+def add_limit(command: argparse.ArgumentParser) -> None:
+    """`--limit` of both query commands (`program.queries.MAX_QUERY_ROWS` at most)."""
+    from spindle.program.queries import MAX_QUERY_ROWS
+
+    command.add_argument(
+        "--limit",
+        type=int,
+        default=MAX_QUERY_ROWS,
+        help=f"rows to show at most (default and largest: {MAX_QUERY_ROWS})",
+    )
+
+
+def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = False) -> None:
     """A query's result (`spindle query`, `kubectl spindle query`): rows as JSON values
-    (`program.queries.plain`), a JSON array or a table with a row count."""
+    (`program.queries.plain`), a JSON array or a table with a row count. A cut answer says so
+    (on stderr with `--json`, so the array stays the whole output)."""
+    cut = (
+        f"the first {len(rows)} rows: the query has more. Narrow it with WHERE or LIMIT "
+        "(ORDER BY decides which rows come first)."
+    )
     if as_json:
         print(json.dumps(rows, indent=2))
+        if truncated:
+            print(f"Showing {cut}", file=sys.stderr)
         return
     from rich.table import Table
 
@@ -249,7 +270,7 @@ def print_rows(rows: list[dict[str, Any]], *, as_json: bool) -> None:
         table.add_row(*(str(v) for v in row.values()))
     out = console()
     out.print(table)
-    out.print(f"({len(rows)} rows)")
+    out.print(f"({cut})" if truncated else f"({len(rows)} rows)")
 
 
 def print_json(value: Any) -> None:

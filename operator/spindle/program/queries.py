@@ -25,6 +25,25 @@ from spindle.program.model import Program
 from spindle.program.statements import split
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
+
+MAX_QUERY_ROWS = 10_000
+"""Rows one answer holds at most: they are collected into the driver's memory (or the local
+CLI's), which the running steps share, and rendered as one JSON document. A query with more
+answers its first `MAX_QUERY_ROWS` (in its own order) and says it was cut."""
+
+
+def row_limit(value: object) -> int:
+    """A requested row limit: a whole number from 1 to `MAX_QUERY_ROWS`, or `InvalidQuery`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QUERY_ROWS:
+        raise SpindleError(
+            reason="InvalidQuery",
+            message=f"A query answers at most {MAX_QUERY_ROWS:,} rows; ask for 1 to "
+            f"{MAX_QUERY_ROWS:,} (got {value!r}), and narrow the query with WHERE or LIMIT.",
+            details={"limit": str(value)},
+        )
+    return value
+
+
 """Spark functions that call Java methods: a query could end or change the process."""
 
 WRITES: tuple[type[exp.Expr], ...] = (exp.DDL, exp.DML, exp.Command, exp.Into, exp.Set)

@@ -39,7 +39,7 @@ from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
-from spindle.program.queries import check_query, materialized
+from spindle.program.queries import MAX_QUERY_ROWS, check_query, materialized, row_limit
 from spindle.runtime import semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import ORDER, Input, make_input, make_output
@@ -608,12 +608,16 @@ class Runtime:
 
     # -- queries -----------------------------------------------------------------------------
 
-    def query(self, program: Program, manifest: Manifest, sql: str) -> list[dict[str, Any]]:
+    def query(
+        self, program: Program, manifest: Manifest, sql: str, *, limit: int = MAX_QUERY_ROWS
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The query's first `limit` rows, and whether it has more (only `limit` + 1 rows are
+        ever collected)."""
         readable = materialized(program)
         checked = check_query(sql, relations=readable)
         self.views(program).register(manifest.state, tuple(sorted(readable)))
         try:
-            rows = self.spark.sql(checked.spark_sql).collect()
+            rows = self.spark.sql(checked.spark_sql).limit(row_limit(limit) + 1).collect()
         except Exception as error:
             raise SpindleError(
                 reason="InvalidQuery",
@@ -621,7 +625,7 @@ class Runtime:
                 f"tables and views can be queried ({', '.join(sorted(readable)) or 'none'}).",
                 details={"query": sql},
             ) from None
-        return [row.asDict(recursive=True) for row in rows]
+        return [row.asDict(recursive=True) for row in rows[:limit]], len(rows) > limit
 
 
 def _appended(spark: SparkSession, rows: DataFrame, uri: str, record: StateRecord) -> StateRecord:

@@ -23,22 +23,25 @@ from typing import Any
 from spindle.errors import SpindleError
 from spindle.program import parse_program
 from spindle.program.limits import MAX_PROGRAM_BYTES
-from spindle.program.queries import plain
+from spindle.program.queries import MAX_QUERY_ROWS, plain, row_limit
 from spindle.runtime.engine import Runtime
 
 LOOPBACK = "127.0.0.1"
 
 
-def answer(runtime: Runtime, sql: str) -> dict[str, Any]:
-    """The rows of `sql` over the latest committed checkpoint, and that checkpoint's id."""
+def answer(runtime: Runtime, sql: str, *, limit: int = MAX_QUERY_ROWS) -> dict[str, Any]:
+    """The first `limit` rows of `sql` over the latest committed checkpoint, whether it has
+    more (`truncated`), and that checkpoint's id."""
     manifest = runtime.store.latest()
     if manifest is None:
         raise SpindleError(
             reason="CheckpointNotFound",
             message="The pipeline has no checkpoint yet; query it once its first step committed.",
         )
-    rows = runtime.query(parse_program(manifest.program.text), manifest, sql)
-    return {"checkpoint": manifest.id, "rows": [plain(row) for row in rows]}
+    rows, truncated = runtime.query(
+        parse_program(manifest.program.text), manifest, sql, limit=limit
+    )
+    return {"checkpoint": manifest.id, "rows": [plain(row) for row in rows], "truncated": truncated}
 
 
 class QueryServer:
@@ -95,10 +98,12 @@ class QueryServer:
                     reason="QueryTooLarge",
                     message=f"The query is larger than {MAX_PROGRAM_BYTES} bytes.",
                 )
-            sql = json.loads(body).get("sql")
+            request = json.loads(body)
+            sql = request.get("sql")
             if not isinstance(sql, str):
                 raise SpindleError(reason="InvalidQuery", message='Send {"sql": "SELECT ..."}.')
-            result = answer(self.runtime, sql)
+            limit = row_limit(request.get("limit", MAX_QUERY_ROWS))
+            result = answer(self.runtime, sql, limit=limit)
         except SpindleError as error:
             self.say(f"query refused: {error.reason}")
             return 400, error.body()
@@ -112,5 +117,8 @@ class QueryServer:
                 "driver pod's log; the pipeline itself is not affected.",
             )
             return 500, failed.body()
-        self.say(f"query answered: {len(result['rows'])} rows at checkpoint {result['checkpoint']}")
+        more = " (cut: it has more)" if result["truncated"] else ""
+        self.say(
+            f"query answered: {len(result['rows'])} rows{more} at checkpoint {result['checkpoint']}"
+        )
         return 200, result

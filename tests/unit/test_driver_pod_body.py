@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spindle.api import PipelineSpec
+from spindle.checkpoint.store import open_store
 from spindle.cli.main import main
 from spindle.lifecycle import decide
 from spindle.lifecycle.observation import Observation
@@ -44,6 +45,39 @@ def test_a_bootstrap_of_a_change_that_moved_is_refused_before_spark(
         Observation(spec=PipelineSpec(sql=V2), generation=2, checkpoint=checkpoint(V1))
     ).change_id
     assert failure["reason"] == "ChangeMoved" and change in failure["message"]
+
+
+def test_a_preview_of_a_change_that_moved_reports_it_without_starting_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod a preview request started finds another change pending (the program or the
+    checkpoint moved since): it leaves a `ChangeMoved` report for the request and ends, and
+    opens no Spark session for a change it will not evaluate."""
+    checkpoint_id = seeded(tmp_path / "storage")
+
+    def no_spark(**_: object) -> None:
+        raise AssertionError("a Spark session was opened")
+
+    monkeypatch.setattr("spindle.runtime.pod.open_runtime", no_spark)
+    pipeline = {
+        "namespace": "default",
+        "name": "grades",
+        "generation": 2,
+        "spec": {"sql": V2, "storage": {"uri": (tmp_path / "storage").as_uri()}},
+    }
+    monkeypatch.setenv("SPINDLE_PIPELINE", json.dumps(pipeline))
+    monkeypatch.setenv("SPINDLE_TERMINATION_LOG", str(tmp_path / "termination-log"))
+    arguments = ["--change-id", "0123456789ab", "--preview-request", "r-1"]
+    assert main(["driver", "--mode", "preview", *arguments]) == 0
+    store = open_store((tmp_path / "storage").as_uri(), namespace="default", name="grades")
+    report = store.latest_preview()
+    assert report is not None and report.error is not None
+    assert report.error.reason == "ChangeMoved" and "0123456789ab" in report.error.message
+    assert (report.change_id, report.checkpoint, report.request) == (
+        "0123456789ab",
+        checkpoint_id,
+        "r-1",
+    )
 
 
 def test_a_run_of_a_change_awaiting_approval_is_refused_with_its_reason(

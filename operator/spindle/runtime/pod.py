@@ -147,6 +147,13 @@ class DriverPodBody:
     def act(self, decision: Decision) -> Acted:
         assert self.ref is not None and self.spec is not None and self.store is not None
         spec = self.spec
+        if self.settings.mode is DriverMode.PREVIEW and not self._still_pending(decision):
+            from spindle.runtime.preview import refused
+
+            assert self.checkpoint is not None
+            change_id, request = self.settings.change_id or "", self.settings.preview_request
+            self.store_report(refused(change_id, self.checkpoint, request=request))
+            return Acted(decision)  # without starting Spark: there is nothing to evaluate
         runtime = open_runtime(
             pipeline=self.ref,
             spec=spec,
@@ -177,14 +184,15 @@ class DriverPodBody:
                 queries.stop()
         return Acted(decision)
 
-    def _preview(self, runtime: Runtime, decision: Decision) -> None:
-        from spindle.runtime.preview import Bounds, preview, refused
+    def _still_pending(self, decision: Decision) -> bool:
+        """Whether the change this preview pod was started for is still the pending one."""
+        return decision.plan is not None and decision.change_id == self.settings.change_id
 
-        assert self.spec is not None and self.checkpoint is not None
-        change_id, request = self.settings.change_id or "", self.settings.preview_request
-        if decision.plan is None or decision.change_id != change_id:
-            self.store_report(refused(change_id, self.checkpoint, request=request))
-            return
+    def _preview(self, runtime: Runtime, decision: Decision) -> None:
+        from spindle.runtime.preview import Bounds, preview
+
+        assert self.spec is not None and self.checkpoint is not None and decision.plan
+        request = self.settings.preview_request
         bounds = self.spec.preview
         report = preview(
             runtime,

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from spindle.checkpoint import FORMAT_VERSION, load_manifest
+from spindle.checkpoint import FORMAT_VERSION, PipelineRef, load_manifest
 from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.origin import starting_checkpoint
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.store import manifest_key, open_store
 from spindle.errors import SpindleError
@@ -323,6 +324,30 @@ def test_persistent_failure_ends_clearly_and_corrupts_nothing(
     assert uri in unavailable.value.message
     proxy.default = "ok"
     assert open_store(uri, s3=options).latest() == first
+
+
+def test_a_start_from_store_that_hangs_is_given_up_within_the_callers_bound(
+    faulty: tuple[FaultProxy, str, S3Options], tmp_path: Path
+) -> None:
+    """The operator reads a `startFrom` origin with its own 8-second bound, not the default
+    30: an origin that accepts requests and never answers ends the read as it ends its own."""
+    proxy, uri, options = faulty
+    open_store(uri, s3=options).commit(manifest(None))
+    proxy.default = "slow:3600"
+    bound = RetryPolicy(deadline=1.0, first_delay=0.05, connect_timeout=0.5, read_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(SpindleError) as unavailable:
+        starting_checkpoint(
+            open_store(tmp_path.as_uri()),  # no checkpoint of its own yet
+            start_from=uri,
+            pipeline=PipelineRef(namespace="default", name="copy"),
+            s3=options,
+            adopt=False,
+            retry=bound,
+        )
+    assert time.monotonic() - started < 10  # the default bound alone is 30 s
+    assert unavailable.value.reason == "StorageUnavailable" and uri in unavailable.value.message
+    proxy.default = "ok"
 
 
 def test_client_errors_are_not_retried(s3: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from spindle.checkpoint.manifest import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.errors import SpindleError
 
@@ -19,14 +20,16 @@ def starting_checkpoint(
     pipeline: PipelineRef,
     s3: S3Options | None,
     adopt: bool,
+    retry: RetryPolicy | None = None,
 ) -> Manifest | None:
     """The pipeline's latest checkpoint; without one, the `startFrom` checkpoint
-    (`<pipeline root URI>[#<checkpoint id>]`), adopted into `store` when `adopt`."""
+    (`<pipeline root URI>[#<checkpoint id>]`), adopted into `store` when `adopt`. The origin is
+    read with `retry`, the caller's bound on its own store (the operator's is 8 s, not 30)."""
     latest = store.latest()
     if latest is not None or not start_from:
         return latest
     uri, _, checkpoint_id = start_from.partition("#")
-    origin = open_store(uri, s3=s3)
+    origin = open_store(uri, s3=s3, retry=retry)
     if not checkpoint_id:
         newest = origin.latest()
         if newest is None:

@@ -394,6 +394,7 @@ class PipelineBody:
                 pipeline=PipelineRef(namespace=namespace, name=name),
                 s3=s3,
                 adopt=False,
+                retry=STORAGE_RETRY,
             )
             runtime = spec.runtime_version or base.runtime_version
             changed = self.checkpoint is not None and needs_sizes(

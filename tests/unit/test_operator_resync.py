@@ -200,11 +200,15 @@ def test_a_pass_of_checks_hands_what_it_has_no_time_for_to_the_workers() -> None
             return name != "moved"
 
     operator = Operator(settings=cast(Settings, None), namespaces=None, metrics=Metrics())
-    operator.reconciler = cast(Reconciler, Stores())
+    operator.reconciler, operator.leading = cast(Reconciler, Stores()), True
     names = ["same", "moved", "fails", "hangs", "after-1", "after-2"]
     due: list[tuple[Key, str | None]] = [(("default", name), "c-1") for name in names]
-    moved = operator._moved(due, budget=0.1)
-    assert [name for _, name in moved] == ["moved", "fails", "after-1", "after-2"]
+    handed: list[Key] = []
+    operator._moved(due, deadline=time.monotonic() + 0.1, moved=handed.append)
+    assert [name for _, name in handed] == ["moved", "fails", "after-1", "after-2"]
+    operator.leading = False  # leadership lost: nothing more is read, nothing handed over
+    operator._moved(due, deadline=time.monotonic() + 10, moved=handed.append)
+    assert len(handed) == 4
     text = operator.metrics.exposition().decode()
     assert 'spindle_reconciles_total{result="unchanged"} 2.0' in text
 

@@ -26,29 +26,53 @@ from spindle.checkpoint.blobs import (
 from spindle.errors import SpindleError
 
 _THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
-_CLIENTS: dict[tuple[S3Options, float, float], Any] = {}
+_CLIENTS: dict[tuple[S3Options, float, float], tuple[Any, s3_reads.Reader | None]] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
 def _client(options: S3Options, policy: retry.RetryPolicy) -> Any:
     """The process's client for these options and timeouts, built on first use."""
+    return _connection(options, policy)[0]
+
+
+def _reader(options: S3Options, policy: retry.RetryPolicy) -> s3_reads.Reader:
+    """The reader (`s3_reads`) that goes with the client for these options and timeouts."""
+    found = _connection(options, policy)[1]
+    if found is None:
+        raise SpindleError(
+            reason="StorageRequestRejected",
+            message="No S3 credentials were found. Name a Secret in spec.storage.credentials "
+            "(or, for the CLI and local runs, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).",
+        )
+    return found
+
+
+def _connection(
+    options: S3Options, policy: retry.RetryPolicy
+) -> tuple[Any, s3_reads.Reader | None]:
     key = (options, policy.connect_timeout, policy.read_timeout)
     with _CLIENTS_LOCK:
         if key not in _CLIENTS:
-            _CLIENTS[key] = _new_client(options, policy)
+            _CLIENTS[key] = _new_connection(options, policy)
         return _CLIENTS[key]
 
 
-def _new_client(options: S3Options, policy: retry.RetryPolicy) -> Any:
+def _new_connection(
+    options: S3Options, policy: retry.RetryPolicy
+) -> tuple[Any, s3_reads.Reader | None]:
+    """A boto3 client, and a reader with the client's endpoint, region and credentials (None
+    when the credentials chain found none: boto3 itself then refuses every request)."""
     import boto3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
-        "s3",
-        endpoint_url=options.endpoint,
-        region_name=options.region or "us-east-1",
+    session = boto3.session.Session(
         aws_access_key_id=options.access_key,
         aws_secret_access_key=options.secret_key,
+        region_name=options.region or "us-east-1",
+    )
+    client = session.client(
+        "s3",
+        endpoint_url=options.endpoint,
         config=Config(
             s3={"addressing_style": "path"},
             retries={"max_attempts": 1, "mode": "standard"},
@@ -57,6 +81,17 @@ def _new_client(options: S3Options, policy: retry.RetryPolicy) -> Any:
             max_pool_connections=32,
         ),
     )
+    credentials = session.get_credentials()
+    reader = None
+    if credentials is not None:
+        reader = s3_reads.Reader(
+            endpoint=client.meta.endpoint_url,
+            region=client.meta.region_name,
+            credentials=credentials,
+            connect_timeout=policy.connect_timeout,
+            read_timeout=policy.read_timeout,
+        )
+    return client, reader
 
 
 @dataclass
@@ -125,18 +160,14 @@ class S3Store:
 
     def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
         """A signed GET (`s3_reads`): most reads are a pointer answered 304."""
-        get = s3_reads.reader(
-            self.options,
-            connect_timeout=self.policy.connect_timeout,
-            read_timeout=self.policy.read_timeout,
-        ).get
+        get = _reader(self.options, self.policy).get
 
         def attempt() -> Blob:
             from botocore.exceptions import BotoCoreError
 
             try:
                 answer = get(self.bucket, self._key(key), if_none_match=if_none_match)
-            except BotoCoreError as error:
+            except (BotoCoreError, s3_reads.ShortRead) as error:
                 raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
             if answer.status != 200:
                 raise self._refusal(answer.status, answer.code, key)

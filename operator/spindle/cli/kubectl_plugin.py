@@ -217,7 +217,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         limit=args.limit,
     )
-    render.print_rows(answer["rows"], as_json=args.json, truncated=bool(answer.get("truncated")))
+    rows = answer["rows"]  # a driver older than --limit answers with every row
+    cut = bool(answer.get("truncated")) or len(rows) > args.limit
+    render.print_rows(rows[: args.limit], as_json=args.json, truncated=cut)
     return 0
 
 

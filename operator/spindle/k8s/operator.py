@@ -11,7 +11,7 @@ answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, 
 per pipeline, and a hung store holds one worker now and then, not one at every re-list. One
 whose driver is active is checked by each re-list: one conditional read of its checkpoint
 pointer, and a reconcile only if the checkpoint moved (`Relist.CHECK`); a re-list's checks run
-one after another in one thread, not through the queue, and hand what they have no time for to
+on a few threads of their own, not through the queue, and hand what they have no time for to
 the workers (`_moved`). Its pod's changes are watched, and reconcile it at once. Neither the
 echo of a status write nor the ADDED event of a pod the operator has just created (`_creating`)
 reconciles a pipeline: they carry nothing the reconcile that caused them did not know. Every
@@ -33,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +58,13 @@ from spindle.lifecycle import ObservedDriver
 FINALIZER = "spindle.dev/finalizer"
 STORAGE_REST = 30.0
 """Seconds a pipeline whose storage did not answer waits before a re-list retries it."""
+CHECKERS = 4
+"""Threads a re-list's checks run on, beside the workers' own: enough to overlap the round
+trips to a remote store (10-30 ms each to a cloud S3: 500 checks take about 2-4 s), few
+enough not to crowd the workers out."""
+CHECK_BUDGET = 0.8
+"""The share of a resync period a pass of checks may take; what it has not checked by then
+is reconciled by the workers, and the next re-list finds the pass over."""
 log = logging.getLogger("spindle.operator")
 
 
@@ -166,6 +175,8 @@ class Operator:
     _settled: dict[Key, Settled] = field(default_factory=dict)
     _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
     """Each driver pod as its last event showed it (`_driver_seen`)."""
+    _checkers: ThreadPoolExecutor | None = None
+    """`CHECKERS` threads for the re-lists' checks (`_check`)."""
     _threads: ThreadPoolExecutor | None = None
     """One thread per worker: a reconcile mostly waits on the API server and storage, and the
     default executor has only CPUs + 4 threads, fewer than the workers."""
@@ -176,6 +187,7 @@ class Operator:
         self.work = WorkQueue()
         self.watchdog = Watchdog(stall_after=self.stall_after)
         self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="reconcile")
+        self._checkers = ThreadPoolExecutor(CHECKERS, thread_name_prefix="check")
         api = api_client()
         self.reconciler = Reconciler(
             cluster=Cluster(api),
@@ -297,17 +309,23 @@ class Operator:
                 key, checkpoint_id=checkpoint.id, finished_at=record.finished_at, seconds=seconds
             )
 
-    def _moved(self, due: list[tuple[Key, str | None]], *, budget: float) -> list[Key]:
-        """A re-list's checks (`Relist.CHECK`), one after another in a thread: the pipelines
-        whose checkpoint is no longer the one their last reconcile saw, whose check failed, or
-        that the pass had no time left for (after `budget` seconds, a store that hangs has
-        cost enough: the workers reconcile the rest, each with its own time bound). A check
-        that finds nothing changed counts as a reconcile with result `unchanged`."""
+    def _moved(
+        self, due: list[tuple[Key, str | None]], *, deadline: float, moved: Callable[[Key], None]
+    ) -> None:
+        """Some of a re-list's checks (`Relist.CHECK`), one after another in a checker thread:
+        `moved` is called at once with each pipeline whose checkpoint is no longer the one its
+        last reconcile saw or whose check failed, and, once `deadline` (monotonic) has passed,
+        with each left unchecked (a store that hangs has cost enough: the workers reconcile
+        the rest, each with its own time bound). A check that finds nothing changed counts as
+        a reconcile with result `unchanged`. Nothing more is read once leadership is lost."""
         assert self.reconciler is not None
-        deadline, moved = time.monotonic() + budget, list[Key]()
         for index, (key, checkpoint) in enumerate(due):
+            if not self.leading:
+                return
             if time.monotonic() > deadline:
-                return moved + [key for key, _ in due[index:]]
+                for late, _ in due[index:]:
+                    moved(late)
+                return
             started = time.perf_counter()
             try:
                 unchanged = self.reconciler.unmoved(*key, checkpoint)
@@ -316,8 +334,7 @@ class Operator:
             if unchanged:
                 self.metrics.reconciled(seconds=time.perf_counter() - started, result="unchanged")
             else:
-                moved.append(key)
-        return moved
+                moved(key)
 
     def _reconcile(self, key: Key) -> Outcome | None:
         """One reconcile, in a worker thread, timed and counted by its result."""
@@ -353,18 +370,36 @@ class Operator:
                 work.done(key)
 
     async def _check(self, keys: list[Key]) -> None:
-        """Check the pipelines a re-list found with an active driver (`_moved`), and queue
-        those that need a reconcile. One pass runs at a time; a re-list while it runs checks
-        nothing (the pass is already reading those pointers)."""
+        """Check the pipelines a re-list found with an active driver (`_moved`) on `CHECKERS`
+        threads, and queue each that needs a reconcile as soon as it is found. One pass runs
+        at a time, and ends before the next re-list (`CHECK_BUDGET`), which checks again."""
+        loop = asyncio.get_running_loop()
         due = [
             (key, settled.checkpoint)
             for key in keys
             if (settled := self._settled.get(key)) is not None and settled.relist is Relist.CHECK
         ]
-        moved = await asyncio.to_thread(self._moved, due, budget=self.resync)
-        for key in moved:
+
+        def queue(key: Key) -> None:  # on the loop
             if self.work is not None and self.leading:
                 self.work.add(key, relisted=True)
+
+        def moved(key: Key) -> None:  # in a checker thread
+            loop.call_soon_threadsafe(queue, key)
+
+        deadline = time.monotonic() + CHECK_BUDGET * self.resync
+        passes = [
+            loop.run_in_executor(
+                self._checkers,
+                functools.partial(self._moved, part, deadline=deadline, moved=moved),
+            )
+            for part in (due[start::CHECKERS] for start in range(CHECKERS))
+            if part
+        ]
+        try:
+            await asyncio.gather(*passes)
+        except Exception:
+            log.exception("checking the checkpoints of pipelines with active drivers failed")
 
     async def _resync(self) -> None:
         assert self.work is not None and self.reconciler is not None

@@ -25,6 +25,10 @@ from spindle.program.model import Program
 from spindle.program.statements import split
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
+"""Spark functions that call Java methods: a query could end or change the process."""
+
+WRITES: tuple[type[exp.Expr], ...] = (exp.DDL, exp.DML, exp.Command, exp.Into, exp.Set)
+"""Nodes that make a statement something other than a query (`SELECT ... INTO` creates)."""
 
 MAX_QUERY_ROWS = 10_000
 """Rows one answer holds at most: they are collected into the driver's memory (or the local
@@ -42,12 +46,6 @@ def row_limit(value: object) -> int:
             details={"limit": str(value)},
         )
     return value
-
-
-"""Spark functions that call Java methods: a query could end or change the process."""
-
-WRITES: tuple[type[exp.Expr], ...] = (exp.DDL, exp.DML, exp.Command, exp.Into, exp.Set)
-"""Nodes that make a statement something other than a query (`SELECT ... INTO` creates)."""
 
 
 @dataclass(frozen=True)

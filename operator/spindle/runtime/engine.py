@@ -613,11 +613,11 @@ class Runtime:
     ) -> tuple[list[dict[str, Any]], bool]:
         """The query's first `limit` rows, and whether it has more (only `limit` + 1 rows are
         ever collected)."""
-        readable = materialized(program)
+        readable, limit = materialized(program), row_limit(limit)
         checked = check_query(sql, relations=readable)
         self.views(program).register(manifest.state, tuple(sorted(readable)))
         try:
-            rows = self.spark.sql(checked.spark_sql).limit(row_limit(limit) + 1).collect()
+            rows = self.spark.sql(checked.spark_sql).limit(limit + 1).collect()
         except Exception as error:
             raise SpindleError(
                 reason="InvalidQuery",

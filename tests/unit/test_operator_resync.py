@@ -13,7 +13,7 @@ from typing import Any, cast
 from spindle.checkpoint.store import open_store
 from spindle.errors import SpindleError
 from spindle.k8s.metrics import Key, Metrics, Watchdog
-from spindle.k8s.operator import Operator, WorkQueue
+from spindle.k8s.operator import Operator, WorkQueue, checkers
 from spindle.k8s.reconcile import Reconciler, Settings
 from tests.checkpoints import manifest
 from tests.unit.test_lifecycle import V1, V2
@@ -236,3 +236,14 @@ def test_a_driver_pod_event_reconciles_only_when_the_driver_changed(tmp_path: Pa
     pod["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
     assert queues()
     assert queues("DELETED")
+
+
+def test_a_pass_of_checks_uses_threads_only_when_round_trips_ask_for_them() -> None:
+    """A nearby store answers in about a millisecond: one thread checks 500 pipelines well
+    within the budget (more would only take turns on the GIL). A remote one at 30 ms needs
+    the most threads allowed, and never more."""
+    assert checkers(500, seconds=0.001, budget=8.0) == 1
+    assert checkers(500, seconds=0.012, budget=8.0) == 2
+    assert checkers(500, seconds=0.03, budget=8.0) == 4
+    assert checkers(10_000, seconds=0.03, budget=8.0) == 4
+    assert checkers(0, seconds=0.03, budget=8.0) == 1

@@ -11,11 +11,12 @@ answer rests `STORAGE_REST` seconds. So a fleet at rest costs a re-list a LIST, 
 per pipeline, and a hung store holds one worker now and then, not one at every re-list. One
 whose driver is active is checked by each re-list: one conditional read of its checkpoint
 pointer, and a reconcile only if the checkpoint moved (`Relist.CHECK`); a re-list's checks run
-on a few threads of their own, not through the queue, and hand what they have no time for to
-the workers (`_moved`). Its pod's changes are watched, and reconcile it at once. Neither the
-echo of a status write nor the ADDED event of a pod the operator has just created (`_creating`)
-reconciles a pipeline: they carry nothing the reconcile that caused them did not know. Every
-settled pipeline is reconciled again after `recheck` seconds, whatever happened.
+on as few threads of their own as their pace asks for (`checkers`), not through the queue, and
+hand what they have no time for to the workers (`_moved`). Its pod's changes are watched, and
+reconcile it at once. Neither the echo of a status write nor the ADDED event of a pod the
+operator has just created (`_creating`) reconciles a pipeline: they carry nothing the reconcile
+that caused them did not know. Every settled pipeline is reconciled again after `recheck`
+seconds, whatever happened.
 
 kopf's own bookkeeping stays out of GitOps' way: there are no create/update handlers, so kopf
 writes no progress or diff-base annotations; the only kopf-managed metadata is the
@@ -35,6 +36,7 @@ import contextlib
 import enum
 import functools
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -59,9 +61,10 @@ FINALIZER = "spindle.dev/finalizer"
 STORAGE_REST = 30.0
 """Seconds a pipeline whose storage did not answer waits before a re-list retries it."""
 CHECKERS = 4
-"""Threads a re-list's checks run on, beside the workers' own: enough to overlap the round
-trips to a remote store (10-30 ms each to a cloud S3: 500 checks take about 2-4 s), few
-enough not to crowd the workers out."""
+"""Threads a re-list's checks run on at most, beside the workers' own: enough to overlap the
+round trips to a remote store (10-30 ms each to a cloud S3: 500 checks take 2-4 s on four).
+A pass uses as few as finish it in half its budget (`checkers`): threads that take turns on
+the GIL between short round trips cost CPU, and a nearby store answers in a millisecond."""
 CHECK_BUDGET = 0.8
 """The share of a resync period a pass of checks may take; what it has not checked by then
 is reconciled by the workers, and the next re-list finds the pass over."""
@@ -177,6 +180,8 @@ class Operator:
     """Each driver pod as its last event showed it (`_driver_seen`)."""
     _checkers: ThreadPoolExecutor | None = None
     """`CHECKERS` threads for the re-lists' checks (`_check`)."""
+    _check_seconds: float = 0.03
+    """Seconds one check took on one thread in the last pass (first: a remote store's)."""
     _threads: ThreadPoolExecutor | None = None
     """One thread per worker: a reconcile mostly waits on the API server and storage, and the
     default executor has only CPUs + 4 threads, fewer than the workers."""
@@ -370,8 +375,9 @@ class Operator:
                 work.done(key)
 
     async def _check(self, keys: list[Key]) -> None:
-        """Check the pipelines a re-list found with an active driver (`_moved`) on `CHECKERS`
-        threads, and queue each that needs a reconcile as soon as it is found. One pass runs
+        """Check the pipelines a re-list found with an active driver (`_moved`), on as many
+        threads as the last pass's pace asks for (`checkers`), and queue each that needs a
+        reconcile as soon as it is found. One pass runs
         at a time, and ends before the next re-list (`CHECK_BUDGET`), which checks again."""
         loop = asyncio.get_running_loop()
         due = [
@@ -387,19 +393,24 @@ class Operator:
         def moved(key: Key) -> None:  # in a checker thread
             loop.call_soon_threadsafe(queue, key)
 
-        deadline = time.monotonic() + CHECK_BUDGET * self.resync
+        budget = CHECK_BUDGET * self.resync
+        threads = checkers(len(due), seconds=self._check_seconds, budget=budget)
+        started = time.monotonic()
+        deadline = started + budget
         passes = [
             loop.run_in_executor(
                 self._checkers,
                 functools.partial(self._moved, part, deadline=deadline, moved=moved),
             )
-            for part in (due[start::CHECKERS] for start in range(CHECKERS))
+            for part in (due[start::threads] for start in range(threads))
             if part
         ]
         try:
             await asyncio.gather(*passes)
         except Exception:
             log.exception("checking the checkpoints of pipelines with active drivers failed")
+        if due:
+            self._check_seconds = (time.monotonic() - started) * threads / len(due)
 
     async def _resync(self) -> None:
         assert self.work is not None and self.reconciler is not None
@@ -488,6 +499,13 @@ class Operator:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), content_type="text/plain")
+
+
+def checkers(count: int, *, seconds: float, budget: float) -> int:
+    """Threads for `count` checks of `seconds` each: as few as finish them in half of `budget`
+    seconds, at least one and at most `CHECKERS`."""
+    wanted = math.ceil(count * seconds / (budget / 2)) if budget > 0 else CHECKERS
+    return max(1, min(CHECKERS, wanted))
 
 
 def _driver_seen(pod: Any) -> tuple[ObservedDriver, bool] | None:

@@ -18,8 +18,9 @@ from tests.unit.test_lifecycle import V1, V2, checkpoint
 from tests.unit.test_operator_body import seeded
 
 
-def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, *args: str) -> dict[str, str]:
-    """Run `spindle driver ARGS` as the pod would; returns its termination message."""
+def in_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str) -> Path:
+    """The environment the operator gives a driver pod of pipeline default/grades running
+    `sql` with storage under tmp_path; returns where its termination message goes."""
     pipeline = {
         "namespace": "default",
         "name": "grades",
@@ -29,6 +30,12 @@ def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, *args: str
     monkeypatch.setenv("SPINDLE_PIPELINE", json.dumps(pipeline))
     log = tmp_path / "termination-log"
     monkeypatch.setenv("SPINDLE_TERMINATION_LOG", str(log))
+    return log
+
+
+def driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sql: str, *args: str) -> dict[str, str]:
+    """Run `spindle driver ARGS` as the pod would; returns its termination message."""
+    log = in_pod(tmp_path, monkeypatch, sql)
     assert main(["driver", *args]) == 1
     message: dict[str, str] = json.loads(log.read_text())
     return message
@@ -59,14 +66,7 @@ def test_a_preview_of_a_change_that_moved_reports_it_without_starting_spark(
         raise AssertionError("a Spark session was opened")
 
     monkeypatch.setattr("spindle.runtime.pod.open_runtime", no_spark)
-    pipeline = {
-        "namespace": "default",
-        "name": "grades",
-        "generation": 2,
-        "spec": {"sql": V2, "storage": {"uri": (tmp_path / "storage").as_uri()}},
-    }
-    monkeypatch.setenv("SPINDLE_PIPELINE", json.dumps(pipeline))
-    monkeypatch.setenv("SPINDLE_TERMINATION_LOG", str(tmp_path / "termination-log"))
+    in_pod(tmp_path, monkeypatch, V2)
     arguments = ["--change-id", "0123456789ab", "--preview-request", "r-1"]
     assert main(["driver", "--mode", "preview", *arguments]) == 0
     store = open_store((tmp_path / "storage").as_uri(), namespace="default", name="grades")

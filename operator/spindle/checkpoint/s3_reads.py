@@ -26,6 +26,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 _CODE = re.compile(rb"<Code>([^<]*)</Code>")
+_AWS_HOST = re.compile(r"s3([.-][a-z0-9-]+)?\.amazonaws\.com")
+"""AWS's own S3 endpoints (global or regional), which serve one region each."""
 _REDIRECTS = frozenset({301, 307, 400})
 """What S3 answers a request signed for the wrong region with (and `x-amz-bucket-region`)."""
 
@@ -114,6 +116,6 @@ class Reader:
         """The endpoint for a bucket in `region`: AWS's regional host when the configured one is
         AWS's own for another region; any other endpoint serves every region it has."""
         host = urlsplit(self._base).hostname or ""
-        if region == self._region or not re.fullmatch(r"s3([.-][a-z0-9-]+)?\.amazonaws\.com", host):
+        if region == self._region or not _AWS_HOST.fullmatch(host):
             return self._base
         return f"https://s3.{region}.amazonaws.com"

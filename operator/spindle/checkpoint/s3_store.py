@@ -162,18 +162,16 @@ class S3Store:
         """A signed GET (`s3_reads`): most reads are a pointer answered 304."""
         get = _reader(self.options, self.policy).get
 
-        def attempt() -> Blob:
-            from botocore.exceptions import BotoCoreError
-
+        def fetch() -> Blob:
             try:
                 answer = get(self.bucket, self._key(key), if_none_match=if_none_match)
-            except (BotoCoreError, s3_reads.ShortRead) as error:
-                raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
+            except s3_reads.ShortRead as error:
+                raise retry.Transient(f"ShortRead: {error}") from None
             if answer.status != 200:
                 raise self._refusal(answer.status, answer.code, key)
             return Blob(answer.body, answer.etag)
 
-        result: Blob = retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
+        result: Blob = self._call(fetch, key)  # botocore's transport errors: transient
         return result
 
     def write(

@@ -377,8 +377,8 @@ class Operator:
     async def _check(self, keys: list[Key]) -> None:
         """Check the pipelines a re-list found with an active driver (`_moved`), on as many
         threads as the last pass's pace asks for (`checkers`), and queue each that needs a
-        reconcile as soon as it is found. One pass runs
-        at a time, and ends before the next re-list (`CHECK_BUDGET`), which checks again."""
+        reconcile as soon as it is found. One pass runs at a time, and ends before the next
+        re-list (`CHECK_BUDGET`), which checks again."""
         loop = asyncio.get_running_loop()
         due = [
             (key, settled.checkpoint)

@@ -15,11 +15,16 @@ on all sizes alike. At the largest H also:
             them, MERGE them into the stored groups, join and filter only the touched groups.
             Also printed: the same job without the append (`by hand, no history`), which is
             the comparison earlier runs of this bench made
+With --drift N, instead: N 100-row steps on the smallest history, one after another (a driver
+that has run for a while): the median step and the JVM's collector time per step over the first
+25 steps and the last 25, and their ratio (a step must not get slower the longer a pipeline
+runs).
 Printed ratios: step@largest / step@smallest (target <= 1.5x), step / full at the largest
 (target <= 10%), step / by hand (target <= 1.5x). Peak JVM memory is the RSS high-water mark of
 the Spark JVM (VmHWM), not Python's.
 
     python bench/steady.py [--sizes 100000,1000000,4000000,16000000] [--repeat 3]
+    python bench/steady.py --sizes 100000 --drift 200
 """
 
 from __future__ import annotations
@@ -247,15 +252,48 @@ def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> No
     print(f"Peak JVM RSS: {jvm_peak_rss_mb(spark):,.0f} MiB")
 
 
+def gc_seconds(spark: SparkSession) -> float:
+    """The JVM's collector time so far, all collectors."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory  # type: ignore[union-attr]
+    return float(sum(b.getCollectionTime() for b in management.getGarbageCollectorMXBeans())) / 1000
+
+
+def drift(spark: SparkSession, history: History, *, steps: int) -> None:
+    """`steps` 100-row steps in a row: the first 25 against the last 25."""
+    window = 25
+    seconds, collected = [], []
+    for index in range(steps):
+        before = gc_seconds(spark)
+        seconds.append(history.step(spark, 100, f"drift{index}"))
+        collected.append(gc_seconds(spark) - before)
+        if (index + 1) % window == 0:
+            recent = statistics.median(seconds[-window:])
+            print(
+                f"  steps {index + 2 - window:>4}-{index + 1:<4} median {recent:.2f} s"
+                f"  JVM collector {statistics.mean(collected[-window:]):.2f} s/step",
+                flush=True,
+            )
+    first, last = statistics.median(seconds[:window]), statistics.median(seconds[-window:])
+    print(f"{steps} steps at {history.rows:,} rows of history:")
+    print(f"  first {window} steps: median {first:.2f} s; last {window}: {last:.2f} s")
+    print(f"  last / first  {last / first:6.2f}x  (a step must not grow with the steps run)")
+    print(f"Peak JVM RSS: {jvm_peak_rss_mb(spark):,.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100000,1000000,4000000,16000000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--drift", type=int, default=0, help="steps in a row (drift mode)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     spark = spark_session(app="spindle-steady", extra={"spark.sql.shuffle.partitions": "8"})
     histories: list[History] = []
     try:
+        if args.drift:
+            histories.append(load(spark, sizes[0]))
+            drift(spark, histories[0], steps=max(args.drift, 50))
+            return
         for rows in sizes:
             histories.append(load(spark, rows))
         measure(spark, histories, repeat=args.repeat)

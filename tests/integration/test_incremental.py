@@ -20,6 +20,7 @@ from spindle.checkpoint.store import open_store
 from spindle.plan.maintenance import Mode, maintenance
 from spindle.program import parse_program
 from spindle.runtime import maintain
+from spindle.runtime.compaction import Compaction
 from spindle.runtime.engine import Runtime
 from spindle.runtime.maintain import Views
 from tests import soak
@@ -199,7 +200,8 @@ def test_incremental_equals_recompute_after_every_step(
     the second step on, so retractions flow from a table as well as out of aggregates; t2 has a
     primary key and receives upserts and deletes by key (JSON `insert_delete`), so replaced
     rows leave as -old +new; its contents must equal applying its changes in order. Group
-    tables are rewritten whole on odd steps and MERGEd on even ones (both ways of storing)."""
+    tables are rewritten whole on odd steps and MERGEd on even ones (both ways of storing).
+    Relations compact every second small file, so the oracle also reads compacted state."""
     from delta.tables import DeltaTable
 
     rng = random.Random(seed)
@@ -213,11 +215,14 @@ def test_incremental_equals_recompute_after_every_step(
     assert {n for n, m in modes.items() if m is Mode.RECOMPUTE} == RECOMPUTED
     root = tmp_path / "pipeline"
     store = open_store(root.as_uri())
+    reports: list[tuple[str, dict[str, Any]]] = []
     runtime = Runtime(
         spark=spark,
         store=store,
         root=root.as_uri(),
         pipeline=PipelineRef(namespace="t", name=str(seed)),
+        report=lambda event, **fields: reports.append((event, fields)),
+        compaction=Compaction(small_files=2),
     )
     manifest = runtime.initialize(program)
     seen: dict[str, set[Path]] = {name: set() for name in chosen}
@@ -245,8 +250,9 @@ def test_incremental_equals_recompute_after_every_step(
             )
             upserted(t2, rows["t2"])
         monkeypatch.setattr(maintain, "SMALL_GROUPS", rewritten if step % 2 else 0)
-        started = time.perf_counter()
+        started, temps = time.perf_counter(), _temporary_views(spark)
         manifest, stats = runtime.step(program, manifest)
+        assert _temporary_views(spark) <= temps, "a step left temporary views in the session"
         print(
             f"step {step}: {stats.rows_ingested} rows in, {len(gone)} deleted, views changed "
             f"{stats.views_recomputed} in {time.perf_counter() - started:.1f}s",
@@ -271,6 +277,11 @@ def test_incremental_equals_recompute_after_every_step(
                 f"seed {seed} step {step}: view {name} ({modes[name]}) emitted other changes"
             )
             before[name] = now
+    assert [e for e, _ in reports if e == "compacted"], "no relation was compacted"
+
+
+def _temporary_views(spark: Any) -> set[str]:
+    return {t.name for t in spark.catalog.listTables() if t.isTemporary}
 
 
 def _recomputed(spark: Any, views: Views, program: Any, manifest: Any, name: str) -> Any:

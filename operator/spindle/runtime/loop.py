@@ -41,6 +41,9 @@ def reporter(say: Say) -> Callable[..., None]:
             )
         elif event == "vacuum-failed":
             say(f"Vacuum failed (retried after the next commit): {fields['error']}")
+        elif event == "compacted":
+            relation, files, into = fields["relation"], fields["files"], fields["into"]
+            say(f"Compacted {relation}: {files} small files into {into}.")
         elif event == "rollback":
             say(
                 f"Rolled back {fields['relation']} to version {fields['version']} "

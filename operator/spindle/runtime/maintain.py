@@ -102,6 +102,9 @@ class Views:
     """Frames computed once and read several times this step; the caller unpersists them when
     the step ends (unpersisting one earlier would make Spark recompute the changes built on
     it)."""
+    temps: list[str] = field(default_factory=list)
+    """The temporary views this reader registered: the caller drops them when the step ends
+    (each holds a plan, and a driver runs many thousands of steps)."""
 
     def cache(self, frame: DataFrame) -> DataFrame:
         self.cached.append(frame.persist())
@@ -126,6 +129,7 @@ class Views:
     def temp(self, frame: DataFrame) -> str:
         name = f"__spindle_{next(_names)}"
         frame.createOrReplaceTempView(f"`{name}`")
+        self.temps.append(name)
         return name
 
     def register(

@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from spindle.checkpoint.objects import S3Options
 from spindle.errors import SpindleError
+from spindle.runtime import compaction
 from spindle.runtime.jars import ensure_jars
 
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
@@ -64,6 +65,15 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # file statistics: most of a steady step's planning time.
         "spark.databricks.delta.stats.skipping": "false",
         "spark.sql.ansi.enabled": "false",
+        # A driver runs steps for weeks, and Spark's status store keeps every job, stage and
+        # SQL execution up to these counts (1,000 each by default): with tens of each per step
+        # that was hundreds of MB of a 1 GB heap, and the collector's time grew with it. The UI
+        # that would show them is off.
+        "spark.ui.retainedJobs": "50",
+        "spark.ui.retainedStages": "50",
+        "spark.ui.retainedTasks": "1000",
+        "spark.sql.ui.retainedExecutions": "50",
+        **compaction.CONF,
     }
     if s3 is not None:
         prefix = "spark.hadoop.fs.s3a."

@@ -1,0 +1,17 @@
+"""The runtime's progress events as the lines a person reads (driver log, `spindle` CLI)."""
+
+from __future__ import annotations
+
+from spindle.runtime.loop import reporter
+
+
+def test_a_compaction_and_a_rollback_are_told_and_a_view_event_is_not() -> None:
+    lines: list[str] = []
+    report = reporter(lines.append)
+    report("compacted", relation="totals", files=33, into=1)
+    report("view", view="totals", mode="incremental", changes=4)
+    report("rollback", relation="events", version=7)
+    assert lines == [
+        "Compacted totals: 33 small files into 1.",
+        "Rolled back events to version 7 (a previous step did not commit).",
+    ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import time
 from collections import Counter
 from decimal import Decimal
@@ -225,6 +226,7 @@ def test_incremental_equals_recompute_after_every_step(
         compaction=Compaction(small_files=2),
     )
     manifest = runtime.initialize(program)
+    sessions = _live_sessions(spark)
     seen: dict[str, set[Path]] = {name: set() for name in chosen}
     first = Views(spark, program, runtime.uri)
     before = {name: as_records(first.contents(name, manifest.state[name])) for name in chosen}
@@ -278,6 +280,22 @@ def test_incremental_equals_recompute_after_every_step(
             )
             before[name] = now
     assert [e for e, _ in reports if e == "compacted"], "no relation was compacted"
+    # caching a step's changes must not clone the session: a clone kept its temporary views and
+    # the Delta snapshots they read for as long as the driver ran
+    assert _live_sessions(spark) <= sessions, "steps left Spark sessions behind"
+
+
+def _live_sessions(spark: Any) -> int:
+    """Live JVM SparkSession objects (a class histogram collects garbage first)."""
+    pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    histogram = subprocess.run(
+        ["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in histogram.splitlines():
+        fields = line.split()
+        if fields[-1:] == ["org.apache.spark.sql.classic.SparkSession"]:
+            return int(fields[1])
+    return 0
 
 
 def _temporary_views(spark: Any) -> set[str]:

@@ -73,6 +73,14 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         "spark.ui.retainedStages": "50",
         "spark.ui.retainedTasks": "1000",
         "spark.sql.ui.retainedExecutions": "50",
+        # Caching a frame (every step caches its changes) cloned the session whenever either of
+        # these was on, the clone copying every temporary view; a pool thread Spark started
+        # meanwhile inherited the clone as its active session and kept it, its views and the
+        # Delta snapshots they read, forever: 3 sessions and 4 snapshots more each step. Off,
+        # the session is used as is (Spindle has no bucketed tables; a cached frame may keep
+        # its partitioning).
+        "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
         **compaction.CONF,
     }
     if s3 is not None:

@@ -18,6 +18,7 @@ from spindle.checkpoint.store import open_store
 from spindle.errors import SpindleError
 from spindle.program import Program, parse_program
 from spindle.runtime import storage
+from spindle.runtime.compaction import Compaction
 from spindle.runtime.engine import Runtime
 from spindle.runtime.maintain import Views
 
@@ -329,3 +330,41 @@ def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, sp
     assert pipeline.rows("t") == Counter({(1, 11): 1})
     assert pipeline.stored("t") == 1
     assert pipeline.rows("total") == Counter({(11,): 1})
+
+
+def test_a_table_churning_through_the_same_live_rows_stays_that_size(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Ten live rows, five replaced each step: the table and its linear view store their +1
+    and -1 rows until a compaction consolidates them, so what they store stays within a few
+    steps' changes of what they hold, and they still hold exactly the live rows."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    sql = fed_and_watched(
+        "t (k int, v int)", "big as select k, v from t where v > 0", inbox=inbox, out=out
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    pipeline.runtime.compaction = Compaction(small_files=3)
+    pipeline.runtime.report = lambda event, **fields: reports.append((event, fields))
+    live = {k: k + 1 for k in range(10)}
+    write_lines(
+        inbox / "0.jsonl", [{"insert": {"k": k, "v": v}} for k, v in live.items()], mtime=1_000_000
+    )
+    pipeline.step()
+    for step in range(1, 13):
+        replaced = sorted(live)[:5]
+        records = [{"delete": {"k": k, "v": live.pop(k)}} for k in replaced]
+        fresh = {100 * step + i: step for i in range(5)}
+        records += [{"insert": {"k": k, "v": v}} for k, v in fresh.items()]
+        live.update(fresh)
+        write_lines(inbox / f"{step}.jsonl", records, mtime=1_000_000 + 100 * step)
+        pipeline.step()
+    expected = Counter(live.items())
+    assert pipeline.rows("t") == expected
+    assert pipeline.rows("big") == expected
+    consolidated = {f["relation"] for e, f in reports if e == "compacted" and f["consolidated"]}
+    assert consolidated == {"t", "big"}, reports
+    # unconsolidated, each would store 10 + 12 * 10 rows; a consolidation leaves at most 1.5x
+    # the live rows, and at most 3 small files (10 rows each) are appended before the next
+    for name in ("t", "big"):
+        assert pipeline.stored(name) <= 15 + 3 * 10, name

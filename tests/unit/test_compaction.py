@@ -1,4 +1,5 @@
-"""When a relation is compacted: the small files a Delta commit adds, net of those it removes."""
+"""When a relation is compacted: the small files a Delta commit adds, net of those it removes;
+when a Z-set relation is consolidated instead."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from spindle.runtime.compaction import SMALL_BYTES, small_files_added
+from spindle.runtime.compaction import (
+    SMALL_BYTES,
+    consolidates,
+    files_changed,
+    small_files_added,
+)
 
 
 def add(size: int) -> dict[str, Any]:
@@ -34,3 +40,24 @@ def remove(size: int | None) -> dict[str, Any]:
 )
 def test_small_files_a_commit_adds(actions: list[dict[str, Any]], expected: int) -> None:
     assert small_files_added(actions) == expected
+
+
+@pytest.mark.parametrize(
+    ("stored", "live", "expected"),
+    [
+        pytest.param(100, 100, False, id="nothing cancelled"),
+        pytest.param(150, 100, False, id="a third cancelled is the threshold, not past it"),
+        pytest.param(151, 100, True, id="past a third cancelled"),
+        pytest.param(2, 0, True, id="everything cancelled"),
+        pytest.param(0, 0, False, id="empty"),
+        pytest.param(10, 40, False, id="weights above one: fewer stored rows than live ones"),
+    ],
+)
+def test_a_z_set_consolidates_once_a_third_of_what_it_stores_has_cancelled(
+    stored: int, live: int, expected: bool
+) -> None:
+    assert consolidates(stored=stored, live=live) is expected
+
+
+def test_the_files_a_commit_replaces() -> None:
+    assert files_changed([{"commitInfo": {}}, remove(9), remove(None), add(30)]) == (2, 1)

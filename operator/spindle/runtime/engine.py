@@ -411,10 +411,18 @@ class Runtime:
     def _compacted(self, name: str, record: StateRecord) -> StateRecord:
         """A relation's record after its write, compacted when its small files are due
         (`runtime.compaction`)."""
-        done = self.compaction.after_write(self.spark, self.uri(record.path), record.version)
+        live = (record.rows or 0) if record.layout == "zset" else None
+        uri = self.uri(record.path)
+        done = self.compaction.after_write(self.spark, uri, record.version, live=live)
         if done is None:
             return record
-        self.report("compacted", relation=name, files=done.removed, into=done.added)
+        self.report(
+            "compacted",
+            relation=name,
+            files=done.removed,
+            into=done.added,
+            consolidated=done.consolidated,
+        )
         return record.model_copy(update={"version": done.version})
 
     def _in_session(self, work: Callable[[], _T]) -> Callable[[], _T]:

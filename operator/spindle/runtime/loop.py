@@ -43,7 +43,10 @@ def reporter(say: Say) -> Callable[..., None]:
             say(f"Vacuum failed (retried after the next commit): {fields['error']}")
         elif event == "compacted":
             relation, files, into = fields["relation"], fields["files"], fields["into"]
-            say(f"Compacted {relation}: {files} small files into {into}.")
+            if fields.get("consolidated"):
+                say(f"Consolidated {relation}: {files} files into {into}, cancelled rows removed.")
+            else:
+                say(f"Compacted {relation}: {files} small files into {into}.")
         elif event == "rollback":
             say(
                 f"Rolled back {fields['relation']} to version {fields['version']} "

@@ -6,8 +6,10 @@ Object storage URIs are `s3://` for boto3 and `s3a://` for Spark; `spark_uri` co
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
+from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -30,22 +32,117 @@ def _fs(spark: SparkSession, uri: str) -> tuple[Any, Any]:
 
 def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
     """Data files under a directory or prefix, recursively, with their modification times (ms
-    since the epoch), sorted by path; hidden files (`.x`, `_x`, under `_x/`) skipped. One
-    metadata listing: no file is opened."""
-    fs, path = _fs(spark, uri)
-    if not fs.exists(path):
-        return []
-    found = []
-    iterator = fs.listFiles(path, True)
-    while iterator.hasNext():
-        status = iterator.next()
-        item = status.getPath()
-        name = item.getName()
-        relative = item.toString()
-        if name.startswith((".", "_")) or "/_" in relative[len(uri) :]:
-            continue
-        found.append((relative, int(status.getModificationTime())))
+    since the epoch), sorted by path, named as Hadoop names them (`file:/a/b.json`,
+    `s3a://bucket/a/b.json`); hidden files skipped (a name starting with `.` or `_`, or under
+    such a directory). One metadata listing: no file is opened.
+
+    A file input lists its whole directory every step, so the listing's cost per file is what
+    a long-running pipeline pays most often: a local directory is listed by Python (Hadoop's
+    local listing starts a `stat` process per file to fill in owners and permissions), and
+    any other file system in one Hadoop listing read back in a few calls (`_hadoop_status`),
+    not several py4j calls per file."""
+    local = _local_path(uri)
+    if local is not None:
+        found = _local_status(local)
+    else:
+        fs, path = _fs(spark, uri)
+        if not fs.exists(path):
+            return []
+        root = fs.makeQualified(path).toString().rstrip("/")
+        listed = _hadoop_status(spark, fs.listFiles(path, True))
+        found = [(name, mtime) for name, mtime in listed if not _hidden(name[len(root) :])]
     return sorted(found)
+
+
+def _local_path(uri: str) -> str | None:
+    """The absolute local path of a `file:` URI or a plain path; None for other schemes.
+    Like Hadoop's `Path`, a `%` in the URI is part of the name, not an escape."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return os.path.abspath(parsed.path or "/")
+    return None if parsed.scheme else os.path.abspath(uri)
+
+
+def _hidden(relative: str) -> bool:
+    """Whether a file, by its path under the listed root, is hidden."""
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+def _local_status(root: str) -> list[tuple[str, int]]:
+    """`list_status` of a local directory (or file), following symbolic links as Hadoop does;
+    times truncated to milliseconds, as Java's `File.lastModified` gives them."""
+    if os.path.isfile(root):
+        candidates = [root]
+    else:
+        candidates = []
+        for folder, folders, files in os.walk(root, followlinks=True):
+            folders[:] = [f for f in folders if not _hidden(f)]
+            candidates += [os.path.join(folder, f) for f in files if not _hidden(f)]
+    found = []
+    for candidate in candidates:
+        try:
+            found.append((f"file:{candidate}", os.stat(candidate).st_mtime_ns // 1_000_000))
+        except FileNotFoundError:  # removed while listed, or a dangling link
+            continue
+    return found
+
+
+_SEPARATOR = "\0"
+
+
+def _hadoop_status(spark: SparkSession, files: Any) -> list[tuple[str, int]]:
+    """Every (path, modification time) of a Hadoop `RemoteIterator[FileStatus]`, in a fixed
+    number of py4j calls: the statuses are gathered into an array in the JVM, their paths
+    joined into one string, and each modification time read from the status's text. Should a
+    status's text not have the form Hadoop's `FileStatus.toString` gives it, each status is
+    asked instead (three calls per file)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    statuses = _statuses(spark, files)
+    if len(statuses) == 0:
+        return []
+    joined = str(jvm.org.apache.commons.lang3.StringUtils.join(statuses, _SEPARATOR))
+    paths, texts = _joined_paths(jvm, statuses), joined.split(_SEPARATOR)
+    if len(paths) == len(texts) == len(statuses):
+        read = [(path, _modified(path, text)) for path, text in zip(paths, texts, strict=True)]
+        if all(mtime is not None for _, mtime in read):
+            return [(path, mtime) for path, mtime in read if mtime is not None]
+    return [(s.getPath().toString(), int(s.getModificationTime())) for s in statuses]
+
+
+def _statuses(spark: SparkSession, files: Any) -> Any:
+    """A `RemoteIterator[FileStatus]` gathered into a Java `Object[]` (in one call)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.org.apache.hadoop.util.functional.RemoteIterators.toList(files).toArray()
+
+
+def _modified(path: str, text: str) -> int | None:
+    """A file's modification time from its status's text, or None when the text does not
+    read as `...{path=<path>; ...; modification_time=<ms>; ...}`."""
+    start = text.find(f"{{path={path}; ")
+    match = _MODIFIED.search(text, start + len(path)) if start >= 0 else None
+    return int(match.group(1)) if match else None
+
+
+_MODIFIED = re.compile(r"; modification_time=(\d+)[;}]")
+
+
+def _joined_paths(jvm: Any, statuses: Any) -> list[str]:
+    """The statuses' paths, read back as one string. py4j does not pass a
+    `Path[]` where Java takes an `Object[]`, so `StringUtils.join` is called by reflection."""
+    lang = jvm.java.lang
+    typed = jvm.java.util.Arrays.copyOf(
+        statuses, len(statuses), lang.Class.forName("[Lorg.apache.hadoop.fs.FileStatus;")
+    )
+    types = lang.reflect.Array.newInstance(lang.Class.forName("java.lang.Class"), 2)
+    types[0] = lang.Class.forName("[Ljava.lang.Object;")
+    types[1] = lang.Class.forName("java.lang.String")
+    join = lang.Class.forName("org.apache.commons.lang3.StringUtils").getMethod("join", types)
+    arguments = lang.reflect.Array.newInstance(lang.Class.forName("java.lang.Object"), 2)
+    arguments[0] = jvm.org.apache.hadoop.fs.FileUtil.stat2Paths(typed)
+    arguments[1] = _SEPARATOR
+    return str(join.invoke(None, arguments)).split(_SEPARATOR)
 
 
 def list_files(spark: SparkSession, uri: str) -> list[str]:
@@ -97,14 +194,16 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 def delta_version(spark: SparkSession, uri: str) -> int:
     """The latest version of a Delta table; -1 when there is none. One listing of its log (no
     Spark job: this runs for every relation on every step)."""
-    fs, log = _fs(spark, join(uri, LOG))
-    if not fs.exists(log):
-        return -1
-    versions = [
-        int(found.group(1))
-        for status in fs.listStatus(log)
-        if (found := _COMMIT.match(status.getPath().getName()))
-    ]
+    local = _local_path(join(uri, LOG))
+    if local is not None:
+        names = os.listdir(local) if os.path.isdir(local) else []
+    else:
+        fs, log = _fs(spark, join(uri, LOG))
+        if not fs.exists(log):
+            return -1
+        listed = _hadoop_status(spark, fs.listFiles(log, False))
+        names = [path.rsplit("/", 1)[-1] for path, _ in listed]
+    versions = [int(found.group(1)) for name in names if (found := _COMMIT.match(name))]
     return max(versions, default=-1)
 
 

@@ -301,28 +301,27 @@ class Runtime:
         self, table: Table, frames: list[DataFrame], work: _Work, *, deletes: bool
     ) -> None:
         """Apply a table's input: appended to its rows, or to its Z-set when the input carries
-        deletes; upserted key by key (`runtime.upsert`) when it has a primary key."""
+        deletes; with a primary key, its upserts' change (`runtime.upsert`) appended to its
+        Z-set."""
         name, key = table.name, list(table.primary_key)
         record = self._own(work.state[name], f"state/tables/{name}@{work.sequence}")
         received = zsets.union(frames).persist()
         work.cached.append(received)
         uri = self.uri(record.path)
-        if key:
-            record = self._relayout(record, "rows")
-            rows = zsets.size(received).rows
-            state = storage.read_delta(self.spark, uri, record.version, table_schema(table))
-            last = upsert.latest(received, key=key)
-            added = upsert.change(last=last, state=state, key=key).persist()
-            work.cached.append(added)
-            net = zsets.size(added).net
-            upsert.apply(self.spark, uri, added, key=key)
-            version = storage.last_commit(self.spark, uri)[0]
-        elif deletes:
-            record = self._relayout(record, "zset")
-            added = received
-            measured = zsets.size(received)
-            rows, net = measured.rows, measured.net
-            received.write.format("delta").mode("append").save(uri)
+        if key or deletes:
+            record = self._as_zset(record)
+            if key:
+                rows = zsets.size(received).rows
+                state = storage.read_delta(self.spark, uri, record.version, StructType([]))
+                last = upsert.latest(received, key=key)
+                added = upsert.change(last=last, state=state, key=key).persist()
+                work.cached.append(added)
+                net = zsets.size(added).net
+            else:
+                added = received
+                measured = zsets.size(received)
+                rows, net = measured.rows, measured.net
+            added.write.format("delta").mode("append").save(uri)
             version = storage.last_commit(self.spark, uri)[0]
         else:  # inserts only, appended in the background: the commit says how many rows
             stored = received if record.layout == "zset" else received.drop(WEIGHT)
@@ -462,19 +461,15 @@ class Runtime:
             work.emits.append(_WRITER.submit(self._in_session(emit)))
         work.stats.changes_emitted += rows
 
-    def _relayout(self, record: StateRecord, layout: str) -> StateRecord:
-        """A table stored from now on in `layout`: `zset` for one about to receive deletes (its
-        rows, weighted +1); `rows` for a primary-key table an earlier version stored as a
-        Z-set (its contents)."""
-        if record.layout == layout:
+    def _as_zset(self, record: StateRecord) -> StateRecord:
+        """A table stored as a Z-set from now on (its rows, weighted +1): it is about to
+        receive deletes, or upserts by its primary key."""
+        if record.layout == "zset":
             return record
         uri = self.uri(record.path)
         frame = storage.read_delta(self.spark, uri, record.version, StructType([]))
-        converted = (
-            zsets.weighted(frame) if layout == "zset" else zsets.as_contents(frame, record.layout)
-        )
-        version, _ = write_whole(self.spark, converted, uri)
-        return record.model_copy(update={"version": version, "layout": layout})
+        version, _ = write_whole(self.spark, zsets.weighted(frame), uri)
+        return record.model_copy(update={"version": version, "layout": "zset"})
 
     def _own(self, record: StateRecord, path: str) -> StateRecord:
         """A table this pipeline may append to: state adopted from another pipeline (an

@@ -4,16 +4,21 @@ A positive weight upserts the row (replacing the key's row, if any), a negative 
 key's row whatever its other columns hold (so a delete may carry the key columns only); a
 delete of a key the table does not hold does nothing. A key's changes apply in input order
 (`connectors.ORDER`, after the connector's position among the table's inputs), so only its
-last change decides its new row. The stored table stays one row per key (layout `rows`); the
-change is a Z-set: -old for the key's replaced or deleted row, +new for its new row, nothing
-when the two are equal.
+last change decides its new row. The change is a Z-set: -old for the key's replaced or deleted
+row, +new for its new row, nothing when the two are equal.
+
+The stored table is a Z-set too (layout `zset`), and the change is appended to it: no stored
+row is rewritten, so a step writes what its batch changed, whatever the table's size (a Delta
+MERGE rewrote every file that held a touched key). The key's current row is what its stored
+rows consolidate to; `runtime.compaction` consolidates the table once replaced rows are a third
+of what it stores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spindle.runtime import zsets
@@ -32,36 +37,11 @@ def latest(changes: DataFrame, *, key: Sequence[str]) -> DataFrame:
 
 
 def change(*, last: DataFrame, state: DataFrame, key: Sequence[str]) -> DataFrame:
-    """The consolidated Z-set the keys' last changes make to `state` (the table's rows)."""
-    names = state.columns
+    """The consolidated Z-set the keys' last changes make to `state` (the table as a Z-set:
+    the touched keys' stored rows, negated, cancel their current rows)."""
+    names = [c for c in state.columns if c != WEIGHT]
     touched = last.select(*[column(k) for k in key])
-    old = state.alias("s").join(touched.alias("t"), zsets.same_key("s", "t", key), "left_semi")
-    new = last.where(column(WEIGHT) > 0).select(*[column(n) for n in names])
-    return zsets.consolidate(zsets.weighted(old, -1).unionByName(zsets.weighted(new)))
-
-
-def apply(spark: SparkSession, uri: str, delta: DataFrame, *, key: Sequence[str]) -> None:
-    """Write a `change` into the stored table at `uri` in one Delta commit: the keys of its -1
-    rows lose their row, its +1 rows are inserted."""
-    from delta.tables import DeltaTable
-
-    names = [c for c in delta.columns if c != WEIGHT]
-    gone = delta.where(column(WEIGHT) < 0).select(*[column(k) for k in key]).distinct()
-    for name in names:
-        if name not in key:
-            gone = gone.withColumn(name, F.lit(None).cast(delta.schema[name].dataType))
-    source = gone.select(*[column(n) for n in names], F.lit(-1).alias(WEIGHT)).unionByName(
-        delta.where(column(WEIGHT) > 0)
-    )
-    deleting = zsets.same_key("t", "s", key) & (F.col(f"s.{WEIGHT}") < 0)
-    (
-        DeltaTable.forPath(spark, uri)
-        .alias("t")
-        .merge(source.alias("s"), deleting)
-        .whenMatchedDelete()
-        .whenNotMatchedInsert(
-            condition=F.col(f"s.{WEIGHT}") > 0,
-            values={f"`{n}`": F.col(f"s.`{n}`") for n in names},
-        )
-        .execute()
-    )
+    stored = state.alias("s").join(touched.alias("t"), zsets.same_key("s", "t", key), "left_semi")
+    old = stored.select(*[column(n) for n in names], (-column(WEIGHT)).alias(WEIGHT))
+    new = zsets.weighted(last.where(column(WEIGHT) > 0).select(*[column(n) for n in names]))
+    return zsets.consolidate(old.unionByName(new))

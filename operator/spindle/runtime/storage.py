@@ -75,7 +75,7 @@ def _local_status(root: str) -> list[tuple[str, int]]:
         candidates = [root]
     else:
         candidates = []
-        for folder, folders, files in os.walk(root, followlinks=True):
+        for folder, folders, files in os.walk(root, followlinks=True, onerror=_unreadable):
             folders[:] = [f for f in folders if not _hidden(f)]
             candidates += [os.path.join(folder, f) for f in files if not _hidden(f)]
     found = []
@@ -85,6 +85,13 @@ def _local_status(root: str) -> list[tuple[str, int]]:
         except FileNotFoundError:  # removed while listed, or a dangling link
             continue
     return found
+
+
+def _unreadable(error: OSError) -> None:
+    """A directory the listing cannot read fails it, as Hadoop's listing would (a missing one,
+    removed while listed, is skipped): its files must not silently go uningested."""
+    if not isinstance(error, FileNotFoundError):
+        raise error
 
 
 _SEPARATOR = "\0"

@@ -254,9 +254,7 @@ class Views:
 
         def define(sql: str, negated: bool) -> str:
             frame = self.spark.sql(sql)
-            if negated:
-                frame = frame.withColumn(WEIGHT, -zsets.column(WEIGHT))
-            return self.temp(frame)
+            return self.temp(zsets.negated(frame) if negated else frame)
 
         return Sources(
             old=_Named(names, lambda n: self.temp(state(n, False))),

@@ -9,7 +9,6 @@ import json
 import os
 import re
 from typing import Any
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -55,12 +54,20 @@ def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
 
 
 def _local_path(uri: str) -> str | None:
-    """The absolute local path of a `file:` URI or a plain path; None for other schemes.
-    Like Hadoop's `Path`, a `%` in the URI is part of the name, not an escape."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return os.path.abspath(parsed.path or "/")
-    return None if parsed.scheme else os.path.abspath(uri)
+    """The absolute local path of a `file:` URI or a plain path; None for other schemes, and
+    for a `file://host/` URI (Hadoop names its files with the host; it lists them). Read as
+    Hadoop's `Path` reads it: the rest is the path, `%`, `?` and `#` included (a URI parser
+    would take `#x` for a fragment)."""
+    scheme = _SCHEME.match(uri)
+    if scheme is None:
+        return os.path.abspath(uri)
+    path = uri[scheme.end() :]
+    if scheme.group(1).lower() != "file" or (path.startswith("//") and path[2:3] != "/"):
+        return None
+    return os.path.abspath(path.removeprefix("//") or "/")
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def _hidden(relative: str) -> bool:
@@ -102,7 +109,7 @@ def _hadoop_status(spark: SparkSession, files: Any) -> list[tuple[str, int]]:
     number of py4j calls: the statuses are gathered into an array in the JVM, their paths
     joined into one string, and each modification time read from the status's text. Should a
     status's text not have the form Hadoop's `FileStatus.toString` gives it, each status is
-    asked instead (three calls per file)."""
+    asked instead (a few calls per file)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     statuses = _statuses(spark, files)

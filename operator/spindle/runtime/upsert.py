@@ -42,6 +42,6 @@ def change(*, last: DataFrame, state: DataFrame, key: Sequence[str]) -> DataFram
     names = [c for c in state.columns if c != WEIGHT]
     touched = last.select(*[column(k) for k in key])
     stored = state.alias("s").join(touched.alias("t"), zsets.same_key("s", "t", key), "left_semi")
-    old = stored.select(*[column(n) for n in names], (-column(WEIGHT)).alias(WEIGHT))
+    old = zsets.negated(stored.select(*[column(n) for n in [*names, WEIGHT]]))
     new = zsets.weighted(last.where(column(WEIGHT) > 0).select(*[column(n) for n in names]))
     return zsets.consolidate(old.unionByName(new))

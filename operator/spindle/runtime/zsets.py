@@ -48,6 +48,11 @@ def weighted(frame: DataFrame, weight: int = 1) -> DataFrame:
     )
 
 
+def negated(frame: DataFrame) -> DataFrame:
+    """A Z-set with every weight negated: added to the original, it cancels it."""
+    return frame.withColumn(WEIGHT, -column(WEIGHT))
+
+
 def consolidate(frame: DataFrame) -> DataFrame:
     """One row per distinct row, with its summed weight; rows that cancel out are gone."""
     names = [c for c in frame.columns if c != WEIGHT]

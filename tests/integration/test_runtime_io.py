@@ -223,7 +223,7 @@ def test_delta_input_reads_only_the_commits_after_its_offset(tmp_path: Path, spa
         plain
     )
     spark.createDataFrame([(3, 30), (4, 10)], ddl).write.format("delta").mode("append").save(plain)
-    source = DeltaInput(plain, schema)
+    source = DeltaInput("t.c", plain, schema)
     frame, offset = source.poll(spark, 0)
     assert offset == 1 and frame is not None and frame.columns == ["id", "v", "__o"]
     assert rows(frame.drop("__o")) == [(3, 30), (4, 10)]
@@ -242,7 +242,7 @@ def test_delta_input_reads_only_the_commits_after_its_offset(tmp_path: Path, spa
     ).save(fed)
     spark.createDataFrame([(3, 30)], ddl).write.format("delta").mode("append").save(fed)
     DeltaTable.forPath(spark, fed).delete("id = 1")
-    frame, offset = DeltaInput(fed, schema).poll(spark, 0)
+    frame, offset = DeltaInput("t.c", fed, schema).poll(spark, 0)
     assert offset == 2 and frame is not None and frame.columns == ["id", "v", "__w", "__o"]
     assert rows(frame.drop("__o")) == [(1, 10, -1), (3, 30, 1)]
     # order: commit version, then a commit's deletes before its inserts
@@ -395,3 +395,53 @@ def test_a_bootstrap_after_a_failed_step_replaces_the_delta_output_the_step_wrot
     assert sorted(tuple(r) for r in written.select("k", "total", "weight").collect()) == [
         (1, 20, 1)  # the stored state the bootstrap read: the failed step's input is not in it
     ]
+
+
+def test_an_input_that_cannot_be_read_fails_the_step_with_its_reason_and_is_ingested_later(
+    tmp_path: Path, spark: Any, s3: Any
+) -> None:
+    """An input whose storage refuses the listing (a file where its directory should be, a
+    bucket that does not exist) fails the step with `InputUnreadable`, naming the connector and
+    the location, instead of an internal error; nothing is committed, and once it can be read
+    the next step ingests it. A location that does not exist yet is only an input with nothing
+    new."""
+    blocked = tmp_path / "blocked"
+    inputs = blocked / "in"
+    missing = f"s3a://{s3.bucket('present')}-absent/in"  # a bucket that does not exist
+    sql = (
+        "create table events (id bigint, k int) with "
+        f"('connectors' = '{connectors('file_input', inputs)}');\n"
+        "create table lake (id bigint, k int) with "
+        f"('connectors' = '{connectors('delta_table_input', tmp_path / 'lake')}');\n"
+        "create materialized view counts as select k, count(*) as n from events group by k;\n"
+    )
+    runtime, store, program = runtime_for(tmp_path, sql)
+    first, stats = runtime.step(program, runtime.initialize(program))  # neither exists yet
+    assert stats.rows_ingested == 0
+
+    blocked.write_text("a file where the input's parent directory should be\n")
+    with pytest.raises(SpindleError) as refused:
+        runtime.step(program, first)
+    assert refused.value.reason == "InputUnreadable"
+    assert refused.value.details == {"connector": "events.c", "uri": str(inputs)}
+    assert f"Input connector events.c cannot read {inputs}: NotADirectoryError" in (
+        refused.value.message
+    )
+    assert store.latest().id == first.id
+
+    blocked.unlink()
+    inputs.mkdir(parents=True)
+    (inputs / "a.json").write_text('{"id": 1, "k": 7}\n{"id": 2, "k": 7}\n')
+    second, stats = runtime.step(program, first)
+    assert stats.rows_ingested == 2
+    stored = runtime.views(program).contents("counts", second.state["counts"])
+    assert [tuple(r) for r in stored.collect()] == [(7, 2)]
+
+    for table, location in (("events", inputs), ("lake", tmp_path / "lake")):
+        elsewhere = sql.replace(f'{location}"', f'{missing}"')
+        runtime, store, program = runtime_for(tmp_path / table, elsewhere)
+        with pytest.raises(SpindleError) as refused:
+            runtime.step(program, runtime.initialize(program))
+        assert refused.value.reason == "InputUnreadable", table
+        assert refused.value.details == {"connector": f"{table}.c", "uri": missing}
+        assert f"Input connector {table}.c cannot read {missing}: " in refused.value.message

@@ -12,7 +12,10 @@ weight or operation column), and fail with `InvalidInputRecord` on the first rec
 neither insert nor delete, before anything is ingested. `delta_table_input` reads only the
 commits after its offset: the files they added (from the Delta log) when they only added rows,
 or the change data feed (`__w` from `_change_type`) when one of them removed or rewrote rows;
-without the feed that is `DeltaInputNotAppendOnly`.
+without the feed that is `DeltaInputNotAppendOnly`. An input whose storage refuses to be listed
+or read (no such bucket, no permission, a file where its directory should be) is
+`InputUnreadable`, naming the connector, the location and the cause; a location that does not
+exist yet is an input with nothing new.
 
 Outputs receive changes (the view's columns plus `weight`: +1 insert, -1 delete) under a step
 sequence number, so replaying a step rewrites the same files or Delta transaction instead of
@@ -27,7 +30,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
@@ -96,24 +99,26 @@ class FileInput:
     file may appear and still be ingested (`runtime.file_offsets`)."""
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
-        files, after = file_offsets.plan(
-            file_offsets.FileOffset.parse(offset),
-            storage.list_status(spark, self.path),
-            window=self.late_ms,
-            limit=self.max_files,
-        )
-        if not files:
-            return None, offset
-        return self.read(spark, files), after.to_json()
+        with _refused("read", self.connector, self.path):
+            files, after = file_offsets.plan(
+                file_offsets.FileOffset.parse(offset),
+                storage.list_status(spark, self.path),
+                window=self.late_ms,
+                limit=self.max_files,
+            )
+            if not files:
+                return None, offset
+            return self.read(spark, files), after.to_json()
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
-        files = file_offsets.between(
-            file_offsets.FileOffset.parse(before),
-            file_offsets.FileOffset.parse(wanted),
-            storage.list_status(spark, self.path),
-            window=self.late_ms,
-        )
-        return self.read(spark, files)
+        with _refused("read", self.connector, self.path):
+            files = file_offsets.between(
+                file_offsets.FileOffset.parse(before),
+                file_offsets.FileOffset.parse(wanted),
+                storage.list_status(spark, self.path),
+                window=self.late_ms,
+            )
+            return self.read(spark, files)
 
     def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
         """The files' records, in order (ORDER), as rows with `__w` when the format carries
@@ -220,12 +225,15 @@ def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> Data
 
 @dataclass(frozen=True)
 class DeltaInput:
+    connector: str
+    """The connector's key, for error messages."""
     uri: str
     schema: StructType
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         before = -1 if offset is None else int(offset)
-        latest = storage.delta_version(spark, self.uri)
+        with _refused("read", self.connector, self.uri):
+            latest = storage.delta_version(spark, self.uri)
         if latest <= before:
             return None, before
         return self.replay(spark, before, latest), latest
@@ -234,6 +242,10 @@ class DeltaInput:
         """What versions `before` (exclusive; None or -1: the whole table) to `wanted` changed:
         the rows their commits added, read from those commits' files; or, when a commit in the
         range removed or rewrote rows, the change data feed with `__w` (-1 for deletes)."""
+        with _refused("read", self.connector, self.uri):
+            return self._changes(spark, before, wanted)
+
+    def _changes(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         names = [f.name for f in self.schema.fields]
         end = int(wanted)
         start = -1 if before is None else int(before)
@@ -357,21 +369,40 @@ def _cause(error: BaseException) -> str:
     return f"{name}: {text.strip().splitlines()[0] if text.strip() else '(no message)'}"
 
 
+_REFUSALS = {
+    "read": (
+        "InputUnreadable",
+        "Input connector {connector} cannot read {location}",
+        "Make the location a directory (or bucket prefix) the driver may list and read, with "
+        "the storage credentials the pipeline gives it. Nothing was ingested: once it can read, "
+        "the next step ingests from where this one stopped.",
+    ),
+    "write": (
+        "OutputUnwritable",
+        "Output connector {connector} cannot write to {location}",
+        "Make the location a directory (or bucket prefix) the driver may create and write. "
+        "Nothing was committed: once it can write, the work is done again and its changes are "
+        "delivered once.",
+    ),
+}
+"""What storage refusing a connector's read or write is: reason, what failed, what to do."""
+
+
 @contextlib.contextmanager
-def _writing(connector: str, location: str) -> Iterator[None]:
-    """A write to an output; its storage refusing it is `OutputUnwritable` (a row the view's
-    SQL cannot evaluate stays the view's `SqlRuntimeError`)."""
+def _refused(action: Literal["read", "write"], connector: str, location: str) -> Iterator[None]:
+    """An input's read (listing it, its Delta log, its files) or an output's write; its
+    storage refusing it is the action's reason in `_REFUSALS`, naming the connector, the
+    location and the cause (a row a view's SQL cannot evaluate stays `SqlRuntimeError`)."""
     try:
         yield
     except (Py4JJavaError, AnalysisException, OSError) as error:
         if semantics.data_error(error) is not None:
             raise
+        reason, failed, advice = _REFUSALS[action]
         raise SpindleError(
-            reason="OutputUnwritable",
-            message=f"Output connector {connector} cannot write to {location}: "
-            f"{_cause(error)}. Make the location a directory (or bucket prefix) the driver "
-            "may create and write. Nothing was committed: once it can write, the work is done "
-            "again and its changes are delivered once.",
+            reason=reason,
+            message=f"{failed.format(connector=connector, location=location)}: "
+            f"{_cause(error)}. {advice}",
             details={"connector": connector, "uri": location},
         ) from error
 
@@ -384,7 +415,7 @@ class FileOutput:
 
     def _write(self, spark: SparkSession, frame: DataFrame, *, sequence: int, tag: str) -> None:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
-        with _writing(self.connector, self.path):
+        with _refused("write", self.connector, self.path):
             storage.delete(spark, staging)
             frame.coalesce(1).write.mode("overwrite").format(self.format).option(
                 "header", "true"
@@ -401,7 +432,7 @@ class FileOutput:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
-        with _writing(self.connector, self.path):
+        with _refused("write", self.connector, self.path):
             old = storage.list_files(spark, self.path)
             self._write(spark, contents, sequence=sequence, tag="snapshot")
             keep = f"{sequence:08d}-snapshot-"
@@ -417,13 +448,13 @@ class DeltaOutput:
     app_id: str
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
-        with _writing(self.connector, self.uri):
+        with _refused("write", self.connector, self.uri):
             changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
-        with _writing(self.connector, self.uri):
+        with _refused("write", self.connector, self.uri):
             contents.write.format("delta").mode("overwrite").option(
                 "overwriteSchema", "true"
             ).option("txnAppId", self.app_id).option("txnVersion", sequence).save(self.uri)
@@ -450,7 +481,7 @@ def make_input(connector: Connector, schema: StructType) -> Input:
             late_ms=late * 1000,
         )
     if connector.transport == "delta_table_input":
-        return DeltaInput(_location(connector, "uri", "path"), schema)
+        return DeltaInput(connector.key, _location(connector, "uri", "path"), schema)
     raise unsupported(connector)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from spindle.checkpoint.file_store import FileStore
 from spindle.checkpoint.store import CheckpointStore
 from spindle.local.home import LocalPipeline
 from spindle.runtime import storage as delta
@@ -187,6 +188,8 @@ def check_preview(cli: Cli, store: CheckpointStore, pending: dict[str, Any]) -> 
     assert (condition["status"], condition["reason"]) == ("True", "PreviewReady")
     assert store.latest() == committed  # nothing committed
     assert store.objects.scan("scratch/") == []  # scratch space removed
+    if isinstance(store.objects, FileStore):  # and its directories, Delta's empty ones too
+        assert not (store.objects.root / "scratch").exists()
     assert [i.key for i in store.objects.scan("previews/")] == [f"previews/{pending['id']}.json"]
     assert "avg_grade_all_courses" in cli("local", "status", "grades")
     return report

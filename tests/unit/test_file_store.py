@@ -33,3 +33,19 @@ def test_a_write_survives_a_concurrent_delete_emptying_its_directory(tmp_path: P
         thread.join()
     assert failures == []
     assert not (tmp_path / "probe").exists()  # the last delete still cleans up
+
+
+def test_a_delete_removes_the_directories_it_empties_and_the_empty_ones_delta_leaves_in_them(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path)
+    store.write("scratch/preview-1/views/v@1/_delta_log/00000000000000000000.json", b"{}")
+    store.write("scratch/preview-1/views/v@1/part-0.parquet", b"x")
+    (tmp_path / "scratch/preview-1/views/v@1/_delta_log/_staged_commits").mkdir()
+    store.write("scratch/kept/a.json", b"{}")
+    (tmp_path / "scratch/kept/empty").mkdir()
+
+    store.delete([item.key for item in store.scan("scratch/preview-1/")])
+    assert not (tmp_path / "scratch/preview-1").exists()
+    assert [item.key for item in store.scan("scratch/")] == ["scratch/kept/a.json"]
+    assert (tmp_path / "scratch/kept/empty").is_dir()  # not under what was deleted

@@ -36,6 +36,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _removed_if_empty(directory: Path) -> bool:
+    """Remove `directory` if it holds nothing but empty directories; whether it is gone."""
+    try:
+        for child in list(directory.iterdir()):
+            if child.is_symlink() or not child.is_dir() or not _removed_if_empty(child):
+                return False
+        directory.rmdir()
+    except FileNotFoundError:  # removed by a concurrent delete
+        return True
+    except OSError:  # written to meanwhile, or unreadable: it stays
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class FileStore:
     root: Path
@@ -129,7 +143,9 @@ class FileStore:
 
     def delete(self, keys: list[str]) -> None:
         """Delete objects with their hidden companions (our `.x.lock`, Hadoop's `.x.crc`
-        checksums beside files Spark wrote), then directories this left empty."""
+        checksums beside files Spark wrote), then directories this left empty, counting as
+        empty one that holds only empty directories (Delta makes `_delta_log/_staged_commits/`
+        and never writes to it)."""
         parents: set[Path] = set()
         for key in keys:
             path = self._path(key)
@@ -139,11 +155,7 @@ class FileStore:
             parents.add(path.parent)
         root = self.root.resolve()
         for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
-            while parent != root and root in parent.parents:
-                try:
-                    parent.rmdir()
-                except OSError:
-                    break  # not empty (or already gone)
+            while parent != root and root in parent.parents and _removed_if_empty(parent):
                 parent = parent.parent
 
     def child(self, key: str) -> FileStore:

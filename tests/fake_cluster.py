@@ -77,6 +77,9 @@ class FakeCluster:
             if ns == namespace and pod["metadata"]["labels"].get("spindle.dev/pipeline") == name
         ]
 
+    def forget_pods(self, namespace: str, name: str) -> None:
+        self.calls.append(("forget_pods", name))
+
     def create_pod(self, pod: dict[str, Any]) -> bool:
         meta = pod["metadata"]
         self.calls.append(("create_pod", meta["name"]))

@@ -238,3 +238,45 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
     assert not can("delete", "pipelines.spindle.dev", "-n", "default")
     assert not can("update", "pipelines.spindle.dev", "-n", "default")
     assert not can("create", "deployments.apps", "-n", "default")
+
+
+def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonce_retries(
+    space: Space, operator: Operator
+) -> None:
+    """A driver whose input bucket does not exist fails with `InputUnreadable` in the status,
+    naming the connector and the location, and stays `Failed`; once the bucket exists, changing
+    `spec.restartNonce` (and nothing else) starts a driver again, which ingests the input."""
+    bucket = f"{space.bucket}-inbox"
+    location = f"s3a://{bucket}/events"
+    connectors = json.dumps(
+        [
+            {
+                "name": "inbox",
+                "transport": {"name": "file_input", "config": {"path": location}},
+                "format": {"name": "json"},
+            }
+        ]
+    )
+    sql = (
+        f"create table events (id bigint, k int) with ('connectors' = '{connectors}');\n"
+        "create materialized view counts as select k, count(*) as n from events group by k;\n"
+    )
+    space.apply(grades("v1", space, name="inbox", sql=sql))
+    failed = space.wait_phase("inbox", "Failed", timeout=300)
+    condition = failed["conditions"][0]
+    assert condition["reason"] == "InputUnreadable", json.dumps(failed, indent=1)
+    assert f"Input connector events.inbox cannot read {location}: " in condition["message"]
+    assert "spec.restartNonce" in condition["message"]
+    time.sleep(5)  # a failed driver is not restarted in a loop
+    assert space.status("inbox")["phase"] == "Failed"
+    assert [p["metadata"]["name"] for p in space.pods()] == ["inbox-g1-driver"]
+
+    space.s3.client().create_bucket(Bucket=bucket)
+    lines = [json.dumps({"id": i, "k": i % 2}) for i in range(5)]
+    space.s3.client().put_object(Bucket=bucket, Key="events/a.json", Body="\n".join(lines))
+    space.apply(grades("v1", space, name="inbox", sql=sql, restartNonce=1))
+    running = space.wait_phase(
+        "inbox", "Running", timeout=300, lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 5
+    )
+    assert running["driverPod"]["name"] == "inbox-g2-driver"
+    assert operator.healthy()

@@ -268,6 +268,13 @@ class PipelineSpec(_Model):
     service_account_name: str | None = Field(
         default=None, alias="serviceAccountName", description="Service account of driver pods."
     )
+    restart_nonce: int | None = Field(
+        default=None,
+        alias="restartNonce",
+        description="Change it to start a failed driver again, from the last checkpoint, once "
+        "what made it fail is fixed outside the spec (a bucket, a permission): a Failed phase "
+        "lasts until the spec changes. Nothing else reads it.",
+    )
 
     @property
     def paused(self) -> bool:

@@ -9,7 +9,8 @@ The first rule whose `when` holds wins. In order:
    against that checkpoint); a driver started paused (or not) when desiredState now says
    otherwise is restarted, and so is one started with other `spec.spark` settings (resources,
    image, mode, conf); otherwise `Running` (or `Paused`).
-4. The driver of this generation failed: `Failed` with its reason, until the spec changes.
+4. The driver of this generation failed: `Failed` with its reason, until the spec changes
+   (`spec.restartNonce` changes it without changing anything else).
 5. No checkpoint yet, or nothing changed: start a run (no approval needed).
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
 7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
@@ -134,6 +135,13 @@ def _approve_hint(s: Situation) -> str:
     )
 
 
+RETRY_HINT = (
+    "Once the cause is fixed, change spec.restartNonce (or anything else in the spec) to start "
+    "the driver again from the last checkpoint."
+)
+"""Closes the message of a failed driver: a Failed phase lasts until the spec changes."""
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         lambda s: _stopped(s) and s.active,
@@ -198,7 +206,7 @@ RULES: tuple[Rule, ...] = (
         Phase.FAILED,
         Action.NONE,
         lambda s: s.running.reason or "DriverFailed",
-        lambda s: s.running.message or "The driver failed; see its logs.",
+        lambda s: f"{s.running.message or 'The driver failed; see its logs.'} {RETRY_HINT}",
     ),
     Rule(
         lambda s: not s.plan.needs_approval,

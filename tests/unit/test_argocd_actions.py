@@ -21,7 +21,7 @@ from tests.unit.test_operator_body import seeded, spec
 
 ACTIONS = Path("docs/argocd/actions")
 DISCOVERY = (ACTIONS / "discovery.lua").read_text()
-NAMES = ("approve", "pause", "resume")
+NAMES = ("approve", "pause", "resume", "restart")
 
 
 def offered(obj: dict[str, Any]) -> set[str]:
@@ -142,3 +142,41 @@ def test_the_argocd_cm_snippet_carries_the_same_scripts() -> None:
     assert actions["discovery.lua"] == DISCOVERY
     definitions = {d["name"]: d["action.lua"] for d in actions["definitions"]}
     assert definitions == {name: (ACTIONS / name / "action.lua").read_text() for name in NAMES}
+
+
+def test_restart_is_offered_once_the_latest_specs_driver_failed_and_bumps_only_the_nonce(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster()
+    driver = DriverSettings(image="spindle:test", termination_grace_seconds=120)
+    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=driver))  # type: ignore[arg-type]
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Failed")
+    reconciler.reconcile("default", "grades")
+    failed = cluster.pipelines[("default", "grades")]
+    assert failed["status"]["phase"] == "Failed"
+    assert offered(failed) == {"restart", "pause"}
+    restarted = act("restart", failed)
+    expected = copy.deepcopy(failed)
+    expected["spec"]["restartNonce"] = 1
+    assert same(restarted) == same(expected)
+    assert act("restart", restarted)["spec"]["restartNonce"] == 2
+
+    failed["metadata"]["generation"] += 1  # edited since: the operator starts it again itself
+    assert "restart" not in offered(failed)
+    running = reconciled(tmp_path / "running", running=True)
+    assert "restart" not in offered(running)
+    with pytest.raises(LuaError, match="no driver has failed"):
+        act("restart", running)
+
+
+def test_restart_is_not_offered_for_a_failure_no_driver_had() -> None:
+    invalid = {
+        "metadata": {"name": "p", "generation": 1},
+        "spec": {"sql": "create view v as select idd frm t"},
+        "status": {"phase": "Failed", "observedGeneration": 1},
+    }
+    assert offered(invalid) == {"pause"}
+    with pytest.raises(LuaError, match="no driver has failed"):
+        act("restart", invalid)

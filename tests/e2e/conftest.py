@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,6 +256,27 @@ class Space:
     def pods(self) -> list[dict[str, Any]]:
         body = json.loads(self.kube.kubectl("get", "pods", "-n", self.name, "-o", "json"))
         return list(body["items"])
+
+    def plugin(self, *args: str, check: bool = True) -> str:
+        """`kubectl spindle ARGS` in this namespace: its output, which must be a success's
+        (`check`), else its output and errors."""
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "kubectl-spindle"),
+                "--kubeconfig",
+                str(self.kube.kubeconfig),
+                "-n",
+                self.name,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if not check:
+            return result.stdout + result.stderr
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
 
     def events(self, reason: str) -> list[dict[str, Any]]:
         body = json.loads(self.kube.kubectl("get", "events", "-n", self.name, "-o", "json"))

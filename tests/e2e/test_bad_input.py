@@ -244,8 +244,9 @@ def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonc
     space: Space, operator: Operator
 ) -> None:
     """A driver whose input bucket does not exist fails with `InputUnreadable` in the status,
-    naming the connector and the location, and stays `Failed`; once the bucket exists, changing
-    `spec.restartNonce` (and nothing else) starts a driver again, which ingests the input."""
+    naming the connector and the location, and stays `Failed`; once the bucket exists,
+    `kubectl spindle restart` (one more `spec.restartNonce`, and nothing else) starts a driver
+    again, which ingests the input."""
     bucket = f"{space.bucket}-inbox"
     location = f"s3a://{bucket}/events"
     connectors = json.dumps(
@@ -274,9 +275,11 @@ def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonc
     space.s3.client().create_bucket(Bucket=bucket)
     lines = [json.dumps({"id": i, "k": i % 2}) for i in range(5)]
     space.s3.client().put_object(Bucket=bucket, Key="events/a.json", Body="\n".join(lines))
-    space.apply(grades("v1", space, name="inbox", sql=sql, restartNonce=1))
+    assert "spec.restartNonce=1" in space.plugin("restart", "inbox")
     running = space.wait_phase(
         "inbox", "Running", timeout=300, lastCheckpoint=lambda c: bool(c) and c["tableRows"] == 5
     )
     assert running["driverPod"]["name"] == "inbox-g2-driver"
+    assert "NothingToRestart" in space.plugin("restart", "inbox", check=False)  # it runs
+    assert space.get("inbox")["spec"]["restartNonce"] == 1
     assert operator.healthy()

@@ -35,24 +35,6 @@ def _plan(space: Space, document: dict[str, Any], tmp_path: Path) -> dict[str, A
     return dict(json.loads(result.stdout))
 
 
-def _plugin(space: Space, *args: str) -> str:
-    result = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "kubectl-spindle"),
-            "--kubeconfig",
-            str(space.kube.kubeconfig),
-            "-n",
-            space.name,
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
-
-
 def test_committed_approval_bootstraps_and_the_plugin_approves(
     space: Space, operator: Operator, spark: Any, tmp_path: Path
 ) -> None:
@@ -82,9 +64,9 @@ def test_committed_approval_bootstraps_and_the_plugin_approves(
     assert _plan(space, v3, tmp_path)["changeId"] == pending
 
     # The kubectl plugin shows the diff and approves exactly the pending id.
-    assert "avg_grade" in _plugin(space, "diff", "grades")
-    assert "AwaitingApproval" in _plugin(space, "status", "grades")
-    assert f"spindle.dev/approve={pending}" in _plugin(space, "approve", "grades", "--yes")
+    assert "avg_grade" in space.plugin("diff", "grades")
+    assert "AwaitingApproval" in space.plugin("status", "grades")
+    assert f"spindle.dev/approve={pending}" in space.plugin("approve", "grades", "--yes")
     space.wait_phase(
         "grades", "Running", lastBootstrap=lambda b: bool(b) and b["changeId"] == pending
     )

@@ -23,7 +23,6 @@ from tests.e2e.pipelines import (
     query,
     store,
 )
-from tests.e2e.test_gitops import _plugin  # `kubectl spindle ...` as a user runs it
 from tests.unit.test_plan_golden import REFERENCE_DIFF
 
 pytestmark = [pytest.mark.kube, pytest.mark.s3, pytest.mark.spark, pytest.mark.slow]
@@ -125,7 +124,7 @@ def test_grades_scenario_through_the_api(
 
     # 3b. A data-diff preview: `kubectl spindle preview` annotates spindle.dev/preview, the
     # operator's preview pod evaluates in scratch space; counts in the status, nothing committed.
-    previewed = json.loads(_plugin(space, "preview", "grades", "--json"))
+    previewed = json.loads(space.plugin("preview", "grades", "--json"))
     assert {n: (v["added"], v["removed"], v["changed"]) for n, v in previewed["views"].items()} == {
         "avg_grade": (0, 0, 4),
         "avg_grade_enriched": (4, 4, 0),

@@ -1,4 +1,4 @@
-"""`kubectl spindle approve|diff|preview|status|query NAME`: the kubectl plugin (console
+"""`kubectl spindle approve|diff|preview|restart|status|query NAME`: the kubectl plugin (console
 script kubectl-spindle).
 
 `approve` reads the pending change id from the status, shows the diff, the estimate (what the
@@ -8,6 +8,8 @@ annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever 
 it showed: if the pending change moves in between, the operator ignores the approval.
 `preview` annotates `spindle.dev/preview=<id>@<time>`, waits for the operator's preview pod to
 report (the `Previewed` condition naming that request) and prints the counts as tables.
+`restart` starts a failed driver again from the last checkpoint: it adds one to
+`spec.restartNonce`, guarded by the object's resourceVersion.
 `query` asks a Running pipeline's driver through port-forward (`cli.cluster_query`).
 """
 
@@ -146,6 +148,38 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_restart(args: argparse.Namespace) -> int:
+    from kubernetes.client.exceptions import ApiException
+
+    pipeline = _pipeline(args)
+    status, meta = pipeline.get("status") or {}, pipeline["metadata"]
+    driver = status.get("driverPod") or {}
+    if status.get("phase") != "Failed" or driver.get("phase") != "Failed":
+        raise SpindleError(
+            reason="NothingToRestart",
+            message=f"Pipeline {args.name} has no failed driver to start again (phase "
+            f"{status.get('phase', 'unknown')}): restart is for a driver that failed.",
+        )
+    nonce = int((pipeline.get("spec") or {}).get("restartNonce") or 0) + 1
+    patch = {
+        "metadata": {"resourceVersion": meta["resourceVersion"]},
+        "spec": {"restartNonce": nonce},
+    }
+    try:
+        _custom(args).patch_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", _namespace(args), "pipelines", args.name, patch
+        )
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        raise SpindleError(
+            reason="PipelineChanged",
+            message=f"Pipeline {args.name} changed while it was read; run restart again.",
+        ) from None
+    print(f"pipeline/{args.name} restarting from its last checkpoint: spec.restartNonce={nonce}")
+    return 0
+
+
 def _annotate(args: argparse.Namespace, key: str, value: str) -> None:
     _custom(args).patch_namespaced_custom_object(
         "spindle.dev",
@@ -233,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("approve", cmd_approve, "approve the pending change (shows it first)"),
         ("diff", cmd_diff, "show the pending change"),
         ("preview", cmd_preview, "preview the pending change's rows (waits for the report)"),
+        ("restart", cmd_restart, "start a failed driver again from the last checkpoint"),
         ("status", cmd_status, "show phase, conditions, checkpoint and driver"),
         ("query", cmd_query, "read-only SQL over a Running pipeline's materialized state"),
     ):
@@ -245,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
             render.add_limit(command)
         if name == "approve":
             command.add_argument("--yes", "-y", action="store_true", help="do not ask")
-        else:
+        elif name != "restart":
             command.add_argument("--json", action="store_true")
         if name == "preview":
             command.add_argument(

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from spindle.k8s.cluster import SecretMissing, SecretUnreadable
+from spindle.k8s.cluster import PodVersions, SecretMissing, SecretUnreadable
 
 Call = tuple[Any, ...]
 
@@ -27,6 +27,7 @@ class FakeCluster:
     """An HTTP status with which reading a Secret fails (403: RBAC), or None."""
     refuse_pod_list: int | None = None
     """An HTTP status with which listing driver pods fails (403: RBAC), or None."""
+    pod_versions: PodVersions = field(default_factory=PodVersions)
 
     # -- what a test sets up -----------------------------------------------------------------
 
@@ -76,9 +77,6 @@ class FakeCluster:
             for (ns, _), pod in self.pods.items()
             if ns == namespace and pod["metadata"]["labels"].get("spindle.dev/pipeline") == name
         ]
-
-    def forget_pods(self, namespace: str, name: str) -> None:
-        self.calls.append(("forget_pods", name))
 
     def create_pod(self, pod: dict[str, Any]) -> bool:
         meta = pod["metadata"]

@@ -165,9 +165,11 @@ def test_restart_is_offered_once_the_latest_specs_driver_failed_and_bumps_only_t
 
     failed["metadata"]["generation"] += 1  # edited since: the operator starts it again itself
     assert "restart" not in offered(failed)
+    with pytest.raises(LuaError, match="no driver of the current spec has failed"):
+        act("restart", failed)  # run though not offered (`argocd app actions run`)
     running = reconciled(tmp_path / "running", running=True)
     assert "restart" not in offered(running)
-    with pytest.raises(LuaError, match="no driver has failed"):
+    with pytest.raises(LuaError, match="no driver of the current spec has failed"):
         act("restart", running)
 
 
@@ -178,5 +180,5 @@ def test_restart_is_not_offered_for_a_failure_no_driver_had() -> None:
         "status": {"phase": "Failed", "observedGeneration": 1},
     }
     assert offered(invalid) == {"pause"}
-    with pytest.raises(LuaError, match="no driver has failed"):
+    with pytest.raises(LuaError, match="no driver of the current spec has failed"):
         act("restart", invalid)

@@ -36,16 +36,27 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _removed_if_empty(directory: Path) -> bool:
-    """Remove `directory` if it holds nothing but empty directories; whether it is gone."""
+def _holds_only_empty_directories(directory: Path) -> bool:
+    return all(
+        child.is_dir() and not child.is_symlink() and _holds_only_empty_directories(child)
+        for child in directory.iterdir()
+    )
+
+
+def _removed(directory: Path, *, with_empty_subdirectories: bool) -> bool:
+    """Remove `directory` if it is empty or, `with_empty_subdirectories`, holds nothing but
+    empty directories (checked before anything is removed); whether it is gone."""
     try:
-        for child in list(directory.iterdir()):
-            if child.is_symlink() or not child.is_dir() or not _removed_if_empty(child):
-                return False
-        directory.rmdir()
+        if not with_empty_subdirectories:
+            directory.rmdir()
+            return True
+        if not _holds_only_empty_directories(directory):
+            return False
+        for folder, _, _ in os.walk(directory, topdown=False):
+            os.rmdir(folder)
     except FileNotFoundError:  # removed by a concurrent delete
         return True
-    except OSError:  # written to meanwhile, or unreadable: it stays
+    except OSError:  # not empty, written to meanwhile, or unreadable: it stays
         return False
     return True
 
@@ -143,9 +154,9 @@ class FileStore:
 
     def delete(self, keys: list[str]) -> None:
         """Delete objects with their hidden companions (our `.x.lock`, Hadoop's `.x.crc`
-        checksums beside files Spark wrote), then directories this left empty, counting as
-        empty one that holds only empty directories (Delta makes `_delta_log/_staged_commits/`
-        and never writes to it)."""
+        checksums beside files Spark wrote), then directories this left empty. A directory that
+        held a deleted object counts as empty when it holds only empty directories (Delta makes
+        `_delta_log/_staged_commits/` and never writes to it); one above it must be empty."""
         parents: set[Path] = set()
         for key in keys:
             path = self._path(key)
@@ -155,8 +166,11 @@ class FileStore:
             parents.add(path.parent)
         root = self.root.resolve()
         for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
-            while parent != root and root in parent.parents and _removed_if_empty(parent):
-                parent = parent.parent
+            directory = parent
+            while directory != root and root in directory.parents:
+                if not _removed(directory, with_empty_subdirectories=directory in parents):
+                    break
+                directory = directory.parent
 
     def child(self, key: str) -> FileStore:
         return FileStore(self._path(key))

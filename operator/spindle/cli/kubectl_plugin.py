@@ -151,31 +151,53 @@ def cmd_approve(args: argparse.Namespace) -> int:
 def cmd_restart(args: argparse.Namespace) -> int:
     from kubernetes.client.exceptions import ApiException
 
+    from spindle.k8s.cluster import api_message
+
     pipeline = _pipeline(args)
     status, meta = pipeline.get("status") or {}, pipeline["metadata"]
     driver = status.get("driverPod") or {}
-    if status.get("phase") != "Failed" or driver.get("phase") != "Failed":
+    observed = status.get("observedGeneration") == meta.get("generation")
+    if status.get("phase") != "Failed" or driver.get("phase") != "Failed" or not observed:
         raise SpindleError(
             reason="NothingToRestart",
             message=f"Pipeline {args.name} has no failed driver to start again (phase "
-            f"{status.get('phase', 'unknown')}): restart is for a driver that failed.",
+            f"{status.get('phase', 'unknown')}"
+            + ("" if observed else ", and the operator has not seen its latest spec yet")
+            + "): restart is for a driver of the current spec that failed.",
         )
-    nonce = int((pipeline.get("spec") or {}).get("restartNonce") or 0) + 1
+    current = (pipeline.get("spec") or {}).get("restartNonce")
+    if current is not None and (not isinstance(current, int) or isinstance(current, bool)):
+        raise SpindleError(
+            reason="InvalidSpec",
+            message=f"spec.restartNonce of {args.name} is {current!r}, not a whole number.",
+        )
+    nonce = (current or 0) + 1
     patch = {
         "metadata": {"resourceVersion": meta["resourceVersion"]},
         "spec": {"restartNonce": nonce},
     }
     try:
-        _custom(args).patch_namespaced_custom_object(
+        patched = _custom(args).patch_namespaced_custom_object(
             "spindle.dev", "v1alpha1", _namespace(args), "pipelines", args.name, patch
         )
     except ApiException as error:
-        if error.status != 409:
-            raise
+        if error.status == 409:
+            raise SpindleError(
+                reason="PipelineChanged",
+                message=f"Pipeline {args.name} changed while it was read; run restart again.",
+            ) from None
         raise SpindleError(
-            reason="PipelineChanged",
-            message=f"Pipeline {args.name} changed while it was read; run restart again.",
+            reason="RestartRefused",
+            message=f"The API server refused the change of spec.restartNonce: "
+            f"{api_message(error)}.",
         ) from None
+    if (patched.get("spec") or {}).get("restartNonce") != nonce:
+        raise SpindleError(
+            reason="CrdOutdated",
+            message="The API server dropped spec.restartNonce: the Pipeline CRD it serves "
+            "predates it (helm does not upgrade CRDs). Apply crds/pipeline.yaml, then run "
+            "restart again.",
+        )
     print(f"pipeline/{args.name} restarting from its last checkpoint: spec.restartNonce={nonce}")
     return 0
 

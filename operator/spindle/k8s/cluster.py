@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,12 +78,46 @@ class SecretUnreadable(Exception):
         self.name, self.status, self.detail = name, status, detail
 
 
+def _newer(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is newer than `than`: etcd's revisions are numbers; any
+    other store's opaque version is taken as the newer (it came later)."""
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return True
+
+
+@dataclass
+class PodVersions:
+    """How fresh a pipeline's pod list must be (`Cluster.driver_pods`): never older than the
+    newest resourceVersion of its pods this process has seen (a list, a pod it created, a watch
+    event), and, for a pipeline it has not seen yet, than its first consistent list of pods."""
+
+    first: str | None = None
+    """The resourceVersion of this process's first list of pods, a consistent read: every pod
+    created before it is in every later list."""
+    _seen: dict[tuple[str, str], str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def floor(self, namespace: str, pipeline: str) -> str | None:
+        return self._seen.get((namespace, pipeline), self.first)
+
+    def saw(self, namespace: str, pipeline: str, version: str, *, consistent: bool = False) -> None:
+        with self._lock:
+            if consistent and self.first is None:
+                self.first = version
+            current = self._seen.get((namespace, pipeline))
+            if current is None or _newer(version, current):
+                self._seen[(namespace, pipeline)] = version
+
+    def forget(self, namespace: str, pipeline: str) -> None:
+        with self._lock:
+            self._seen.pop((namespace, pipeline), None)
+
+
 @dataclass
 class Cluster:
     api: client.ApiClient
-    _pods_seen: dict[tuple[str, str], str] = field(default_factory=dict)
-    """Per pipeline (namespace, name): the resourceVersion of this process's last list of its
-    pods, or of the last pod it created for it, whichever came last (`driver_pods`)."""
+    pod_versions: PodVersions = field(default_factory=PodVersions, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.core = client.CoreV1Api(self.api)
@@ -148,34 +183,45 @@ class Cluster:
 
     def driver_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The pipeline's driver and preview pods, from the API server's watch cache, never
-        older than this process's last list of them or the last pod it created for the
-        pipeline: it sees its own writes and never goes back in time.
+        older than what this process has seen of them (`PodVersions`): it sees the pods it
+        created, every pod created before its first list, and each pod at least as its last
+        watch event showed it, and it never goes back in time.
 
-        Not a consistent read (no resourceVersion): the API server serves that from its cache
-        only once the cache has proven itself as fresh as etcd, and asks etcd for that proof
-        every 100 ms, so each reconcile waited 0-100 ms for it (a new pipeline's apply took
-        0.02-0.11 s to AwaitingApproval). A pod another process created is seconds older
-        than this process's first list of the pipeline (a restart, a leader's takeover); a
-        pod's later changes arrive as watch events from the same cache, and reconcile again."""
+        Only the process's first list is a consistent read (no resourceVersion): the API server
+        serves that from its cache only once the cache has proven itself as fresh as etcd, and
+        asks etcd for that proof every 100 ms, so each reconcile waited 0-100 ms for it (a new
+        pipeline's apply took 0.02-0.11 s to AwaitingApproval). A cache that lags further than
+        the API server waits (504) is read consistently instead."""
         selector = (
             f"{LABEL_PIPELINE}={name},app.kubernetes.io/managed-by="
             + (MANAGED["app.kubernetes.io/managed-by"])
         )
-        body = _json(
-            self.core.list_namespaced_pod(
+        floor = self.pod_versions.floor(namespace, name)
+        try:
+            body = self._pods(namespace, selector, floor)
+        except ApiException as error:
+            if error.status != 504 or floor is None:
+                raise
+            floor, body = None, self._pods(namespace, selector, None)
+        version = body["metadata"]["resourceVersion"]
+        self.pod_versions.saw(namespace, name, version, consistent=floor is None)
+        return list(body["items"])
+
+    def _pods(self, namespace: str, selector: str, floor: str | None) -> Any:
+        """A LIST of pods: not older than `floor`, or a consistent read (None)."""
+        if floor is None:
+            response = self.core.list_namespaced_pod(
+                namespace, label_selector=selector, _preload_content=False
+            )
+        else:
+            response = self.core.list_namespaced_pod(
                 namespace,
                 label_selector=selector,
-                resource_version=self._pods_seen.get((namespace, name), "0"),
+                resource_version=floor,
                 resource_version_match="NotOlderThan",
                 _preload_content=False,
             )
-        )
-        self._pods_seen[(namespace, name)] = body["metadata"]["resourceVersion"]
-        return list(body["items"])
-
-    def forget_pods(self, namespace: str, name: str) -> None:
-        """A deleted pipeline: the version its pods were last seen at is not kept."""
-        self._pods_seen.pop((namespace, name), None)
+        return _json(response)
 
     def create_pod(self, pod: dict[str, Any]) -> bool:
         """Create the pod; False when it already exists (it is adopted, never duplicated)."""
@@ -190,9 +236,8 @@ class Cluster:
             )
             pipeline = (meta.get("labels") or {}).get(LABEL_PIPELINE)
             if pipeline:
-                self._pods_seen[(meta["namespace"], pipeline)] = created["metadata"][
-                    "resourceVersion"
-                ]
+                version = created["metadata"]["resourceVersion"]
+                self.pod_versions.saw(meta["namespace"], pipeline, version)
             return True
         except ApiException as error:
             if error.status == 409:

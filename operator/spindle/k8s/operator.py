@@ -477,6 +477,8 @@ class Operator:
         if not pipeline:
             return
         pod = (meta.get("namespace", ""), meta.get("name", ""))
+        if self.reconciler is not None and meta.get("resourceVersion"):
+            self.reconciler.cluster.pod_versions.saw(pod[0], pipeline, meta["resourceVersion"])
         if event_type == "DELETED":
             self._pods.pop(pod, None)
         else:

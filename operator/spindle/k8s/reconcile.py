@@ -207,7 +207,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         """A deleted pipeline: its store (and the checkpoint it keeps) is not kept any longer."""
         self._stores.pop((namespace, name), None)
-        self.cluster.forget_pods(namespace, name)
+        self.cluster.pod_versions.forget(namespace, name)
 
     def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
         """Whether the pipeline's latest checkpoint is still `checkpoint`, by one conditional

@@ -15,7 +15,8 @@ or the change data feed (`__w` from `_change_type`) when one of them removed or 
 without the feed that is `DeltaInputNotAppendOnly`. An input whose storage refuses to be listed
 or read (no such bucket, no permission, a file where its directory should be) is
 `InputUnreadable`, naming the connector, the location and the cause; a location that does not
-exist yet is an input with nothing new.
+exist yet is an input with nothing new. (That covers the file input's listing and the Delta
+input's log: a file that cannot be read once listed fails where the step reads it.)
 
 Outputs receive changes (the view's columns plus `weight`: +1 insert, -1 delete) under a step
 sequence number, so replaying a step rewrites the same files or Delta transaction instead of
@@ -99,26 +100,29 @@ class FileInput:
     file may appear and still be ingested (`runtime.file_offsets`)."""
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
-        with _refused("read", self.connector, self.path):
-            files, after = file_offsets.plan(
-                file_offsets.FileOffset.parse(offset),
-                storage.list_status(spark, self.path),
-                window=self.late_ms,
-                limit=self.max_files,
-            )
-            if not files:
-                return None, offset
-            return self.read(spark, files), after.to_json()
+        files, after = file_offsets.plan(
+            file_offsets.FileOffset.parse(offset),
+            self._listed(spark),
+            window=self.late_ms,
+            limit=self.max_files,
+        )
+        if not files:
+            return None, offset
+        return self.read(spark, files), after.to_json()
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
+        files = file_offsets.between(
+            file_offsets.FileOffset.parse(before),
+            file_offsets.FileOffset.parse(wanted),
+            self._listed(spark),
+            window=self.late_ms,
+        )
+        return self.read(spark, files)
+
+    def _listed(self, spark: SparkSession) -> list[tuple[str, int]]:
+        """The input's files; a listing its storage refuses is `InputUnreadable`."""
         with _refused("read", self.connector, self.path):
-            files = file_offsets.between(
-                file_offsets.FileOffset.parse(before),
-                file_offsets.FileOffset.parse(wanted),
-                storage.list_status(spark, self.path),
-                window=self.late_ms,
-            )
-            return self.read(spark, files)
+            return storage.list_status(spark, self.path)
 
     def read(self, spark: SparkSession, files: list[str]) -> DataFrame:
         """The files' records, in order (ORDER), as rows with `__w` when the format carries
@@ -359,7 +363,8 @@ def _removes(action: dict[str, Any]) -> bool:
 
 
 def _cause(error: BaseException) -> str:
-    """The innermost cause of a failed write, as `ExceptionName: first line of its message`."""
+    """The innermost cause of a failed read or write, as `ExceptionName: first line of its
+    message`."""
     causes = list(semantics.java_causes(error))
     if causes:
         root = causes[-1]
@@ -374,15 +379,15 @@ _REFUSALS = {
         "InputUnreadable",
         "Input connector {connector} cannot read {location}",
         "Make the location a directory (or bucket prefix) the driver may list and read, with "
-        "the storage credentials the pipeline gives it. Nothing was ingested: once it can read, "
-        "the next step ingests from where this one stopped.",
+        "the storage credentials the pipeline gives it. Nothing was ingested: a run started "
+        "once it can read ingests from where this one stopped.",
     ),
     "write": (
         "OutputUnwritable",
         "Output connector {connector} cannot write to {location}",
         "Make the location a directory (or bucket prefix) the driver may create and write. "
-        "Nothing was committed: once it can write, the work is done again and its changes are "
-        "delivered once.",
+        "Nothing was committed: a run started once it can write does the work again and "
+        "delivers its changes once.",
     ),
 }
 """What storage refusing a connector's read or write is: reason, what failed, what to do."""

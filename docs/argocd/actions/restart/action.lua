@@ -1,6 +1,9 @@
 -- Start a failed driver again from the last checkpoint: a new spec.restartNonce (nothing else reads it).
-if obj.status == nil or obj.status.phase ~= "Failed" or obj.status.driverPod == nil then
-  error("no driver has failed", 0)
+local status = obj.status
+if status == nil or status.phase ~= "Failed" or status.driverPod == nil
+    or status.driverPod.phase ~= "Failed" or status.observedGeneration == nil
+    or obj.metadata.generation == nil or status.observedGeneration < obj.metadata.generation then
+  error("no driver of the current spec has failed", 0)
 end
 local nonce = 0
 if obj.spec.restartNonce ~= nil then

@@ -20,6 +20,7 @@ from spindle.lifecycle import (
     decide,
     decide_start,
 )
+from spindle.lifecycle.rules import RETRY_HINT
 from spindle.program import parse_program
 from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 
@@ -174,8 +175,17 @@ def test_failed_driver_fails_until_the_spec_changes() -> None:
     )
     failed = decide(observe(spec=spec(V1), driver=driver))
     assert failed.phase is Phase.FAILED and failed.reason == "UnsupportedSql"
+    assert failed.message == f"Spark cannot evaluate view {RETRY_HINT}"
     retried = decide(observe(spec=spec(V1), driver=driver, generation=3))
     assert retried.action is Action.START_RUN
+    nonce = decide(observe(spec=spec(V1, restartNonce=1), driver=driver, generation=3))
+    assert nonce.action is Action.START_RUN
+
+
+def test_a_new_restart_nonce_leaves_a_running_driver_alone() -> None:
+    driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running", paused=False)
+    running = decide(observe(spec=spec(V1, restartNonce=4), driver=driver, generation=3))
+    assert (running.phase, running.action) == (Phase.RUNNING, Action.NONE)
 
 
 def test_runtime_upgrade_is_a_change_unless_pinned() -> None:

@@ -209,19 +209,14 @@ class Cluster:
 
     def _pods(self, namespace: str, selector: str, floor: str | None) -> Any:
         """A LIST of pods: not older than `floor`, or a consistent read (None)."""
-        if floor is None:
-            response = self.core.list_namespaced_pod(
-                namespace, label_selector=selector, _preload_content=False
+        fresh: dict[str, Any] = {}
+        if floor is not None:
+            fresh = {"resource_version": floor, "resource_version_match": "NotOlderThan"}
+        return _json(
+            self.core.list_namespaced_pod(
+                namespace, label_selector=selector, _preload_content=False, **fresh
             )
-        else:
-            response = self.core.list_namespaced_pod(
-                namespace,
-                label_selector=selector,
-                resource_version=floor,
-                resource_version_match="NotOlderThan",
-                _preload_content=False,
-            )
-        return _json(response)
+        )
 
     def create_pod(self, pod: dict[str, Any]) -> bool:
         """Create the pod; False when it already exists (it is adopted, never duplicated)."""

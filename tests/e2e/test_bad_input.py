@@ -196,6 +196,14 @@ def test_the_crd_rejects_a_malformed_spec(space: Space, operator: Operator) -> N
             "spindle.dev", "v1alpha1", space.name, "pipelines", document
         )
     assert error.value.status == 422
+    document["spec"]["spark"] = {}
+    document["spec"]["retry"] = {"initialDelaySeconds": 120}  # the default max is 60
+    with pytest.raises(ApiException) as error:
+        custom.create_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", space.name, "pipelines", document
+        )
+    assert error.value.status == 422
+    assert "initialDelaySeconds is longer than maxDelaySeconds" in str(error.value.body)
     explained = space.kube.kubectl("explain", "pipeline.spec.storage.credentials")
     assert "only as references to a Secret" in explained, explained
     assert "Running, Paused or Stopped" in space.kube.kubectl(
@@ -243,8 +251,9 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
 def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonce_retries(
     space: Space, operator: Operator
 ) -> None:
-    """A driver whose input bucket does not exist fails with `InputUnreadable` in the status,
-    naming the connector and the location, and stays `Failed`; once the bucket exists,
+    """A driver whose input bucket does not exist retries its step as `spec.retry` allows, then
+    fails with `InputUnreadable` in the status, naming the connector, the location and the
+    retries, and stays `Failed`; once the bucket exists,
     `kubectl spindle restart` (one more `spec.restartNonce`, and nothing else) starts a driver
     again, which ingests the input."""
     bucket = f"{space.bucket}-inbox"
@@ -262,12 +271,16 @@ def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonc
         f"create table events (id bigint, k int) with ('connectors' = '{connectors}');\n"
         "create materialized view counts as select k, count(*) as n from events group by k;\n"
     )
-    space.apply(grades("v1", space, name="inbox", sql=sql))
+    retry = {"attempts": 1, "initialDelaySeconds": 1}  # the default waits 62 s in all
+    space.apply(grades("v1", space, name="inbox", sql=sql, retry=retry))
     failed = space.wait_phase("inbox", "Failed", timeout=300)
     condition = failed["conditions"][0]
     assert condition["reason"] == "InputUnreadable", json.dumps(failed, indent=1)
     assert f"Input connector events.inbox cannot read {location}: " in condition["message"]
+    assert "The step failed 2 times: its first attempt and 1 retry" in condition["message"]
     assert "spec.restartNonce" in condition["message"]
+    logs = space.kube.kubectl("logs", "inbox-g1-driver", "-n", space.name)
+    assert "Step 1 failed (InputUnreadable)" in logs and "Retry 1 of 1 in 1 s" in logs
     time.sleep(5)  # a failed driver is not restarted in a loop
     assert space.status("inbox")["phase"] == "Failed"
     assert [p["metadata"]["name"] for p in space.pods()] == ["inbox-g1-driver"]

@@ -19,8 +19,10 @@ from spindle.errors import SpindleError
 from spindle.local.home import LocalPipeline
 from tests.integration.test_grades import Cli
 
+CLI = [sys.executable, "-m", "spindle.cli.main"]
 
-def manifest(tmp_path: Path, sql: str, name: str) -> Path:
+
+def manifest(tmp_path: Path, sql: str, name: str, **spec: Any) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -28,7 +30,7 @@ def manifest(tmp_path: Path, sql: str, name: str) -> Path:
                 "apiVersion": "spindle.dev/v1alpha1",
                 "kind": "Pipeline",
                 "metadata": {"name": name},
-                "spec": {"sql": sql},
+                "spec": {"sql": sql, **spec},
             }
         )
     )
@@ -87,7 +89,7 @@ def test_stop_finishes_the_step_commits_and_exits_zero(tmp_path: Path, spark: An
     )
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    command = [sys.executable, "-m", "spindle.cli.main"]
+    command = CLI
     subprocess.run(
         [
             *command,
@@ -445,3 +447,98 @@ def test_an_input_that_cannot_be_read_fails_the_step_with_its_reason_and_is_inge
         assert refused.value.reason == "InputUnreadable", table
         assert refused.value.details == {"connector": f"{table}.c", "uri": missing}
         assert f"Input connector {table}.c cannot read {missing}: " in refused.value.message
+
+
+def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+) -> None:
+    """A driver retries a step its storage refused (`spec.retry`), from the last checkpoint,
+    after a growing wait, saying so; the input it could not read is ingested once readable, and
+    the run goes on without a restart. A stop during a wait ends the run at once, at the last
+    checkpoint. With the retries spent, the run fails with the reason, saying how many times
+    the step failed."""
+    blocked = tmp_path / "blocked"
+    inputs = blocked / "in"
+    sql = (
+        "create table t (id bigint, k int) with "
+        f"('connectors' = '{connectors('file_input', inputs)}');\n"
+        "create materialized view counts as select k, count(*) as n from t group by k;\n"
+    )
+    home = tmp_path / "home"
+    cli = Cli(home, capsys)
+
+    def run_until(line: str, then: Callable[[subprocess.Popen[str]], None], **retry: int) -> str:
+        """`spindle local run` with `spec.retry` = retry: `then` when `line` is printed; its
+        stderr."""
+        cli("local", "apply", "-f", str(manifest(tmp_path, sql, "retried", retry=retry)))
+        path = [str(Path.cwd()), os.environ.get("PYTHONPATH", "")]
+        runner = subprocess.Popen(
+            [*CLI, "local", "run", "retried", "--until-idle", "--home", str(home)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        )
+        assert runner.stderr is not None
+        printed = []
+        for printed_line in runner.stderr:
+            printed.append(printed_line)
+            if line in printed_line:
+                then(runner)
+                break
+        printed.append(runner.communicate(timeout=300)[1])
+        err = "".join(printed)
+        assert runner.returncode == 0, err
+        return err
+
+    def readable(_: subprocess.Popen[str]) -> None:
+        blocked.unlink()
+        inputs.mkdir(parents=True)
+        (inputs / "a.json").write_text('{"id": 1, "k": 7}\n{"id": 2, "k": 7}\n')
+
+    blocked.write_text("a file where the input's parent directory should be\n")
+    err = run_until("Retry 1 of 3 in 1 s", readable, attempts=3, initialDelaySeconds=1)
+    assert f"Step 1 failed (InputUnreadable): Input connector t.c cannot read {inputs}" in err
+    assert "Step 1 succeeded on retry 1." in err
+    assert "Retry 2 of" not in err
+    assert cli.json("query", "retried", "SELECT k, n FROM counts") == [{"k": 7, "n": 2}]
+    first = LocalPipeline(home, "retried").store().latest()
+    assert first is not None
+
+    # stopped while it waits to retry: it ends at once, at the last checkpoint
+    unblock = block(blocked)
+    waited = time.monotonic()
+    err = run_until(
+        "Retry 1 of 3 in 600 s",
+        lambda runner: runner.terminate(),
+        attempts=3,
+        initialDelaySeconds=600,
+        maxDelaySeconds=600,
+    )
+    assert time.monotonic() - waited < 300
+    assert f"Stopped at checkpoint {first.id}." in err
+    assert LocalPipeline(home, "retried").store().latest() == first
+
+    # the retries spent: the run fails with the reason, after the first attempt and 1 retry
+    cli(
+        "local",
+        "apply",
+        "-f",
+        str(manifest(tmp_path, sql, "retried", retry={"attempts": 1, "initialDelaySeconds": 0})),
+    )
+    capsys.readouterr()
+    from spindle.cli.main import main
+
+    assert main(["local", "run", "retried", "--until-idle", "--home", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert "Retry 1 of 1 in 0 s" in err
+    assert "Retry 2 of" not in err
+    status = cli.json("local", "status", "retried")
+    assert status["phase"] == "Failed"
+    ready = status["conditions"][0]
+    assert ready["reason"] == "InputUnreadable"
+    assert (
+        "The step failed 2 times: its first attempt and 1 retry (spec.retry.attempts)."
+        in (ready["message"])
+    )
+    unblock()
+    assert main(["local", "run", "retried", "--until-idle", "--home", str(home)]) == 0

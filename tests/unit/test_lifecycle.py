@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase, PipelineSpec
+from spindle.api.types import RetrySpec
 from spindle.checkpoint import BootstrapRecord, Manifest, PipelineRef
 from spindle.checkpoint.records import program_record
 from spindle.errors import SpindleError
@@ -180,6 +181,8 @@ def test_failed_driver_fails_until_the_spec_changes() -> None:
     assert retried.action is Action.START_RUN
     nonce = decide(observe(spec=spec(V1, restartNonce=1), driver=driver, generation=3))
     assert nonce.action is Action.START_RUN
+    run_again = decide(observe(spec=spec(V1), driver=driver, restart_requested=True))
+    assert run_again.action is Action.START_RUN  # `spindle local run` after a failure
 
 
 def test_a_new_restart_nonce_leaves_a_running_driver_alone() -> None:
@@ -213,21 +216,47 @@ def test_pausing_or_resuming_restarts_a_driver_started_the_other_way() -> None:
 def test_changed_spark_settings_restart_the_driver_at_a_checkpoint() -> None:
     started = spec(V1)
     driver = ObservedDriver(
-        mode=DriverMode.RUN, generation=1, phase="Running", spark=started.spark.fingerprint()
+        mode=DriverMode.RUN, generation=1, phase="Running", spark=started.driver_fingerprint()
     )
     same = decide(observe(spec=started, checkpoint=checkpoint(V1), driver=driver))
     assert (same.phase, same.action) == (Phase.RUNNING, Action.NONE)
     bigger = spec(V1, spark={"driver": {"memory": "2Gi"}})
-    assert bigger.spark.fingerprint() != started.spark.fingerprint()
-    restart = decide(observe(spec=bigger, generation=2, checkpoint=checkpoint(V1), driver=driver))
-    assert (restart.phase, restart.action, restart.reason) == (
-        Phase.STOPPING,
-        Action.STOP_DRIVER,
-        "SparkSettingsChanged",
-    )
+    patient = spec(V1, retry={"attempts": 10})
+    assert len({s.driver_fingerprint() for s in (started, bigger, patient)}) == 3
+    for changed in (bigger, patient):
+        restart = decide(
+            observe(spec=changed, generation=2, checkpoint=checkpoint(V1), driver=driver)
+        )
+        assert (restart.phase, restart.action, restart.reason) == (
+            Phase.STOPPING,
+            Action.STOP_DRIVER,
+            "DriverSettingsChanged",
+        )
     unknown = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running")  # local run
     kept = decide(observe(spec=bigger, generation=2, checkpoint=checkpoint(V1), driver=unknown))
     assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
+
+
+def test_a_driver_started_before_spec_retry_existed_keeps_its_fingerprint() -> None:
+    """The default `spec.retry` leaves the fingerprint what `spec.spark` alone gave, so an
+    upgraded operator does not restart every running driver; any other retry changes it."""
+    plain = spec(V1, spark={"driver": {"memory": "2Gi"}})
+    assert plain.driver_fingerprint() == plain.spark.fingerprint()
+    explicit = spec(V1, spark={"driver": {"memory": "2Gi"}}, retry=RetrySpec().model_dump())
+    assert explicit.driver_fingerprint() == plain.spark.fingerprint()
+    assert spec(V1, retry={"maxDelaySeconds": 5}).driver_fingerprint() != (
+        spec(V1).driver_fingerprint()
+    )
+
+
+def test_retry_waits_double_from_the_initial_delay_up_to_the_longest() -> None:
+    waits = RetrySpec.model_validate({"initialDelaySeconds": 2, "maxDelaySeconds": 60})
+    assert [waits.delay(n) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]
+    assert [RetrySpec(initial_delay_seconds=0).delay(n) for n in (1, 5)] == [0, 0]
+    with pytest.raises(ValueError, match="attempts"):
+        RetrySpec.model_validate({"attempts": -1})
+    with pytest.raises(ValueError, match="raise maxDelaySeconds too"):
+        RetrySpec.model_validate({"initialDelaySeconds": 120})
 
 
 def test_a_new_change_stops_a_driver_that_bootstrapped_the_previous_one() -> None:

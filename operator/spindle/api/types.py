@@ -8,7 +8,14 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from spindle.errors import SpindleError, first_problem
 from spindle.versions import RUNTIME_SETTINGS
@@ -237,6 +244,56 @@ class PreviewSpec(_Model):
     )
 
 
+class RetrySpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={  # the API server refuses what `_initial_within_max` refuses
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.initialDelaySeconds <= self.maxDelaySeconds",
+                    "message": "initialDelaySeconds is longer than maxDelaySeconds: raise "
+                    "maxDelaySeconds too",
+                }
+            ]
+        }
+    )
+
+    attempts: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="How many times a driver retries a step that failed because storage "
+        "refused it (InputUnreadable, OutputUnwritable, StorageUnavailable) before the "
+        "pipeline fails; each retry starts again from the last checkpoint. 0: fail at once.",
+    )
+    initial_delay_seconds: int = Field(
+        default=2,
+        ge=0,
+        le=3600,
+        alias="initialDelaySeconds",
+        description="The wait before the first retry; each later wait doubles.",
+    )
+    max_delay_seconds: int = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        alias="maxDelaySeconds",
+        description="The longest wait between two retries.",
+    )
+
+    @model_validator(mode="after")
+    def _initial_within_max(self) -> RetrySpec:
+        if self.initial_delay_seconds > self.max_delay_seconds:
+            raise ValueError(
+                f"initialDelaySeconds ({self.initial_delay_seconds}) is longer than "
+                f"maxDelaySeconds ({self.max_delay_seconds}): raise maxDelaySeconds too"
+            )
+        return self
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number `retry` (1 is the first); pure."""
+        return float(min(self.max_delay_seconds, self.initial_delay_seconds * 2 ** (retry - 1)))
+
+
 class PipelineSpec(_Model):
     sql: str = Field(description="The program: CREATE TABLE / VIEW / FUNCTION statements.")
     bootstrap_policy: BootstrapPolicy = Field(
@@ -254,6 +311,10 @@ class PipelineSpec(_Model):
     )
     spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark settings.")
     outputs: OutputsSpec = Field(default_factory=OutputsSpec, description="Output behaviour.")
+    retry: RetrySpec = Field(
+        default_factory=RetrySpec,
+        description="How a driver retries a step that storage refused, before it fails.",
+    )
     preview: PreviewSpec = Field(
         default_factory=PreviewSpec,
         description="Bounds of a data-diff preview (spindle.dev/preview, spindle local preview).",
@@ -280,6 +341,16 @@ class PipelineSpec(_Model):
     def paused(self) -> bool:
         """Whether ingestion is paused (`desiredState: Paused`)."""
         return self.desired_state is DesiredState.PAUSED
+
+    def driver_fingerprint(self) -> str:
+        """A short hash of what a driver is started with (`spark`, and `retry` once it is not
+        the default, so drivers started before `retry` existed keep theirs): a driver started
+        with other settings is restarted."""
+        spark = self.spark.fingerprint()
+        if self.retry == RetrySpec():
+            return spark
+        text = spark + self.retry.model_dump_json(by_alias=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class Metadata(BaseModel):

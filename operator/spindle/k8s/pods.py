@@ -189,7 +189,7 @@ def driver_pod(
         LABEL_MODE: mode,
         LABEL_GENERATION: str(generation),
         LABEL_INGEST: "paused" if spec.paused else "on",
-        LABEL_SPARK: spec.spark.fingerprint(),
+        LABEL_SPARK: spec.driver_fingerprint(),
         "spark-role": "driver",
     }
     if change_id:

@@ -40,7 +40,8 @@ class ObservedDriver:
     paused: bool | None = None
     """Whether it was started with ingestion paused; None: it follows desiredState live."""
     spark: str | None = None
-    """The fingerprint of the `spec.spark` it was started with; None: it follows the spec."""
+    """The fingerprint of the `spec.spark` and `spec.retry` it was started with
+    (`PipelineSpec.driver_fingerprint`); None: it follows the spec."""
 
     @property
     def active(self) -> bool:
@@ -72,6 +73,9 @@ class Observation:
     start_requested: bool = True
     """Whether the body would start a driver now: the operator and a driver pod always; the
     local CLI only in `spindle local run` (else nothing is running, and the status says so)."""
+    restart_requested: bool = False
+    """Whether a user asked, now, to start the pipeline whatever ended its last driver
+    (`spindle local run`): a failed driver then holds it `Failed` no longer."""
     name: str = "NAME"
     """The pipeline's name, for messages that tell a user what to type."""
     restate: str | None = None

@@ -8,9 +8,10 @@ The first rule whose `when` holds wins. In order:
    an older program is stopped gracefully (it checkpoints, then the new program is planned
    against that checkpoint); a driver started paused (or not) when desiredState now says
    otherwise is restarted, and so is one started with other `spec.spark` settings (resources,
-   image, mode, conf); otherwise `Running` (or `Paused`).
+   image, mode, conf) or `spec.retry`; otherwise `Running` (or `Paused`).
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes
-   (`spec.restartNonce` changes it without changing anything else).
+   (`spec.restartNonce` changes it without changing anything else) or, locally, until the
+   user runs the pipeline again (`restart_requested`).
 5. No checkpoint yet, or nothing changed: start a run (no approval needed).
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
 7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
@@ -110,7 +111,7 @@ def _pause_changed(s: Situation) -> bool:
 
 
 def _spark_changed(s: Situation) -> bool:
-    return s.active and s.running.spark not in (None, s.observed.spec.spark.fingerprint())
+    return s.active and s.running.spark not in (None, s.observed.spec.driver_fingerprint())
 
 
 def _failed_here(s: Situation) -> bool:
@@ -119,6 +120,7 @@ def _failed_here(s: Situation) -> bool:
         driver is not None
         and driver.phase == "Failed"
         and (driver.generation == s.observed.generation)
+        and not s.observed.restart_requested
     )
 
 
@@ -137,9 +139,10 @@ def _approve_hint(s: Situation) -> str:
 
 RETRY_HINT = (
     "Once the cause is fixed, change spec.restartNonce (or anything else in the spec) to start "
-    "the driver again from the last checkpoint."
+    "the driver again from the last checkpoint (locally: spindle local run)."
 )
-"""Closes the message of a failed driver: a Failed phase lasts until the spec changes."""
+"""Closes the message of a failed driver: a Failed phase lasts until the spec changes, or
+locally until the user runs the pipeline again."""
 
 
 RULES: tuple[Rule, ...] = (
@@ -182,8 +185,9 @@ RULES: tuple[Rule, ...] = (
         _spark_changed,
         Phase.STOPPING,
         Action.STOP_DRIVER,
-        "SparkSettingsChanged",
-        "spec.spark changed: restarting the driver at a checkpoint with the new settings.",
+        "DriverSettingsChanged",
+        "spec.spark or spec.retry changed: restarting the driver at a checkpoint with the new "
+        "settings.",
     ),
     Rule(
         lambda s: s.active and s.observed.spec.paused,

@@ -124,6 +124,7 @@ class LocalBody:
             else None,
             previous=pipeline.status(),
             start_requested=self.run is not None,
+            restart_requested=self.run is not None,
             name=pipeline.name,
             restate=restate,
             sizes=sizes,
@@ -158,6 +159,7 @@ class LocalBody:
                 approved_by=getpass.getuser(),
                 on_bootstrapped=bootstrapped,
                 interval=run.interval,
+                retry=pipeline.manifest().spec.retry,
             )
             pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
         except SpindleError as error:

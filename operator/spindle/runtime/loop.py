@@ -1,6 +1,12 @@
 """The driver loop: bootstrap when the brain said so, then step until told to stop (SIGTERM:
 finish the step, commit, return) or, with `until_idle`, until input runs dry.
 
+A step that storage refused (`RETRIED`: a bucket briefly unreachable, a permission being fixed)
+is retried from the last committed checkpoint after a growing wait (`spec.retry`), as a
+restarted driver would be, without the restart; the driver fails only once the retries are
+spent. Any other failure (a SQL error, a conflicting writer, a bug) fails it at once: trying
+again would fail the same way.
+
 The local body (`spindle local run`) and the driver-pod body (`runtime.pod`) act through it.
 Progress is reported as lines (`say`), and durably as checkpoints.
 """
@@ -11,11 +17,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from spindle.api.types import RetrySpec
 from spindle.checkpoint import Manifest
+from spindle.errors import SpindleError
 from spindle.lifecycle import Decision, DriverMode
-from spindle.runtime.engine import Runtime
+from spindle.program import Program
+from spindle.runtime.engine import Runtime, StepStats
 
 Say = Callable[[str], None]
+
+RETRIED = frozenset({"InputUnreadable", "OutputUnwritable", "StorageUnavailable"})
+"""The reasons of a step storage refused: another attempt, later, may succeed."""
 
 
 def view_line(**fields: Any) -> str:
@@ -68,6 +80,7 @@ def drive(
     approved_by: str | None,
     on_bootstrapped: Callable[[Manifest], None] = lambda _: None,
     interval: float = 1.0,
+    retry: RetrySpec | None = None,
 ) -> Manifest:
     """Run `decision` (one that starts a driver); returns the last committed checkpoint."""
     if decision.program is None or decision.plan is None or not decision.starts_driver:
@@ -84,7 +97,18 @@ def drive(
         )
         on_bootstrapped(checkpoint)
     while not stop.is_set():
-        checkpoint, stats = runtime.step(decision.program, checkpoint, ingest=not paused())
+        stepped = _step(
+            runtime,
+            decision.program,
+            checkpoint,
+            ingest=not paused(),
+            retry=retry or RetrySpec(),
+            stop=stop,
+            say=say,
+        )
+        if stepped is None:
+            break  # told to stop while waiting to retry: the last checkpoint stands
+        checkpoint, stats = stepped
         if stats.idle:
             if until_idle:
                 break
@@ -96,3 +120,63 @@ def drive(
             )
     say(f"Stopped at checkpoint {checkpoint.id}.")
     return checkpoint
+
+
+def _step(
+    runtime: Runtime,
+    program: Program,
+    checkpoint: Manifest,
+    *,
+    ingest: bool,
+    retry: RetrySpec,
+    stop: threading.Event,
+    say: Say,
+) -> tuple[Manifest, StepStats] | None:
+    """One step, retried while storage refuses it and `retry` allows; None when told to stop
+    while waiting. The last refusal, once the retries are spent, says how many there were."""
+    failures = 0
+    while True:
+        try:
+            done = runtime.step(program, checkpoint, ingest=ingest)
+        except SpindleError as error:
+            if error.reason not in RETRIED:
+                raise
+            failures += 1
+            if not retry.attempts:
+                raise
+            if failures > retry.attempts:
+                raise _spent(error, failures) from error
+            delay = retry.delay(failures)
+            say(
+                f"Step {checkpoint.sequence + 1} failed ({error.reason}): {error.message} "
+                f"Retry {failures} of {retry.attempts} in {delay:g} s, from checkpoint "
+                f"{checkpoint.id}."
+            )
+            if stop.wait(delay):
+                return None
+            checkpoint = _resumed(runtime, checkpoint)
+            continue
+        if failures:
+            say(f"Step {done[1].sequence} succeeded on retry {failures}.")
+        return done
+
+
+def _resumed(runtime: Runtime, checkpoint: Manifest) -> Manifest:
+    """Where a retry starts: the step's own checkpoint, if storage refused only the answer to
+    its commit (the commit landed), else the one it started from."""
+    try:
+        latest = runtime.store.latest()
+    except SpindleError:
+        return checkpoint  # the retry meets the same refusal, and counts it
+    return latest if latest is not None and latest.parent == checkpoint.id else checkpoint
+
+
+def _spent(error: SpindleError, failures: int) -> SpindleError:
+    """The last refusal, saying the retries are spent (`spec.retry.attempts`)."""
+    retries = failures - 1
+    return SpindleError(
+        reason=error.reason,
+        message=f"{error.message} The step failed {failures} times: its first attempt and "
+        f"{retries} {'retry' if retries == 1 else 'retries'} (spec.retry.attempts).",
+        details={**error.details, "attempts": failures},
+    )

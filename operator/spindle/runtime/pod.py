@@ -178,6 +178,7 @@ class DriverPodBody:
                 say=say,
                 approved_by=self.settings.approved_by,
                 interval=self.settings.interval,
+                retry=spec.retry,
             )
         finally:
             if queries is not None:

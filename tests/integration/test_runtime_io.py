@@ -542,3 +542,60 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
     )
     unblock()
     assert main(["local", "run", "retried", "--until-idle", "--home", str(home)]) == 0
+
+
+def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_compacts(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Compaction is upkeep: when it fails (here a stored file of the table is missing, so
+    OPTIMIZE cannot read it to rewrite it), the step still commits what it wrote and says why
+    compaction failed; once the file is back, the relation's next write compacts."""
+    import shutil
+    from urllib.parse import urlparse
+
+    from spindle.runtime.compaction import Compaction
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    sql = (
+        f"create table t (id bigint, k int) with ('connectors' = "
+        f"'{connectors('file_input', inputs)}');\n"
+        "create materialized view counts as select k, count(*) as n from t group by k;\n"
+    )
+    runtime, store, program = runtime_for(tmp_path, sql)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    runtime.report = lambda event, **fields: reports.append((event, fields))
+    runtime.compaction = Compaction(small_files=1)  # every write compacts
+    checkpoint = runtime.initialize(program)
+
+    def step(rows: str) -> list[tuple[str, dict[str, Any]]]:
+        nonlocal checkpoint
+        (inputs / f"{len(list(inputs.iterdir()))}.json").write_text(rows)
+        reports.clear()
+        checkpoint, stats = runtime.step(program, checkpoint)
+        assert stats.rows_ingested > 0
+        return [(event, fields) for event, fields in reports if fields.get("relation") == "t"]
+
+    def counts() -> list[tuple[Any, ...]]:
+        stored = runtime.views(program).contents("counts", checkpoint.state["counts"])
+        return sorted(tuple(r) for r in stored.collect())
+
+    step('{"id": 1, "k": 7}\n')
+    uri = runtime.uri(checkpoint.state["t"].path)
+    [found] = spark.read.format("delta").load(uri).inputFiles()
+    stored = Path(urlparse(found).path)
+    kept = shutil.copy(stored, tmp_path / "kept.parquet")
+    stored.unlink()
+    written = checkpoint.state["t"].version + 1  # the next step's write of t
+    [(event, fields)] = step('{"id": 2, "k": 7}\n')
+    assert event == "compaction-failed", reports
+    assert fields["error"].startswith("FileNotFoundException: "), fields
+    assert checkpoint.state["t"].version == written
+    assert store.latest().id == checkpoint.id
+    assert counts() == [(7, 2)]  # maintained from the change: the lost file is not read
+
+    shutil.copy(kept, stored)
+    [(event, fields)] = step('{"id": 3, "k": 8}\n')
+    assert (event, fields["files"]) == ("compacted", 3), reports  # with the failed one's
+    assert checkpoint.state["t"].version == written + 2  # its write, then its compaction
+    assert counts() == [(7, 2), (8, 1)]

@@ -362,18 +362,6 @@ def _removes(action: dict[str, Any]) -> bool:
     return _adds(action) and action["add"].get("deletionVector") is not None
 
 
-def _cause(error: BaseException) -> str:
-    """The innermost cause of a failed read or write, as `ExceptionName: first line of its
-    message`."""
-    causes = list(semantics.java_causes(error))
-    if causes:
-        root = causes[-1]
-        name, text = str(root.getClass().getSimpleName()), str(root.getMessage() or "")
-    else:
-        name, text = type(error).__name__, str(error)
-    return f"{name}: {text.strip().splitlines()[0] if text.strip() else '(no message)'}"
-
-
 _REFUSALS = {
     "read": (
         "InputUnreadable",
@@ -407,7 +395,7 @@ def _refused(action: Literal["read", "write"], connector: str, location: str) ->
         raise SpindleError(
             reason=reason,
             message=f"{failed.format(connector=connector, location=location)}: "
-            f"{_cause(error)}. {advice}",
+            f"{semantics.cause(error)}. {advice}",
             details={"connector": connector, "uri": location},
         ) from error
 

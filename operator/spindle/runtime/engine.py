@@ -409,10 +409,16 @@ class Runtime:
 
     def _compacted(self, name: str, record: StateRecord) -> StateRecord:
         """A relation's record after its write, compacted when its small files are due
-        (`runtime.compaction`)."""
+        (`runtime.compaction`). A compaction that fails is reported and leaves the record as
+        written: it changes no data, so the step goes on (if its commit landed, the next
+        step's rollback undoes it), and the relation's next write compacts."""
         live = (record.rows or 0) if record.layout == "zset" else None
         uri = self.uri(record.path)
-        done = self.compaction.after_write(self.spark, uri, record.version, live=live)
+        try:
+            done = self.compaction.after_write(self.spark, uri, record.version, live=live)
+        except Exception as error:  # upkeep: the write stands, and the next write compacts
+            self.report("compaction-failed", relation=name, error=semantics.cause(error))
+            return record
         if done is None:
             return record
         self.report(

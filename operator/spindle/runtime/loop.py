@@ -53,6 +53,9 @@ def reporter(say: Say) -> Callable[..., None]:
             )
         elif event == "vacuum-failed":
             say(f"Vacuum failed (retried after the next commit): {fields['error']}")
+        elif event == "compaction-failed":
+            relation, error = fields["relation"], fields["error"]
+            say(f"Compaction of {relation} failed (retried at its next write): {error}")
         elif event == "compacted":
             relation, files, into = fields["relation"], fields["files"], fields["into"]
             if fields.get("consolidated"):

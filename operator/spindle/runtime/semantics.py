@@ -52,6 +52,18 @@ def java_causes(error: BaseException) -> Iterator[Any]:
         cause = cause.getCause()
 
 
+def cause(error: BaseException) -> str:
+    """The innermost cause of a failed read or write, as `ExceptionName: first line of its
+    message` (a Java exception's, not py4j's whole stack)."""
+    causes = list(java_causes(error))
+    if causes:
+        root = causes[-1]
+        name, text = str(root.getClass().getSimpleName()), str(root.getMessage() or "")
+    else:
+        name, text = type(error).__name__, str(error)
+    return f"{name}: {text.strip().splitlines()[0] if text.strip() else '(no message)'}"
+
+
 def data_error(error: BaseException) -> tuple[str, str] | None:
     """The condition (`DIVIDE_BY_ZERO`, ...) and first message line of a data error that
     `error` is or wraps; None for any other error."""

@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 from spindle.api import RetentionSpec
 from spindle.checkpoint import Manifest
 from spindle.checkpoint.store import CheckpointStore
-from spindle.runtime import storage
+from spindle.runtime import semantics, storage
 from spindle.runtime.vacuum_rules import (
     Actions,
     advance,
@@ -52,7 +52,7 @@ class Vacuum:
         try:
             deleted = self.run(latest)
         except Exception as error:  # storage trouble: the next commit retries
-            self.report("vacuum-failed", error=f"{type(error).__name__}: {error}")
+            self.report("vacuum-failed", error=semantics.cause(error))
         else:
             self.report("vacuum", deleted=deleted)
 

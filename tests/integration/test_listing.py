@@ -77,12 +77,17 @@ def test_an_s3_listing_is_hadoops_own_read_in_one_go(spark: Any, s3: Any) -> Non
     assert storage.list_status(spark, f"s3a://{bucket}/absent") == []
 
 
-def test_a_delta_tables_version_is_read_from_its_log_on_either_store(
+def test_a_delta_tables_version_and_commits_are_read_from_its_log_on_either_store(
     tmp_path: Path, spark: Any, s3: Any
 ) -> None:
     bucket = s3.bucket("version")
     for uri in (str(tmp_path / "t"), (tmp_path / "u").as_uri(), f"s3a://{bucket}/t"):
         assert storage.delta_version(spark, uri) == -1
+        assert storage.commit_actions(spark, uri, 0) is None
         for _ in range(3):
             spark.range(2).write.format("delta").mode("append").save(uri)
         assert storage.delta_version(spark, uri) == 2, uri
+        assert storage.last_write(spark, uri) == (2, 2), uri
+        actions = storage.commit_actions(spark, uri, 1)
+        assert actions is not None and [a for a in actions if "add" in a], uri
+        assert storage.commit_actions(spark, uri, 3) is None, uri

@@ -52,6 +52,18 @@ def java_causes(error: BaseException) -> Iterator[Any]:
         cause = cause.getCause()
 
 
+def java_cause(error: BaseException, name: str) -> bool:
+    """Whether `error` is or wraps a Java exception of class `name` (fully qualified) or of a
+    subclass of it (Spark's `SparkFileNotFoundException` is a `java.io.FileNotFoundException`)."""
+    for cause in java_causes(error):
+        klass = cause.getClass()
+        while klass is not None:
+            if str(klass.getName()) == name:
+                return True
+            klass = klass.getSuperclass()
+    return False
+
+
 def cause(error: BaseException) -> str:
     """The innermost cause of a failed read or write, as `ExceptionName: first line of its
     message` (a Java exception's, not py4j's whole stack)."""

@@ -10,8 +10,11 @@ import os
 import re
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
+
+from spindle.runtime import semantics
 
 
 def spark_uri(uri: str) -> str:
@@ -187,13 +190,25 @@ def write_text(spark: SparkSession, uri: str, text: str) -> None:
 
 
 def read_text(spark: SparkSession, uri: str) -> str | None:
-    """A small text file (a Delta commit), or None when it does not exist."""
+    """A small text file (a Delta commit), or None when it does not exist. Every relation's
+    commit is read after every write, so: a local file is read by Python, any other opened
+    without asking first whether it exists (on object storage, one request fewer)."""
+    local = _local_path(uri)
+    if local is not None:
+        try:
+            with open(local, encoding="utf-8") as file:
+                return file.read()
+        except FileNotFoundError:
+            return None
     fs, path = _fs(spark, uri)
-    if not fs.exists(path):
-        return None
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    stream = fs.open(path)
+    try:
+        stream = fs.open(path)
+    except Py4JJavaError as error:
+        if semantics.java_cause(error, "java.io.FileNotFoundException"):
+            return None
+        raise
     try:
         data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:

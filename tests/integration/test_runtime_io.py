@@ -490,15 +490,20 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
         assert runner.returncode == 0, err
         return err
 
-    def readable(_: subprocess.Popen[str]) -> None:
-        blocked.unlink()
-        inputs.mkdir(parents=True)
-        (inputs / "a.json").write_text('{"id": 1, "k": 7}\n{"id": 2, "k": 7}\n')
+    # `blocked` is a link to a file, then at once (os.replace) a link to a directory
+    a_file, ready = tmp_path / "a-file", tmp_path / "ready"
+    a_file.write_text("a file where the input's parent directory should be\n")
+    (ready / "in").mkdir(parents=True)
+    (ready / "in" / "a.json").write_text('{"id": 1, "k": 7}\n{"id": 2, "k": 7}\n')
+    blocked.symlink_to(a_file)
 
-    blocked.write_text("a file where the input's parent directory should be\n")
-    err = run_until("Retry 1 of 3 in 1 s", readable, attempts=3, initialDelaySeconds=1)
+    def readable(_: subprocess.Popen[str]) -> None:
+        (tmp_path / "swap").symlink_to(ready)
+        os.replace(tmp_path / "swap", blocked)
+
+    err = run_until("Retry 1 of 3 in 5 s", readable, attempts=3, initialDelaySeconds=5)
     assert f"Step 1 failed (InputUnreadable): Input connector t.c cannot read {inputs}" in err
-    assert "Step 1 succeeded on retry 1." in err
+    assert "Recovered after 1 retry: checkpoint 00000001-" in err
     assert "Retry 2 of" not in err
     assert cli.json("query", "retried", "SELECT k, n FROM counts") == [{"k": 7, "n": 2}]
     first = LocalPipeline(home, "retried").store().latest()
@@ -547,9 +552,11 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
 def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_compacts(
     tmp_path: Path, spark: Any
 ) -> None:
-    """Compaction is upkeep: when it fails (here a stored file of the table is missing, so
-    OPTIMIZE cannot read it to rewrite it), the step still commits what it wrote and says why
-    compaction failed; once the file is back, the relation's next write compacts."""
+    """Compaction is upkeep: when storage fails it (here a stored file reads back with a bad
+    checksum), the step still commits what it wrote and says why compaction failed, and once
+    the file reads again the relation's next write compacts. A stored file that is gone is
+    lost data, not upkeep: the step fails with `StateFileMissing`, naming the relation, and
+    commits nothing."""
     import shutil
     from urllib.parse import urlparse
 
@@ -581,21 +588,38 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
         return sorted(tuple(r) for r in stored.collect())
 
     step('{"id": 1, "k": 7}\n')
-    uri = runtime.uri(checkpoint.state["t"].path)
-    [found] = spark.read.format("delta").load(uri).inputFiles()
+    [found] = spark.read.format("delta").load(runtime.uri(checkpoint.state["t"].path)).inputFiles()
     stored = Path(urlparse(found).path)
-    kept = shutil.copy(stored, tmp_path / "kept.parquet")
-    stored.unlink()
+    checksum = stored.with_name(f".{stored.name}.crc")  # Hadoop's, beside each local file
+    intact = checksum.read_bytes()
+    checksum.write_bytes(intact[:8] + bytes(b ^ 0xFF for b in intact[8:]))
     written = checkpoint.state["t"].version + 1  # the next step's write of t
     [(event, fields)] = step('{"id": 2, "k": 7}\n')
     assert event == "compaction-failed", reports
-    assert fields["error"].startswith("FileNotFoundException: "), fields
+    assert fields["error"].startswith("ChecksumException: "), fields
     assert checkpoint.state["t"].version == written
     assert store.latest().id == checkpoint.id
-    assert counts() == [(7, 2)]  # maintained from the change: the lost file is not read
+    assert counts() == [(7, 2)]  # maintained from the change: the stored file is not read
 
-    shutil.copy(kept, stored)
+    checksum.write_bytes(intact)
     [(event, fields)] = step('{"id": 3, "k": 8}\n')
     assert (event, fields["files"]) == ("compacted", 3), reports  # with the failed one's
     assert checkpoint.state["t"].version == written + 2  # its write, then its compaction
     assert counts() == [(7, 2), (8, 1)]
+
+    [found] = spark.read.format("delta").load(runtime.uri(checkpoint.state["t"].path)).inputFiles()
+    lost = Path(urlparse(found).path)
+    kept = shutil.copy(lost, tmp_path / "kept.parquet")
+    lost.unlink()
+    before = store.latest()
+    with pytest.raises(SpindleError) as missing:
+        step('{"id": 4, "k": 8}\n')
+    assert missing.value.reason == "StateFileMissing"
+    assert missing.value.details["relation"] == "t"
+    assert "Restore it from a backup" in missing.value.message
+    assert store.latest() == before
+    shutil.copy(kept, lost)
+    step('{"id": 5, "k": 8}\n')  # the failed step again: what its intent planned (id 4)...
+    assert counts() == [(7, 2), (8, 2)]
+    checkpoint, _ = runtime.step(program, checkpoint)  # ... then what arrived after it
+    assert counts() == [(7, 2), (8, 3)]

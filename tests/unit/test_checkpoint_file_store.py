@@ -39,6 +39,31 @@ def test_a_stale_parent_is_a_conflict_naming_the_winner(tmp_path: Path) -> None:
     assert store.latest() == winner
 
 
+def test_a_commit_done_again_is_no_conflict_but_another_manifest_under_its_id_is(
+    tmp_path: Path,
+) -> None:
+    """A commit whose answer was lost is retried (by the store, or by a driver retrying its
+    step): it finds its own manifest and pointer and succeeds, from this process or another;
+    different contents under the same id still conflict."""
+    store = open_store(tmp_path.as_uri())
+    first = store.commit(manifest(None))
+    second = manifest(first, offset=1)
+    assert store.commit(second) == second
+    assert store.commit(second) == second  # its pointer already names it
+    assert open_store(tmp_path.as_uri()).commit(second) == second  # stale pointer: re-read
+    assert store.latest() == second
+    impostor = second.model_copy(update={"sequence": 7})
+    with pytest.raises(SpindleError) as conflict:
+        open_store(tmp_path.as_uri()).commit(impostor)
+    assert conflict.value.reason == "CheckpointConflict"
+    assert "already exists" in conflict.value.message
+    stale = open_store(tmp_path.as_uri())
+    assert stale.latest() == second
+    third = store.commit(manifest(second, offset=2))
+    assert stale.commit(second) == second  # its cached pointer names second: the CAS fails...
+    assert stale.latest() == third  # ... and the latest stays the newer one
+
+
 def test_adopted_state_is_named_by_uri_and_marked_adopted(tmp_path: Path) -> None:
     origin = open_store(tmp_path.as_uri(), namespace="default", name="grades")
     source = origin.commit(manifest(None))

@@ -56,7 +56,7 @@ def call(
                     reason="StorageUnavailable",
                     message=f"Object storage at {uri} kept failing for {elapsed:.1f}s "
                     f"({attempt} attempts; last: {error}). Check the endpoint and its health, "
-                    "then retry; no checkpoint was changed.",
+                    "then retry: a checkpoint is published whole or not at all.",
                     details={"uri": uri, "attempts": attempt, "last_error": str(error)},
                 ) from None
             sleep(pause)

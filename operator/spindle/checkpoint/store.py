@@ -77,6 +77,8 @@ class CheckpointStore:
     _head: tuple[Pointer, Manifest] | None = field(default=None, repr=False)
     """The latest checkpoint as last read, with the pointer that named it: `latest` asks for
     the pointer only if its ETag moved, and reads the manifest again only then."""
+    attempted: str | None = field(default=None, repr=False)
+    """The id of the last manifest this process set out to commit, whether or not it was."""
 
     @property
     def uri(self) -> str:
@@ -183,28 +185,40 @@ class CheckpointStore:
         _PROVEN.add(self.uri)
 
     def commit(self, manifest: Manifest) -> Manifest:
-        """Publish `manifest` as the new latest checkpoint, if its parent is still the latest."""
+        """Publish `manifest` as the new latest checkpoint, if its parent is still the latest.
+        Committing it again is a no-op: a write whose answer was lost and that is retried
+        (by the store's retries, or a driver's) finds its own manifest and pointer, and is no
+        conflict."""
+        self.attempted = manifest.id
         self.self_test()
         key = manifest_key(manifest.id)
+        text = manifest.to_json()
         try:
-            self.objects.write(key, manifest.to_json(), if_none_match=True)
+            self.objects.write(key, text, if_none_match=True)
         except PreconditionFailed:
-            raise self._conflict(manifest, f"checkpoint id {manifest.id} already exists") from None
+            if self.objects.read(key).data != text:
+                raise self._conflict(
+                    manifest, f"checkpoint id {manifest.id} already exists"
+                ) from None
         pointer = self._pointer if self._pointer is not None else self._read_pointer()
         current = pointer.checkpoint if pointer else None
-        if current != manifest.parent:
+        if current != manifest.parent and current != manifest.id:
             raise self._conflict(manifest, f"the latest checkpoint is {current}")
         body = json.dumps({"checkpoint": manifest.id}).encode()
         try:
             if pointer is None:
                 etag = self.objects.write(LATEST, body, if_none_match=True)
+            elif current == manifest.id:
+                etag = pointer.etag
             else:
                 etag = self.objects.write(LATEST, body, if_match=pointer.etag)
         except PreconditionFailed:
             winner = self._read_pointer()
-            raise self._conflict(
-                manifest, f"the latest checkpoint is {winner.checkpoint if winner else None}"
-            ) from None
+            if winner is None or winner.checkpoint != manifest.id:
+                raise self._conflict(
+                    manifest, f"the latest checkpoint is {winner.checkpoint if winner else None}"
+                ) from None
+            etag = winner.etag  # this commit's own: it landed, and only its answer was lost
         self._pointer = Pointer(manifest.id, etag)
         self._head = (self._pointer, manifest)
         for listener in self.after_commit:

@@ -411,12 +411,15 @@ class Runtime:
         """A relation's record after its write, compacted when its small files are due
         (`runtime.compaction`). A compaction that fails is reported and leaves the record as
         written: it changes no data, so the step goes on (if its commit landed, the next
-        step's rollback undoes it), and the relation's next write compacts."""
+        step's rollback undoes it), and the relation's next write compacts. One that finds a
+        stored file missing fails the step (`StateFileMissing`): that is lost data."""
         live = (record.rows or 0) if record.layout == "zset" else None
         uri = self.uri(record.path)
         try:
             done = self.compaction.after_write(self.spark, uri, record.version, live=live)
         except Exception as error:  # upkeep: the write stands, and the next write compacts
+            if semantics.java_cause(error, "java.io.FileNotFoundException"):
+                raise _missing(name, record, error) from error  # lost data: said at once
             self.report("compaction-failed", relation=name, error=semantics.cause(error))
             return record
         if done is None:
@@ -655,6 +658,19 @@ class Runtime:
                 details={"query": sql},
             ) from None
         return [row.asDict(recursive=True) for row in rows[:limit]], len(rows) > limit
+
+
+def _missing(name: str, record: StateRecord, error: BaseException) -> SpindleError:
+    """A file a relation's stored state names is gone: data lost outside Spindle, which every
+    later read of the relation would fail on."""
+    return SpindleError(
+        reason="StateFileMissing",
+        message=f"A file of {name}'s stored state at {record.path} is missing "
+        f"({semantics.cause(error)}): something outside Spindle deleted it (a bucket lifecycle "
+        "rule, a manual cleanup, another tool's vacuum). Restore it from a backup of the "
+        "storage, then start the driver again; nothing was committed.",
+        details={"relation": name, "path": record.path},
+    )
 
 
 def _appended(spark: SparkSession, rows: DataFrame, uri: str, record: StateRecord) -> StateRecord:

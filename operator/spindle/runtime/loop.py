@@ -1,11 +1,11 @@
 """The driver loop: bootstrap when the brain said so, then step until told to stop (SIGTERM:
 finish the step, commit, return) or, with `until_idle`, until input runs dry.
 
-A step that storage refused (`RETRIED`: a bucket briefly unreachable, a permission being fixed)
-is retried from the last committed checkpoint after a growing wait (`spec.retry`), as a
-restarted driver would be, without the restart; the driver fails only once the retries are
-spent. Any other failure (a SQL error, a conflicting writer, a bug) fails it at once: trying
-again would fail the same way.
+A step that an input's or output's storage, or the checkpoint store, refused (`RETRIED`: a
+bucket briefly unreachable, a permission being fixed) is retried from the last committed
+checkpoint after a growing wait (`spec.retry`), as a restarted driver would be, without the
+restart; the driver fails only once the retries are spent. Any other failure (a SQL error, a
+conflicting writer) fails it at once: trying again would fail the same way.
 
 The local body (`spindle local run`) and the driver-pod body (`runtime.pod`) act through it.
 Progress is reported as lines (`say`), and durably as checkpoints.
@@ -100,7 +100,7 @@ def drive(
         )
         on_bootstrapped(checkpoint)
     while not stop.is_set():
-        stepped = _step(
+        checkpoint, stats = _step(
             runtime,
             decision.program,
             checkpoint,
@@ -109,9 +109,8 @@ def drive(
             stop=stop,
             say=say,
         )
-        if stepped is None:
+        if stats is None:
             break  # told to stop while waiting to retry: the last checkpoint stands
-        checkpoint, stats = stepped
         if stats.idle:
             if until_idle:
                 break
@@ -134,19 +133,20 @@ def _step(
     retry: RetrySpec,
     stop: threading.Event,
     say: Say,
-) -> tuple[Manifest, StepStats] | None:
-    """One step, retried while storage refuses it and `retry` allows; None when told to stop
-    while waiting. The last refusal, once the retries are spent, says how many there were."""
+) -> tuple[Manifest, StepStats | None]:
+    """One step, retried while storage refuses it and `retry` allows: the checkpoint it
+    reached and its stats (none when told to stop while waiting to retry). The last refusal,
+    once the retries are spent, says how many times the step failed."""
     failures = 0
     while True:
         try:
-            done = runtime.step(program, checkpoint, ingest=ingest)
+            if failures:
+                checkpoint = _resumed(runtime, checkpoint)
+            checkpoint, stats = runtime.step(program, checkpoint, ingest=ingest)
         except SpindleError as error:
-            if error.reason not in RETRIED:
+            if error.reason not in RETRIED or not retry.attempts:
                 raise
             failures += 1
-            if not retry.attempts:
-                raise
             if failures > retry.attempts:
                 raise _spent(error, failures) from error
             delay = retry.delay(failures)
@@ -156,22 +156,23 @@ def _step(
                 f"{checkpoint.id}."
             )
             if stop.wait(delay):
-                return None
-            checkpoint = _resumed(runtime, checkpoint)
+                return checkpoint, None
             continue
         if failures:
-            say(f"Step {done[1].sequence} succeeded on retry {failures}.")
-        return done
+            retries = "retry" if failures == 1 else "retries"
+            say(f"Recovered after {failures} {retries}: checkpoint {checkpoint.id}.")
+        return checkpoint, stats
 
 
 def _resumed(runtime: Runtime, checkpoint: Manifest) -> Manifest:
-    """Where a retry starts: the step's own checkpoint, if storage refused only the answer to
-    its commit (the commit landed), else the one it started from."""
-    try:
-        latest = runtime.store.latest()
-    except SpindleError:
-        return checkpoint  # the retry meets the same refusal, and counts it
-    return latest if latest is not None and latest.parent == checkpoint.id else checkpoint
+    """Where a retry starts: the checkpoint the failed attempt committed, if storage refused
+    only the answer to its commit (it landed), else the one it started from. Reading the
+    latest checkpoint may be refused too: that is one more failed attempt."""
+    store = runtime.store
+    latest = store.latest()
+    if latest is not None and latest.id == store.attempted and latest.parent == checkpoint.id:
+        return latest
+    return checkpoint
 
 
 def _spent(error: SpindleError, failures: int) -> SpindleError:

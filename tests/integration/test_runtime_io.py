@@ -623,3 +623,49 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
     assert counts() == [(7, 2), (8, 2)]
     checkpoint, _ = runtime.step(program, checkpoint)  # ... then what arrived after it
     assert counts() == [(7, 2), (8, 3)]
+
+
+def test_state_storage_that_refuses_a_read_fails_the_step_as_state_unavailable(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A view's stored state that reads back with a bad checksum (storage returning bad
+    bytes) fails the step with `StateUnavailable`, a reason a driver retries, naming the
+    pipeline's root and the cause, not an internal error; nothing is committed, and once the
+    state reads again the same step succeeds."""
+    from urllib.parse import urlparse
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    sql = (
+        f"create table t (id bigint, k int) with ('connectors' = "
+        f"'{connectors('file_input', inputs)}');\n"
+        "create materialized view counts as select k, count(*) as n from t group by k;\n"
+    )
+    runtime, store, program = runtime_for(tmp_path, sql)
+    checkpoint = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1, "k": 7}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    uri = runtime.uri(checkpoint.state["counts"].path)
+    checksums = {}
+    for found in spark.read.format("delta").load(uri).inputFiles():  # the groups a step re-reads
+        stored = Path(urlparse(found).path)
+        checksum = stored.with_name(f".{stored.name}.crc")
+        checksums[checksum] = intact = checksum.read_bytes()
+        checksum.write_bytes(intact[:8] + bytes(b ^ 0xFF for b in intact[8:]))
+    assert checksums
+    (inputs / "b.json").write_text('{"id": 2, "k": 7}\n')
+    with pytest.raises(SpindleError) as refused:
+        runtime.step(program, checkpoint)
+    assert refused.value.reason == "StateUnavailable"
+    assert "Storage refused a read or write of the pipeline's state under " in (
+        refused.value.message
+    )
+    assert "ChecksumException: " in refused.value.message
+    assert store.latest() == checkpoint
+
+    for checksum, intact in checksums.items():
+        checksum.write_bytes(intact)
+    checkpoint, stats = runtime.step(program, checkpoint)
+    assert stats.rows_ingested == 1
+    stored_counts = runtime.views(program).contents("counts", checkpoint.state["counts"])
+    assert [tuple(r) for r in stored_counts.collect()] == [(7, 2)]

@@ -261,10 +261,9 @@ class RetrySpec(_Model):
         default=5,
         ge=0,
         le=100,
-        description="How many times a driver retries a step refused by an input's or "
-        "output's storage or by the checkpoint store (InputUnreadable, OutputUnwritable, "
-        "StorageUnavailable) before the pipeline fails; each retry starts again from the last "
-        "checkpoint. 0: fail at once.",
+        description="How many times a driver retries a step that storage refused "
+        "(InputUnreadable, OutputUnwritable, StateUnavailable, StorageUnavailable) before the "
+        "pipeline fails; each retry starts again from the last checkpoint. 0: fail at once.",
     )
     initial_delay_seconds: int = Field(
         default=2,

@@ -211,6 +211,12 @@ class Runtime:
     ) -> tuple[Manifest, StepStats]:
         """One step from `manifest`, in the phases the module docstring lists; returns the new
         checkpoint (or `manifest` when idle)."""
+        with semantics.state_storage(self.root):
+            return self._step(program, manifest, ingest=ingest)
+
+    def _step(
+        self, program: Program, manifest: Manifest, *, ingest: bool
+    ) -> tuple[Manifest, StepStats]:
         work = _Work.after(manifest)
         started = time.monotonic()
         semantics.apply(self.spark, version=self.runtime_version)  # ingest precedes `views`

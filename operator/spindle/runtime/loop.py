@@ -1,11 +1,12 @@
 """The driver loop: bootstrap when the brain said so, then step until told to stop (SIGTERM:
 finish the step, commit, return) or, with `until_idle`, until input runs dry.
 
-A step that an input's or output's storage, or the checkpoint store, refused (`RETRIED`: a
-bucket briefly unreachable, a permission being fixed) is retried from the last committed
-checkpoint after a growing wait (`spec.retry`), as a restarted driver would be, without the
-restart; the driver fails only once the retries are spent. Any other failure (a SQL error, a
-conflicting writer) fails it at once: trying again would fail the same way.
+A step that storage refused (`RETRIED`: an input's, an output's, the state tables' or the
+checkpoint store's; a bucket briefly unreachable, a permission being fixed) is retried from the
+last committed checkpoint after a growing wait (`spec.retry`), as a restarted driver would be,
+without the restart; the driver fails only once the retries are spent. Any other failure (a SQL
+error, a conflicting writer, a lost file) fails it at once: trying again would fail the same
+way.
 
 The local body (`spindle local run`) and the driver-pod body (`runtime.pod`) act through it.
 Progress is reported as lines (`say`), and durably as checkpoints.
@@ -26,7 +27,9 @@ from spindle.runtime.engine import Runtime, StepStats
 
 Say = Callable[[str], None]
 
-RETRIED = frozenset({"InputUnreadable", "OutputUnwritable", "StorageUnavailable"})
+RETRIED = frozenset(
+    {"InputUnreadable", "OutputUnwritable", "StateUnavailable", "StorageUnavailable"}
+)
 """The reasons of a step storage refused: another attempt, later, may succeed."""
 
 

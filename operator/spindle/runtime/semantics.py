@@ -76,6 +76,38 @@ def cause(error: BaseException) -> str:
     return f"{name}: {text.strip().splitlines()[0] if text.strip() else '(no message)'}"
 
 
+@contextlib.contextmanager
+def state_storage(root: str) -> Iterator[None]:
+    """Reads and writes of a pipeline's own state (its tables' and views' Delta tables under
+    `root`): storage refusing one, an I/O error that is not a lost file, is `StateUnavailable`,
+    which a driver retries (`runtime.loop`). Anything else passes as it is."""
+    try:
+        yield
+    except (Py4JJavaError, OSError) as error:
+        if not _refused(error):
+            raise
+        raise SpindleError(
+            reason="StateUnavailable",
+            message=f"Storage refused a read or write of the pipeline's state under {root}: "
+            f"{cause(error)}. Check the storage's health, free space and the driver's "
+            "permissions. Nothing was committed: the step is done again from the last "
+            "checkpoint.",
+            details={"uri": root},
+        ) from error
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether an error is storage refusing I/O: an `OSError`, or a Java `IOException` behind
+    a Py4JJavaError, but not a missing file (lost data) nor a row's data error."""
+    if data_error(error) is not None:
+        return False
+    if isinstance(error, OSError):
+        return not isinstance(error, FileNotFoundError)
+    return java_cause(error, "java.io.IOException") and not java_cause(
+        error, "java.io.FileNotFoundException"
+    )
+
+
 def data_error(error: BaseException) -> tuple[str, str] | None:
     """The condition (`DIVIDE_BY_ZERO`, ...) and first message line of a data error that
     `error` is or wraps; None for any other error."""

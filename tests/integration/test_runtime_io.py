@@ -549,6 +549,37 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
     assert main(["local", "run", "retried", "--until-idle", "--home", str(home)]) == 0
 
 
+def counted(tmp_path: Path, inputs: Path) -> tuple[Any, Any, Any]:
+    """`runtime_for` a table fed by JSON files in `inputs` and a count per key over it."""
+    inputs.mkdir()
+    sql = (
+        f"create table t (id bigint, k int) with ('connectors' = "
+        f"'{connectors('file_input', inputs)}');\n"
+        "create materialized view counts as select k, count(*) as n from t group by k;\n"
+    )
+    return runtime_for(tmp_path, sql)
+
+
+def spoil_checksums(spark: Any, uri: str) -> Callable[[], None]:
+    """Make every file of the Delta table at `uri` read back with a bad checksum (Hadoop's
+    `.crc` beside each local file: storage returning bad bytes); returns the undo."""
+    from urllib.parse import urlparse
+
+    checksums = {}
+    for found in spark.read.format("delta").load(uri).inputFiles():
+        stored = Path(urlparse(found).path)
+        checksum = stored.with_name(f".{stored.name}.crc")
+        checksums[checksum] = intact = checksum.read_bytes()
+        checksum.write_bytes(intact[:8] + bytes(b ^ 0xFF for b in intact[8:]))
+    assert checksums
+
+    def undo() -> None:
+        for checksum, intact in checksums.items():
+            checksum.write_bytes(intact)
+
+    return undo
+
+
 def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_compacts(
     tmp_path: Path, spark: Any
 ) -> None:
@@ -563,13 +594,7 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
     from spindle.runtime.compaction import Compaction
 
     inputs = tmp_path / "in"
-    inputs.mkdir()
-    sql = (
-        f"create table t (id bigint, k int) with ('connectors' = "
-        f"'{connectors('file_input', inputs)}');\n"
-        "create materialized view counts as select k, count(*) as n from t group by k;\n"
-    )
-    runtime, store, program = runtime_for(tmp_path, sql)
+    runtime, store, program = counted(tmp_path, inputs)
     reports: list[tuple[str, dict[str, Any]]] = []
     runtime.report = lambda event, **fields: reports.append((event, fields))
     runtime.compaction = Compaction(small_files=1)  # every write compacts
@@ -588,11 +613,7 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
         return sorted(tuple(r) for r in stored.collect())
 
     step('{"id": 1, "k": 7}\n')
-    [found] = spark.read.format("delta").load(runtime.uri(checkpoint.state["t"].path)).inputFiles()
-    stored = Path(urlparse(found).path)
-    checksum = stored.with_name(f".{stored.name}.crc")  # Hadoop's, beside each local file
-    intact = checksum.read_bytes()
-    checksum.write_bytes(intact[:8] + bytes(b ^ 0xFF for b in intact[8:]))
+    undo = spoil_checksums(spark, runtime.uri(checkpoint.state["t"].path))
     written = checkpoint.state["t"].version + 1  # the next step's write of t
     [(event, fields)] = step('{"id": 2, "k": 7}\n')
     assert event == "compaction-failed", reports
@@ -601,7 +622,7 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
     assert store.latest().id == checkpoint.id
     assert counts() == [(7, 2)]  # maintained from the change: the stored file is not read
 
-    checksum.write_bytes(intact)
+    undo()
     [(event, fields)] = step('{"id": 3, "k": 8}\n')
     assert (event, fields["files"]) == ("compacted", 3), reports  # with the failed one's
     assert checkpoint.state["t"].version == written + 2  # its write, then its compaction
@@ -632,27 +653,13 @@ def test_state_storage_that_refuses_a_read_fails_the_step_as_state_unavailable(
     bytes) fails the step with `StateUnavailable`, a reason a driver retries, naming the
     pipeline's root and the cause, not an internal error; nothing is committed, and once the
     state reads again the same step succeeds."""
-    from urllib.parse import urlparse
 
     inputs = tmp_path / "in"
-    inputs.mkdir()
-    sql = (
-        f"create table t (id bigint, k int) with ('connectors' = "
-        f"'{connectors('file_input', inputs)}');\n"
-        "create materialized view counts as select k, count(*) as n from t group by k;\n"
-    )
-    runtime, store, program = runtime_for(tmp_path, sql)
+    runtime, store, program = counted(tmp_path, inputs)
     checkpoint = runtime.initialize(program)
     (inputs / "a.json").write_text('{"id": 1, "k": 7}\n')
     checkpoint, _ = runtime.step(program, checkpoint)
-    uri = runtime.uri(checkpoint.state["counts"].path)
-    checksums = {}
-    for found in spark.read.format("delta").load(uri).inputFiles():  # the groups a step re-reads
-        stored = Path(urlparse(found).path)
-        checksum = stored.with_name(f".{stored.name}.crc")
-        checksums[checksum] = intact = checksum.read_bytes()
-        checksum.write_bytes(intact[:8] + bytes(b ^ 0xFF for b in intact[8:]))
-    assert checksums
+    undo = spoil_checksums(spark, runtime.uri(checkpoint.state["counts"].path))  # re-read
     (inputs / "b.json").write_text('{"id": 2, "k": 7}\n')
     with pytest.raises(SpindleError) as refused:
         runtime.step(program, checkpoint)
@@ -663,8 +670,7 @@ def test_state_storage_that_refuses_a_read_fails_the_step_as_state_unavailable(
     assert "ChecksumException: " in refused.value.message
     assert store.latest() == checkpoint
 
-    for checksum, intact in checksums.items():
-        checksum.write_bytes(intact)
+    undo()
     checkpoint, stats = runtime.step(program, checkpoint)
     assert stats.rows_ingested == 1
     stored_counts = runtime.views(program).contents("counts", checkpoint.state["counts"])

@@ -646,12 +646,12 @@ def test_a_compaction_that_fails_leaves_the_step_committed_and_the_next_write_co
     assert counts() == [(7, 2), (8, 3)]
 
 
-def test_state_storage_that_refuses_a_read_fails_the_step_as_state_unavailable(
+def test_state_storage_that_refuses_a_read_fails_the_step_as_storage_refused(
     tmp_path: Path, spark: Any
 ) -> None:
     """A view's stored state that reads back with a bad checksum (storage returning bad
-    bytes) fails the step with `StateUnavailable`, a reason a driver retries, naming the
-    pipeline's root and the cause, not an internal error; nothing is committed, and once the
+    bytes) fails the step with `StorageRefused`, a reason a driver retries, naming the cause
+    and the pipeline's root, not an internal error; nothing is committed, and once the
     state reads again the same step succeeds."""
 
     inputs = tmp_path / "in"
@@ -663,11 +663,9 @@ def test_state_storage_that_refuses_a_read_fails_the_step_as_state_unavailable(
     (inputs / "b.json").write_text('{"id": 2, "k": 7}\n')
     with pytest.raises(SpindleError) as refused:
         runtime.step(program, checkpoint)
-    assert refused.value.reason == "StateUnavailable"
-    assert "Storage refused a read or write of the pipeline's state under " in (
-        refused.value.message
-    )
-    assert "ChecksumException: " in refused.value.message
+    assert refused.value.reason == "StorageRefused"
+    assert refused.value.message.startswith("Storage refused a read or write: ChecksumException")
+    assert refused.value.details == {"uri": runtime.root}
     assert store.latest() == checkpoint
 
     undo()

@@ -60,8 +60,10 @@ def test_a_commit_done_again_is_no_conflict_but_another_manifest_under_its_id_is
     stale = open_store(tmp_path.as_uri())
     assert stale.latest() == second
     third = store.commit(manifest(second, offset=2))
-    assert stale.commit(second) == second  # its cached pointer names second: the CAS fails...
-    assert stale.latest() == third  # ... and the latest stays the newer one
+    with pytest.raises(SpindleError) as superseded:  # its cached pointer names second, but
+        stale.commit(second)  # the latest is third: second was published, and is no more
+    assert superseded.value.details["winner"] == third.id
+    assert stale.latest() == third
 
 
 def test_adopted_state_is_named_by_uri_and_marked_adopted(tmp_path: Path) -> None:

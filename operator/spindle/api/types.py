@@ -262,7 +262,7 @@ class RetrySpec(_Model):
         ge=0,
         le=100,
         description="How many times a driver retries a step that storage refused "
-        "(InputUnreadable, OutputUnwritable, StateUnavailable, StorageUnavailable) before the "
+        "(InputUnreadable, OutputUnwritable, StorageRefused, StorageUnavailable) before the "
         "pipeline fails; each retry starts again from the last checkpoint. 0: fail at once.",
     )
     initial_delay_seconds: int = Field(

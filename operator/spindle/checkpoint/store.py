@@ -201,6 +201,8 @@ class CheckpointStore:
                     manifest, f"checkpoint id {manifest.id} already exists"
                 ) from None
         pointer = self._pointer if self._pointer is not None else self._read_pointer()
+        if pointer is not None and pointer.checkpoint == manifest.id:
+            pointer = self._read_pointer()  # not the cache's word: is it still the latest?
         current = pointer.checkpoint if pointer else None
         if current != manifest.parent and current != manifest.id:
             raise self._conflict(manifest, f"the latest checkpoint is {current}")
@@ -209,7 +211,7 @@ class CheckpointStore:
             if pointer is None:
                 etag = self.objects.write(LATEST, body, if_none_match=True)
             elif current == manifest.id:
-                etag = pointer.etag
+                etag = pointer.etag  # published already: an earlier answer was lost
             else:
                 etag = self.objects.write(LATEST, body, if_match=pointer.etag)
         except PreconditionFailed:

@@ -125,6 +125,10 @@ class Runtime:
 
     def initialize(self, program: Program) -> Manifest:
         """Create empty state for every relation and commit the first checkpoint."""
+        with semantics.storage_io(self.root):
+            return self._initialize(program)
+
+    def _initialize(self, program: Program) -> Manifest:
         self.preflight(program, {}, tuple(program.views))
         state: dict[str, StateRecord] = {}
         for name, table in program.tables.items():
@@ -211,7 +215,7 @@ class Runtime:
     ) -> tuple[Manifest, StepStats]:
         """One step from `manifest`, in the phases the module docstring lists; returns the new
         checkpoint (or `manifest` when idle)."""
-        with semantics.state_storage(self.root):
+        with semantics.storage_io(self.root):
             return self._step(program, manifest, ingest=ingest)
 
     def _step(
@@ -424,7 +428,7 @@ class Runtime:
         try:
             done = self.compaction.after_write(self.spark, uri, record.version, live=live)
         except Exception as error:  # upkeep: the write stands, and the next write compacts
-            if semantics.java_cause(error, "java.io.FileNotFoundException"):
+            if semantics.lost_file(error):
                 raise _missing(name, record, error) from error  # lost data: said at once
             self.report("compaction-failed", relation=name, error=semantics.cause(error))
             return record
@@ -507,6 +511,12 @@ class Runtime:
         objects, analyze the views to evaluate, reset (or evolve) modified tables and their
         connectors, evaluate new and modified views and hand their contents to their outputs,
         commit with a bootstrap record."""
+        with semantics.storage_io(self.root):
+            return self._bootstrap(plan, manifest, approved_by=approved_by)
+
+    def _bootstrap(
+        self, plan: ChangePlan, manifest: Manifest, *, approved_by: str | None
+    ) -> Manifest:
         refuse_unless_allowed(plan)
         started = datetime.datetime.now(datetime.UTC)
         clock = time.monotonic()

@@ -27,9 +27,7 @@ from spindle.runtime.engine import Runtime, StepStats
 
 Say = Callable[[str], None]
 
-RETRIED = frozenset(
-    {"InputUnreadable", "OutputUnwritable", "StateUnavailable", "StorageUnavailable"}
-)
+RETRIED = frozenset({"InputUnreadable", "OutputUnwritable", "StorageRefused", "StorageUnavailable"})
 """The reasons of a step storage refused: another attempt, later, may succeed."""
 
 
@@ -159,7 +157,7 @@ def _step(
                 f"{checkpoint.id}."
             )
             if stop.wait(delay):
-                return checkpoint, None
+                return _stopped(runtime, checkpoint), None
             continue
         if failures:
             retries = "retry" if failures == 1 else "retries"
@@ -176,6 +174,15 @@ def _resumed(runtime: Runtime, checkpoint: Manifest) -> Manifest:
     if latest is not None and latest.id == store.attempted and latest.parent == checkpoint.id:
         return latest
     return checkpoint
+
+
+def _stopped(runtime: Runtime, checkpoint: Manifest) -> Manifest:
+    """The checkpoint a run stopped while waiting to retry ends at: the failed attempt's own,
+    if it landed (as far as storage says now)."""
+    try:
+        return _resumed(runtime, checkpoint)
+    except SpindleError:
+        return checkpoint
 
 
 def _spent(error: SpindleError, failures: int) -> SpindleError:

@@ -77,35 +77,49 @@ def cause(error: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def state_storage(root: str) -> Iterator[None]:
-    """Reads and writes of a pipeline's own state (its tables' and views' Delta tables under
-    `root`): storage refusing one, an I/O error that is not a lost file, is `StateUnavailable`,
-    which a driver retries (`runtime.loop`). Anything else passes as it is."""
+def storage_io(root: str) -> Iterator[None]:
+    """A step's (or a bootstrap's) reads and writes: of the pipeline's state under `root`, and
+    the input files Spark reads lazily while it writes them into tables. Storage refusing one,
+    an I/O error that is not a lost file, is `StorageRefused`, which a driver retries
+    (`runtime.loop`); anything else passes as it is (a refusal a connector already named,
+    `InputUnreadable` or `OutputUnwritable`, among them)."""
     try:
         yield
     except (Py4JJavaError, OSError) as error:
         if not _refused(error):
             raise
         raise SpindleError(
-            reason="StateUnavailable",
-            message=f"Storage refused a read or write of the pipeline's state under {root}: "
-            f"{cause(error)}. Check the storage's health, free space and the driver's "
-            "permissions. Nothing was committed: the step is done again from the last "
-            "checkpoint.",
+            reason="StorageRefused",
+            message=f"Storage refused a read or write: {cause(error)}. Check the health, free "
+            f"space and permissions of the pipeline's storage ({root}) and of its inputs' "
+            "files. The step did not complete: it is done again from the last checkpoint.",
             details={"uri": root},
         ) from error
 
 
 def _refused(error: BaseException) -> bool:
     """Whether an error is storage refusing I/O: an `OSError`, or a Java `IOException` behind
-    a Py4JJavaError, but not a missing file (lost data) nor a row's data error."""
-    if data_error(error) is not None:
+    a Py4JJavaError, but not a lost file nor a row's data error."""
+    if data_error(error) is not None or lost_file(error):
         return False
     if isinstance(error, OSError):
-        return not isinstance(error, FileNotFoundError)
-    return java_cause(error, "java.io.IOException") and not java_cause(
-        error, "java.io.FileNotFoundException"
-    )
+        return True
+    return java_cause(error, "java.io.IOException")
+
+
+_NOT_LOST = ("Permission denied", "Is a directory", "Not a directory")
+"""What Java's file streams also report as a `FileNotFoundException`: the file is there."""
+
+
+def lost_file(error: BaseException) -> bool:
+    """Whether `error` says a file is gone (not merely unreadable: Java reports a permission
+    it lacks as a `FileNotFoundException` too)."""
+    if isinstance(error, FileNotFoundError):
+        return True
+    if not java_cause(error, "java.io.FileNotFoundException"):
+        return False
+    said = " ".join(str(c.getMessage() or "") for c in java_causes(error))
+    return not any(reason in said for reason in _NOT_LOST)
 
 
 def data_error(error: BaseException) -> tuple[str, str] | None:

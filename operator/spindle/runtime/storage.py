@@ -205,14 +205,14 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
     assert jvm is not None
     try:
         stream = fs.open(path)
-    except Py4JJavaError as error:
+        try:
+            data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        finally:
+            stream.close()
+    except Py4JJavaError as error:  # missing: at the open, or at the first read if it is lazy
         if semantics.java_cause(error, "java.io.FileNotFoundException"):
             return None
         raise
-    try:
-        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
-    finally:
-        stream.close()
     return bytes(data).decode()
 
 

@@ -183,6 +183,11 @@ class Resources(_Model):
     )
 
 
+def _short_hash(text: str) -> str:
+    """The 12 hex digits a settings fingerprint is (a pod label value)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 class SparkSpec(_Model):
     image: str | None = Field(default=None, description="Image for the driver and executors.")
     mode: str = Field(
@@ -210,8 +215,7 @@ class SparkSpec(_Model):
 
     def fingerprint(self) -> str:
         """A short hash of these settings: a driver started with others is restarted."""
-        text = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return _short_hash(json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True))
 
 
 class OutputsSpec(_Model):
@@ -349,8 +353,7 @@ class PipelineSpec(_Model):
         spark = self.spark.fingerprint()
         if self.retry == RetrySpec():
             return spark
-        text = spark + self.retry.model_dump_json(by_alias=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return _short_hash(spark + self.retry.model_dump_json(by_alias=True))
 
 
 class Metadata(BaseModel):

@@ -100,13 +100,14 @@ def drive(
             f"{record.input_records_read if record else 0}"
         )
         on_bootstrapped(checkpoint)
+    retry = retry or RetrySpec()
     while not stop.is_set():
         checkpoint, stats = _step(
             runtime,
             decision.program,
             checkpoint,
             ingest=not paused(),
-            retry=retry or RetrySpec(),
+            retry=retry,
             stop=stop,
             say=say,
         )

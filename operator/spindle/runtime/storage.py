@@ -210,7 +210,7 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
         finally:
             stream.close()
     except Py4JJavaError as error:  # missing: at the open, or at the first read if it is lazy
-        if semantics.java_cause(error, "java.io.FileNotFoundException"):
+        if semantics.lost_file(error):
             return None
         raise
     return bytes(data).decode()

@@ -8,10 +8,12 @@ if status == nil or status.observedGeneration == nil
   return hs
 end
 local reason = ""
+local ready = nil
 if status.conditions ~= nil then
   for _, condition in ipairs(status.conditions) do
     if condition.type == "Ready" then
       reason = (condition.reason or "") .. ": " .. (condition.message or "")
+      ready = condition.status
     end
   end
 end
@@ -28,6 +30,12 @@ if status.phase == "AwaitingApproval" then
   return hs
 end
 if status.phase == "Failed" then
+  hs.status = "Degraded"
+  hs.message = reason
+  return hs
+end
+if status.phase == "Running" and ready == "False" then
+  -- the driver runs but waits to retry a step that storage refused (StepRetrying)
   hs.status = "Degraded"
   hs.message = reason
   return hs

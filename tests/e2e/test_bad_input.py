@@ -251,9 +251,11 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
 def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonce_retries(
     space: Space, operator: Operator
 ) -> None:
-    """A driver whose input bucket does not exist retries its step as `spec.retry` allows, then
-    fails with `InputUnreadable` in the status, naming the connector, the location and the
-    retries, and stays `Failed`; once the bucket exists,
+    """A driver whose input bucket does not exist retries its step as `spec.retry` allows,
+    which the status shows while it waits (`Running`, not Ready: `StepRetrying`, seen through
+    the driver pod's readiness, and a Warning Event), then fails with `InputUnreadable` in the
+    status, naming the connector, the location and the retries, and stays `Failed`; once the
+    bucket exists,
     `kubectl spindle restart` (one more `spec.restartNonce`, and nothing else) starts a driver
     again, which ingests the input."""
     bucket = f"{space.bucket}-inbox"
@@ -271,8 +273,17 @@ def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonc
         f"create table events (id bigint, k int) with ('connectors' = '{connectors}');\n"
         "create materialized view counts as select k, count(*) as n from events group by k;\n"
     )
-    retry = {"attempts": 1, "initialDelaySeconds": 1}  # the default waits 62 s in all
+    retry = {"attempts": 1, "initialDelaySeconds": 30}  # the default waits 62 s in all
     space.apply(grades("v1", space, name="inbox", sql=sql, retry=retry))
+    retrying = space.wait_phase(
+        "inbox", "Running", timeout=300, conditions=lambda c: c[0]["reason"] == "StepRetrying"
+    )
+    assert retrying["conditions"][0]["status"] == "False", json.dumps(retrying, indent=1)
+    assert "waiting to retry a step" in retrying["conditions"][0]["message"]
+    events = space.kube.kubectl(
+        "get", "events", "-n", space.name, "--field-selector", "reason=StepRetrying", "-o", "json"
+    )
+    assert [e["type"] for e in json.loads(events)["items"]] == ["Warning"], events
     failed = space.wait_phase("inbox", "Failed", timeout=300)
     condition = failed["conditions"][0]
     assert condition["reason"] == "InputUnreadable", json.dumps(failed, indent=1)
@@ -280,7 +291,7 @@ def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonc
     assert "The step failed 2 times: its first attempt and 1 retry" in condition["message"]
     assert "spec.restartNonce" in condition["message"]
     logs = space.kube.kubectl("logs", "inbox-g1-driver", "-n", space.name)
-    assert "Step 1 failed (InputUnreadable)" in logs and "Retry 1 of 1 in 1 s" in logs
+    assert "Step 1 failed (InputUnreadable)" in logs and "Retry 1 of 1 in 30 s" in logs
     time.sleep(5)  # a failed driver is not restarted in a loop
     assert space.status("inbox")["phase"] == "Failed"
     assert [p["metadata"]["name"] for p in space.pods()] == ["inbox-g1-driver"]

@@ -280,6 +280,43 @@ def test_a_bad_line_fails_the_step_with_its_file_and_line_before_anything_is_ing
     assert pipeline.rows("t") == Counter({(1, 1): 1})
 
 
+def test_a_corrupt_input_file_is_input_unreadable_naming_the_connector_and_the_file(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A file Spark cannot read as the step evaluates it (here not Parquet at all; also one
+    half written, or gone after it was listed) is the input's refusal, `InputUnreadable`,
+    which a driver retries, naming the connector and the file, not an internal error; nothing
+    is committed, and once a whole file replaces it, it is ingested (after the failed step,
+    done again as planned)."""
+    inbox = tmp_path / "in"
+    sql = (
+        "create table p (id int, v int) with ("
+        f"'connectors' = '{connectors(file_input('pq', inbox, 'parquet'))}');\n"
+        "create materialized view total as select sum(v) as s from p;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    before = pipeline.manifest
+    inbox.mkdir()
+    corrupt = inbox / "1.parquet"
+    corrupt.write_bytes(b"PAR1 half a file, or none at all")
+    with pytest.raises(SpindleError) as refused:
+        pipeline.step()
+    assert refused.value.reason == "InputUnreadable", refused.value.message
+    message = refused.value.message
+    assert message.startswith(f"Input connector p.pq cannot read its file file://{corrupt}: ")
+    assert "is not a Parquet file" in message and "replace it" in message
+    assert refused.value.details == {"connector": "p.pq", "uri": f"file://{corrupt}"}
+    assert pipeline.runtime.store.latest() == before, "nothing of the step was committed"
+
+    corrupt.unlink()  # a whole file takes its place
+    frame = spark.createDataFrame([(1, 10), (2, 20)], "id int, v int")
+    frame.coalesce(1).write.parquet(str(inbox / "2"))
+    pipeline.step()  # the failed step again, as its intent planned: without the file now gone
+    assert pipeline.rows("total") == Counter({(None,): 1})
+    pipeline.step()
+    assert pipeline.rows("total") == Counter({(30,): 1})
+
+
 @pytest.mark.parametrize(
     ("fmt", "config", "lines", "problem"),
     [

@@ -18,6 +18,7 @@ import yaml
 from spindle.errors import SpindleError
 from spindle.local.home import LocalPipeline
 from tests.integration.test_grades import Cli
+from tests.waiting import wait_for
 
 CLI = [sys.executable, "-m", "spindle.cli.main"]
 
@@ -260,22 +261,27 @@ def connectors(transport: str, path: Path) -> str:
     return json.dumps([found])
 
 
-def runtime_for(tmp_path: Path, sql: str) -> tuple[Any, Any, Any]:
-    """A runtime on the suite's Spark for `sql`, with its state under tmp_path/s: the runtime,
-    its checkpoint store and the parsed program."""
+def runtime_for(
+    tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None
+) -> tuple[Any, Any, Any]:
+    """A runtime on the suite's Spark for `sql`, with its state under tmp_path/s (or `root`,
+    on the S3 server `s3` names): the runtime, its checkpoint store and the parsed program."""
     from spindle.api import PipelineSpec
     from spindle.checkpoint import PipelineRef
     from spindle.checkpoint.store import open_store
     from spindle.program import parse_program
     from spindle.runtime.factory import open_runtime
 
-    root = (tmp_path / "s").as_uri()
-    store = open_store(root)
+    root = root or (tmp_path / "s").as_uri()
+    store = open_store(root, s3=s3)
+    storage = {"uri": root}
+    if s3 is not None:
+        storage.update(endpoint=s3.endpoint, region=s3.region)
     runtime = open_runtime(
         pipeline=PipelineRef(namespace="default", name="p"),
-        spec=PipelineSpec.model_validate({"sql": sql, "storage": {"uri": root}}),
+        spec=PipelineSpec.model_validate({"sql": sql, "storage": storage}),
         store=store,
-        s3=None,
+        s3=s3,
         report=lambda event, **fields: None,
     )
     return runtime, store, parse_program(sql)
@@ -498,13 +504,26 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
     blocked.symlink_to(a_file)
 
     def readable(_: subprocess.Popen[str]) -> None:
+        retrying = wait_for(  # as `spindle local status` shows it, from another process
+            "the status to show the retry",
+            lambda: (
+                (s := cli.json("local", "status", "retried"))["conditions"][0]["reason"]
+                == "StepRetrying"
+                and s
+            ),
+            timeout=60,
+        )
+        assert retrying["phase"] == "Running", retrying
+        assert retrying["conditions"][0]["status"] == "False"
+        assert retrying["conditions"][0]["message"].startswith("Step 1 failed (InputUnreadable)")
         (tmp_path / "swap").symlink_to(ready)
         os.replace(tmp_path / "swap", blocked)
 
-    err = run_until("Retry 1 of 3 in 5 s", readable, attempts=3, initialDelaySeconds=5)
+    err = run_until("Retry 1 of 3 in 10 s", readable, attempts=3, initialDelaySeconds=10)
     assert f"Step 1 failed (InputUnreadable): Input connector t.c cannot read {inputs}" in err
     assert "Recovered after 1 retry: checkpoint 00000001-" in err
     assert "Retry 2 of" not in err
+    assert LocalPipeline(home, "retried").driver().retrying is None  # recovered, then stopped
     assert cli.json("query", "retried", "SELECT k, n FROM counts") == [{"k": 7, "n": 2}]
     first = LocalPipeline(home, "retried").store().latest()
     assert first is not None
@@ -549,7 +568,7 @@ def test_a_step_storage_refuses_is_retried_until_it_succeeds_or_the_retries_are_
     assert main(["local", "run", "retried", "--until-idle", "--home", str(home)]) == 0
 
 
-def counted(tmp_path: Path, inputs: Path) -> tuple[Any, Any, Any]:
+def counted(tmp_path: Path, inputs: Path, **backend: Any) -> tuple[Any, Any, Any]:
     """`runtime_for` a table fed by JSON files in `inputs` and a count per key over it."""
     inputs.mkdir()
     sql = (
@@ -557,7 +576,7 @@ def counted(tmp_path: Path, inputs: Path) -> tuple[Any, Any, Any]:
         f"'{connectors('file_input', inputs)}');\n"
         "create materialized view counts as select k, count(*) as n from t group by k;\n"
     )
-    return runtime_for(tmp_path, sql)
+    return runtime_for(tmp_path, sql, **backend)
 
 
 def spoil_checksums(spark: Any, uri: str) -> Callable[[], None]:
@@ -673,3 +692,60 @@ def test_state_storage_that_refuses_a_read_fails_the_step_as_storage_refused(
     assert stats.rows_ingested == 1
     stored_counts = runtime.views(program).contents("counts", checkpoint.state["counts"])
     assert [tuple(r) for r in stored_counts.collect()] == [(7, 2)]
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_a_stored_file_that_is_gone_fails_the_step_as_state_file_missing(
+    tmp_path: Path, spark: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A file of a view's stored state deleted outside Spindle (a bucket lifecycle rule, a
+    manual cleanup) is lost data: the step that reads it fails with `StateFileMissing`, naming
+    the relation and the file, not an internal error and not a refusal a driver would retry;
+    nothing is committed, and once the file is restored the same step succeeds. On a local
+    directory and on the real S3 server (whose client says a missing object its own way)."""
+    from urllib.parse import urlparse
+
+    inputs, where = tmp_path / "in", {}
+    if backend == "s3":
+        from spindle.checkpoint.objects import S3Options
+
+        s3 = request.getfixturevalue("s3")
+        options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
+        where = {"root": f"s3://{s3.bucket('lost')}/p", "s3": options}
+    runtime, store, program = counted(tmp_path, inputs, **where)
+    checkpoint = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1, "k": 7}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    uri = runtime.uri(checkpoint.state["counts"].path)
+    (stored,) = spark.read.format("delta").load(uri).inputFiles()
+    kept, restore = lose(store, urlparse(stored))
+    (inputs / "b.json").write_text('{"id": 2, "k": 7}\n')
+    with pytest.raises(SpindleError) as missing:
+        runtime.step(program, checkpoint)
+    assert missing.value.reason == "StateFileMissing", missing.value.message
+    assert missing.value.message.startswith(
+        f"A file of counts's stored state at {checkpoint.state['counts'].path} is missing"
+    )
+    assert Path(urlparse(stored).path).name in missing.value.message
+    assert missing.value.details == {"relation": "counts", "path": checkpoint.state["counts"].path}
+    assert store.latest() == checkpoint
+
+    restore(kept)
+    checkpoint, stats = runtime.step(program, checkpoint)
+    assert stats.rows_ingested == 1
+    stored_counts = runtime.views(program).contents("counts", checkpoint.state["counts"])
+    assert [tuple(r) for r in stored_counts.collect()] == [(7, 2)]
+
+
+def lose(store: Any, stored: Any) -> tuple[bytes, Callable[[bytes], None]]:
+    """Delete the stored file at the parsed URI `stored` (local or on S3) as something outside
+    Spindle would: its bytes and the function that puts them back."""
+    if stored.scheme == "file":
+        path = Path(stored.path)
+        kept = path.read_bytes()
+        path.unlink()
+        return kept, path.write_bytes
+    client, bucket, key = store.objects.s3, stored.netloc, stored.path.lstrip("/")
+    kept = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    client.delete_object(Bucket=bucket, Key=key)
+    return kept, lambda body: client.put_object(Bucket=bucket, Key=key, Body=body)

@@ -49,6 +49,16 @@ def test_every_phase(phase: str, expected: str) -> None:
         assert "Failed now" in message
 
 
+def test_a_running_pipeline_whose_driver_retries_a_step_is_degraded_with_the_reason() -> None:
+    retrying = pipeline("Running")
+    retrying["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "StepRetrying", "message": "Retry 1 of 5"}
+    ]
+    assert health(retrying) == ("Degraded", "StepRetrying: Retry 1 of 5")
+    retrying["status"]["conditions"][0].update(status="True", reason="Running")
+    assert health(retrying) == ("Healthy", "Running")
+
+
 def test_awaiting_approval_is_suspended_with_the_change_id() -> None:
     status, message = health(pipeline("AwaitingApproval", pendingChange={"id": "b77cf0f27757"}))
     assert status == "Suspended"

@@ -215,6 +215,53 @@ def test_observed_driver(status: dict[str, Any], phase: str, reason: str | None)
     assert (driver.phase, driver.reason, driver.generation) == (phase, reason, 2)
 
 
+def _readiness(ready: str, since: str, started: str = "2026-01-01T00:00:10Z") -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}],
+        "containerStatuses": [{"state": {"running": {"startedAt": started}}}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "retrying"),
+    [
+        ({"phase": "Running"}, None),  # no readiness reported yet
+        (_readiness("False", "2026-01-01T00:00:02Z"), None),  # starting: never Ready yet
+        (_readiness("False", "2026-01-01T00:00:10Z"), None),  # the second it started
+        (_readiness("True", "2026-01-01T00:00:30Z"), None),  # stepping
+        (_readiness("False", "2026-01-01T00:01:00Z"), ""),  # Ready once, no longer: retrying
+        (dict(_readiness("False", "2026-01-01T00:01:00Z"), phase="Succeeded"), None),
+    ],
+)
+def test_a_driver_pod_that_was_ready_and_is_no_longer_is_retrying_a_step(
+    status: dict[str, Any], retrying: str | None
+) -> None:
+    """The driver pod's readiness probe fails while its driver waits to retry a step
+    (`runtime.health`); a driver still starting is not Ready either, and is not retrying."""
+    pod = {"metadata": {"labels": {"spindle.dev/mode": "run"}}, "status": status}
+    assert observed_driver(pod).retrying == retrying
+
+
+def test_driver_pods_answer_readiness_on_the_health_port_and_preview_pods_do_not() -> None:
+    driver = driver_pod(
+        pipeline=PIPELINE, spec=_spec(), mode="run", change_id=None, settings=SETTINGS
+    )
+    [container] = driver["spec"]["containers"]
+    assert container["ports"] == [{"name": "health", "containerPort": 4048}]
+    probe = container["readinessProbe"]
+    assert probe["httpGet"] == {"path": "/readyz", "port": "health"}
+    preview = driver_pod(
+        pipeline=PIPELINE,
+        spec=_spec(),
+        mode="preview",
+        change_id="abc",
+        settings=SETTINGS,
+        preview="abc",
+    )
+    assert "readinessProbe" not in preview["spec"]["containers"][0]
+
+
 def test_current_pod_prefers_the_active_one_of_this_owner() -> None:
     def pod(name: str, phase: str, created: str, uid: str = "u-1") -> dict[str, Any]:
         meta = {"name": name, "creationTimestamp": created, "ownerReferences": [{"uid": uid}]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,30 @@ def test_running_driver_is_running_or_paused() -> None:
     assert decide(observe(spec=spec(V1), driver=driver)).phase is Phase.RUNNING
     paused = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=driver))
     assert paused.phase is Phase.PAUSED
+
+
+def test_a_driver_waiting_to_retry_a_step_is_running_and_not_ready_with_a_warning_once() -> None:
+    """A retrying driver is still the pipeline's driver (`Running`, nothing to act on), but
+    the status no longer says all is well: `StepRetrying`, with the driver's own line when the
+    body has it (locally) and what happens next, and one Warning Event per episode."""
+    from spindle.lifecycle import conclude
+
+    line = "Step 4 failed (StorageUnavailable): ... Retry 2 of 5 in 4 s, from checkpoint c."
+    for said, shown in ((line, line), ("", "The driver is waiting to retry a step")):
+        driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running", retrying=said)
+        observed = observe(spec=spec(V1), driver=driver)
+        decision = decide(observed)
+        assert (decision.phase, decision.action) == (Phase.RUNNING, Action.NONE)
+        assert (decision.ready, decision.reason) == (False, "StepRetrying")
+        assert decision.message.startswith(shown)
+        assert "once the retries are spent, the pipeline fails" in decision.message
+        first = conclude(decision, observed, driver=None, now="t1")
+        assert [(e.type, e.reason) for e in first.events] == [("Warning", "StepRetrying")]
+        again = conclude(decision, replace(observed, previous=first.status), driver=None, now="t2")
+        assert again.events == ()
+        recovered = replace(observed, driver=replace(driver, retrying=None), previous=first.status)
+        back = decide(recovered)
+        assert (back.phase, back.ready, back.reason) == (Phase.RUNNING, True, "Running")
 
 
 def test_program_change_stops_a_running_driver_gracefully() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
-from spindle.api.types import RESTATE_ANNOTATION
+from spindle.api.types import HEALTH_PORT, RESTATE_ANNOTATION
 from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -31,6 +31,14 @@ K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
 """The executor pod template, as JSON; the driver writes it to a file for Spark."""
+READINESS = {
+    "httpGet": {"path": "/readyz", "port": "health"},
+    "periodSeconds": 5,
+    "timeoutSeconds": 3,
+    "failureThreshold": 2,  # a slow answer once (a busy node) is no retry
+}
+"""Not Ready while the driver waits to retry a step (`runtime.health`): an HTTP probe, which
+costs the node no process per probe (an exec probe would, for every driver, every period)."""
 POD_SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": RUN_AS,
@@ -232,6 +240,10 @@ def driver_pod(
             ],
         },
     }
+    if preview is None:
+        container = pod["spec"]["containers"][0]  # type: ignore[index]
+        container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
+        container["readinessProbe"] = READINESS
     if preview is not None:  # bounded: the driver cancels its jobs at the timeout, this is a net
         deadline = spec.preview.timeout_seconds + PREVIEW_MARGIN_SECONDS
         pod["spec"]["activeDeadlineSeconds"] = deadline  # type: ignore[index]
@@ -314,7 +326,21 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         message=message,
         paused=labels[LABEL_INGEST] == "paused" if LABEL_INGEST in labels else None,
         spark=labels.get(LABEL_SPARK),
+        retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
     )
+
+
+def _unready_since_ready(pod: dict[str, Any]) -> bool:
+    """Whether the pod became not Ready after its container started: its driver, Ready once,
+    now waits to retry a step (`READINESS`). A driver still starting (its Spark session, the
+    readiness server) has been not Ready since before its container started."""
+    status = pod.get("status", {})
+    conditions: list[dict[str, Any]] = status.get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    [container, *_] = status.get("containerStatuses") or [{}]
+    started = str(((container.get("state") or {}).get("running") or {}).get("startedAt") or "")
+    since = str(ready.get("lastTransitionTime") or "")
+    return ready.get("status") == "False" and bool(started) and since > started
 
 
 def current_pod(pods: list[dict[str, Any]], *, owner_uid: str) -> dict[str, Any] | None:

@@ -34,6 +34,11 @@ class Event:
     message: str
 
 
+RETRYING = "StepRetrying"
+"""The Ready condition's reason while a running driver waits to retry a step (`Running`, not
+Ready); posted as a Warning Event too."""
+
+
 @dataclass(frozen=True)
 class Decision:
     phase: Phase

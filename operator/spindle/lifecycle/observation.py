@@ -42,6 +42,9 @@ class ObservedDriver:
     spark: str | None = None
     """The fingerprint of the `spec.spark` and `spec.retry` it was started with
     (`PipelineSpec.driver_fingerprint`); None: it follows the spec."""
+    retrying: str | None = None
+    """Why it waits to retry a step storage refused, as it said it ("" when the body sees
+    only that it does: a driver pod's readiness); None: it is stepping."""
 
     @property
     def active(self) -> bool:

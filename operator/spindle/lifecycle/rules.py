@@ -8,7 +8,8 @@ The first rule whose `when` holds wins. In order:
    an older program is stopped gracefully (it checkpoints, then the new program is planned
    against that checkpoint); a driver started paused (or not) when desiredState now says
    otherwise is restarted, and so is one started with other `spec.spark` settings (resources,
-   image, mode, conf) or `spec.retry`; otherwise `Running` (or `Paused`).
+   image, mode, conf) or `spec.retry`; otherwise `Running` (or `Paused`), not Ready
+   (`StepRetrying`) while the driver waits to retry a step that storage refused.
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes
    (`spec.restartNonce` changes it without changing anything else) or, locally, until the
    user runs the pipeline again (`restart_requested`).
@@ -32,7 +33,7 @@ from spindle.api.status import ChangeDiff, PendingChange
 from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, restate_views
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
-from spindle.lifecycle.decision import Action, Decision, failed
+from spindle.lifecycle.decision import RETRYING, Action, Decision, failed
 from spindle.lifecycle.observation import (
     DriverMode,
     Observation,
@@ -188,6 +189,17 @@ RULES: tuple[Rule, ...] = (
         "DriverSettingsChanged",
         "spec.spark or spec.retry changed: restarting the driver at a checkpoint with the new "
         "settings.",
+    ),
+    Rule(
+        lambda s: s.active and s.running.retrying is not None,
+        Phase.RUNNING,
+        Action.NONE,
+        RETRYING,
+        lambda s: (
+            f"{s.running.retrying or 'The driver is waiting to retry a step that storage refused.'}"
+            " It retries from the last checkpoint as spec.retry allows (its log shows each "
+            "retry); once the retries are spent, the pipeline fails with the last refusal."
+        ),
     ),
     Rule(
         lambda s: s.active and s.observed.spec.paused,

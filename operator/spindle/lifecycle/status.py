@@ -22,7 +22,7 @@ from spindle.api.status import (
     ViewMaintenance,
 )
 from spindle.checkpoint import Manifest
-from spindle.lifecycle.decision import Decision, Event
+from spindle.lifecycle.decision import RETRYING, Decision, Event
 from spindle.lifecycle.observation import Observation, request_change
 
 READY = "Ready"
@@ -158,13 +158,14 @@ def _ignored_approval(decision: Decision, observed: Observation) -> Event | None
 
 def _news(decision: Decision, observed: Observation, ignored: Event | None) -> tuple[Event, ...]:
     """The only place that decides which Events to post: an ignored approval once (until the
-    annotation changes), a failure once per new reason."""
+    annotation changes), a failure or a driver retrying a step once per new reason."""
     previous = observed.previous
     news: list[Event] = []
     if ignored and (previous is None or previous.ignored_approval != observed.approval):
         news.append(ignored)
     before = previous.conditions[0].reason if previous and previous.conditions else None
-    if decision.phase is Phase.FAILED and decision.reason != before:
+    warns = decision.phase is Phase.FAILED or decision.reason == RETRYING
+    if warns and decision.reason != before:
         news.append(Event("Warning", decision.reason, decision.message))
     return tuple(news)
 

@@ -157,6 +157,7 @@ class LocalPipeline:
             change_id=data.get("change_id"),
             reason=data.get("reason"),
             message=data.get("message"),
+            retrying=data.get("retrying"),
         )
 
     def set_driver(self, **fields: Any) -> None:

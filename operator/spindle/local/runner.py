@@ -147,6 +147,9 @@ class LocalBody:
             pipeline.update(lastBootstrap=decision.change_id)
             pipeline.set_driver(mode="run", phase="Running", **driver)
 
+        def retrying(line: str | None) -> None:  # `spindle local status` shows it
+            pipeline.set_driver(mode="run", phase="Running", retrying=line, **driver)
+
         try:
             drive(
                 open_runtime(pipeline, report=run.report),
@@ -160,6 +163,7 @@ class LocalBody:
                 on_bootstrapped=bootstrapped,
                 interval=run.interval,
                 retry=pipeline.manifest().spec.retry,
+                retrying=retrying,
             )
             pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
         except SpindleError as error:

@@ -15,8 +15,9 @@ or the change data feed (`__w` from `_change_type`) when one of them removed or 
 without the feed that is `DeltaInputNotAppendOnly`. An input whose storage refuses to be listed
 or read (no such bucket, no permission, a file where its directory should be) is
 `InputUnreadable`, naming the connector, the location and the cause; a location that does not
-exist yet is an input with nothing new. (That covers the file input's listing and the Delta
-input's log: a file that cannot be read once listed fails where the step reads it.)
+exist yet is an input with nothing new. A file Spark cannot read where the step evaluates the
+rows (lazily, after `poll`: corrupt, half written, gone) is `InputUnreadable` too, naming the
+connector and the file (`unreadable_file`, which the engine asks).
 
 Outputs receive changes (the view's columns plus `weight`: +1 insert, -1 delete) under a step
 sequence number, so replaying a step rewrites the same files or Delta transaction instead of
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import unquote
@@ -71,6 +72,16 @@ def _location(connector: Connector, *keys: str) -> str:
 
 
 class Input(Protocol):
+    @property
+    def connector(self) -> str:
+        """The connector's key, for error messages."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where its files are (a directory, a bucket prefix, a Delta table)."""
+        ...
+
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         """New rows since `offset`, and the offset after them (None: nothing new)."""
         ...
@@ -98,6 +109,10 @@ class FileInput:
     late_ms: int = LATE_ARRIVAL_SECONDS * 1000
     """`late_arrival_seconds`: how far behind the newest ingested file's modification time a
     file may appear and still be ingested (`runtime.file_offsets`)."""
+
+    @property
+    def location(self) -> str:
+        return self.path
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         files, after = file_offsets.plan(
@@ -233,6 +248,10 @@ class DeltaInput:
     """The connector's key, for error messages."""
     uri: str
     schema: StructType
+
+    @property
+    def location(self) -> str:
+        return self.uri
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         before = -1 if offset is None else int(offset)
@@ -370,6 +389,14 @@ _REFUSALS = {
         "the storage credentials the pipeline gives it. Nothing was ingested: a run started "
         "once it can read ingests from where this one stopped.",
     ),
+    "read a file": (
+        "InputUnreadable",
+        "Input connector {connector} cannot read its file {location}",
+        "If the file is corrupt or not in the connector's format, replace it (with a new file, "
+        "written whole) or move it out of the input's location; if its writer had not finished "
+        "it, a retry reads it whole. Nothing was ingested: the step is done again from the last "
+        "checkpoint.",
+    ),
     "write": (
         "OutputUnwritable",
         "Output connector {connector} cannot write to {location}",
@@ -381,8 +408,11 @@ _REFUSALS = {
 """What storage refusing a connector's read or write is: reason, what failed, what to do."""
 
 
+Action = Literal["read", "read a file", "write"]
+
+
 @contextlib.contextmanager
-def _refused(action: Literal["read", "write"], connector: str, location: str) -> Iterator[None]:
+def _refused(action: Action, connector: str, location: str) -> Iterator[None]:
     """An input's read (listing it, its Delta log, its files) or an output's write; its
     storage refusing it is the action's reason in `_REFUSALS`, naming the connector, the
     location and the cause (a row a view's SQL cannot evaluate stays `SqlRuntimeError`)."""
@@ -391,13 +421,31 @@ def _refused(action: Literal["read", "write"], connector: str, location: str) ->
     except (Py4JJavaError, AnalysisException, OSError) as error:
         if semantics.data_error(error) is not None:
             raise
-        reason, failed, advice = _REFUSALS[action]
-        raise SpindleError(
-            reason=reason,
-            message=f"{failed.format(connector=connector, location=location)}: "
-            f"{semantics.cause(error)}. {advice}",
-            details={"connector": connector, "uri": location},
-        ) from error
+        raise _refusal(action, connector, location, error) from error
+
+
+def _refusal(action: Action, connector: str, location: str, error: BaseException) -> SpindleError:
+    reason, failed, advice = _REFUSALS[action]
+    return SpindleError(
+        reason=reason,
+        message=f"{failed.format(connector=connector, location=location)}: "
+        f"{semantics.cause(error)}. {advice}",
+        details={"connector": connector, "uri": location},
+    )
+
+
+def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleError | None:
+    """`InputUnreadable` naming the connector and the file, when `error` is Spark failing to
+    read a file of one of `inputs` as the step evaluated its rows (read lazily, after `poll`):
+    a corrupt file, one not in the connector's format, one half written or gone. None for any
+    other error."""
+    failed = semantics.failed_file(error)
+    if failed is None or semantics.data_error(error) is not None:
+        return None
+    for source in inputs:
+        if storage.within(failed, source.location):
+            return _refusal("read a file", source.connector, failed, error)
+    return None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ for it (`_After`). The commit waits for every write.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import gc
@@ -43,7 +44,7 @@ from spindle.program import Program, Table, View
 from spindle.program.queries import MAX_QUERY_ROWS, check_query, materialized, row_limit
 from spindle.runtime import compaction, semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
-from spindle.runtime.connectors import ORDER, Input, make_input, make_output
+from spindle.runtime.connectors import ORDER, Input, make_input, make_output, unreadable_file
 from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
 from spindle.runtime.zsets import column
 from spindle.versions import RUNTIME_VERSION
@@ -98,6 +99,36 @@ class Runtime:
             return storage.spark_uri(path)
         return storage.join(storage.spark_uri(self.root), path)
 
+    @contextlib.contextmanager
+    def _io(self, manifest: Manifest | None, program: Program | None = None) -> Iterator[None]:
+        """A step's, bootstrap's or first start's storage I/O (`semantics.storage_io`), where
+        a file Spark fails to read is named for what it is: one of `manifest`'s stored state
+        found gone is lost data (`StateFileMissing`, never retried: waiting brings nothing
+        back); one of `program`'s inputs (corrupt, half written, gone) is `InputUnreadable`,
+        naming the connector and the file. Neither is an internal error."""
+        with semantics.storage_io(self.root):
+            try:
+                yield
+            except Exception as error:
+                named = self._lost(manifest, error) if manifest else None
+                if named is None and program is not None:
+                    inputs = (source for _, source in self._inputs(program).values())
+                    named = unreadable_file(inputs, error)
+                if named is None:
+                    raise
+                raise named from error
+
+    def _lost(self, manifest: Manifest, error: BaseException) -> SpindleError | None:
+        """`StateFileMissing` for the relation whose stored state `error` says lost a file."""
+        if not semantics.lost_file(error):
+            return None
+        said = semantics.said(error)
+        for name, record in sorted(manifest.state.items()):
+            uri = self.uri(record.path)
+            if f"{storage.local_path(uri) or uri}/" in said:
+                return _missing(name, record, error)
+        return None
+
     # -- views -----------------------------------------------------------------------------
 
     def views(self, program: Program) -> Views:
@@ -125,7 +156,7 @@ class Runtime:
 
     def initialize(self, program: Program) -> Manifest:
         """Create empty state for every relation and commit the first checkpoint."""
-        with semantics.storage_io(self.root):
+        with self._io(None):
             return self._initialize(program)
 
     def _initialize(self, program: Program) -> Manifest:
@@ -215,7 +246,7 @@ class Runtime:
     ) -> tuple[Manifest, StepStats]:
         """One step from `manifest`, in the phases the module docstring lists; returns the new
         checkpoint (or `manifest` when idle)."""
-        with semantics.storage_io(self.root):
+        with self._io(manifest, program):
             return self._step(program, manifest, ingest=ingest)
 
     def _step(
@@ -511,7 +542,7 @@ class Runtime:
         objects, analyze the views to evaluate, reset (or evolve) modified tables and their
         connectors, evaluate new and modified views and hand their contents to their outputs,
         commit with a bootstrap record."""
-        with semantics.storage_io(self.root):
+        with self._io(manifest):
             return self._bootstrap(plan, manifest, approved_by=approved_by)
 
     def _bootstrap(

@@ -85,8 +85,11 @@ def drive(
     on_bootstrapped: Callable[[Manifest], None] = lambda _: None,
     interval: float = 1.0,
     retry: RetrySpec | None = None,
+    retrying: Callable[[str | None], None] = lambda _: None,
 ) -> Manifest:
-    """Run `decision` (one that starts a driver); returns the last committed checkpoint."""
+    """Run `decision` (one that starts a driver); returns the last committed checkpoint.
+    `retrying` hears each wait to retry a step (the line said) and the recovery (None), for
+    the body to show (a driver pod's readiness, the local status)."""
     if decision.program is None or decision.plan is None or not decision.starts_driver:
         raise ValueError(f"nothing to drive: the lifecycle decided {decision.action}")
     if checkpoint is None:
@@ -110,6 +113,7 @@ def drive(
             retry=retry,
             stop=stop,
             say=say,
+            retrying=retrying,
         )
         if stats is None:
             break  # told to stop while waiting to retry: the last checkpoint stands
@@ -135,6 +139,7 @@ def _step(
     retry: RetrySpec,
     stop: threading.Event,
     say: Say,
+    retrying: Callable[[str | None], None],
 ) -> tuple[Manifest, StepStats | None]:
     """One step, retried while storage refuses it and `retry` allows: the checkpoint it
     reached and its stats (none when told to stop while waiting to retry). The last refusal,
@@ -152,17 +157,20 @@ def _step(
             if failures > retry.attempts:
                 raise _spent(error, failures) from error
             delay = retry.delay(failures)
-            say(
+            line = (
                 f"Step {checkpoint.sequence + 1} failed ({error.reason}): {error.message} "
                 f"Retry {failures} of {retry.attempts} in {delay:g} s, from checkpoint "
                 f"{checkpoint.id}."
             )
+            say(line)
+            retrying(line)
             if stop.wait(delay):
                 return _stopped(runtime, checkpoint), None
             continue
         if failures:
             retries = "retry" if failures == 1 else "retries"
             say(f"Recovered after {failures} {retries}: checkpoint {checkpoint.id}.")
+            retrying(None)
         return checkpoint, stats
 
 

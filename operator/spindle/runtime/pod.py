@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
-from spindle.api.types import QUERY_PORT
+from spindle.api.types import HEALTH_PORT, QUERY_PORT
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
@@ -45,6 +45,7 @@ from spindle.lifecycle import (
 from spindle.plan.preview import PreviewReport
 from spindle.runtime.engine import Runtime
 from spindle.runtime.factory import open_runtime
+from spindle.runtime.health import serve_health
 from spindle.runtime.loop import drive, reporter
 from spindle.runtime.query_server import QueryServer
 
@@ -72,6 +73,8 @@ class PodSettings:
     interval: float = 1.0
     query_port: int | None = QUERY_PORT
     """The read-only query server's port on the pod's loopback (None: no server)."""
+    health_port: int | None = HEALTH_PORT
+    """The readiness server's port on the pod IP (None: no server)."""
 
 
 def pipeline_from_env(env: Mapping[str, str] = os.environ) -> tuple[PipelineRef, int, PipelineSpec]:
@@ -167,6 +170,7 @@ class DriverPodBody:
             self._preview(runtime, decision)
             return Acted(decision)
         queries = serve_queries(runtime, port=self.settings.query_port)
+        health = serve_health(port=self.settings.health_port, say=say)
         try:
             self.checkpoint = drive(
                 runtime,
@@ -179,10 +183,12 @@ class DriverPodBody:
                 approved_by=self.settings.approved_by,
                 interval=self.settings.interval,
                 retry=spec.retry,
+                retrying=health.retrying if health else lambda _: None,
             )
         finally:
-            if queries is not None:
-                queries.stop()
+            for server in (queries, health):
+                if server is not None:
+                    server.stop()
         return Acted(decision)
 
     def _still_pending(self, decision: Decision) -> bool:

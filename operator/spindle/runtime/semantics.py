@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import (
     ArithmeticException,
     ArrayIndexOutOfBoundsException,
@@ -82,7 +82,8 @@ def storage_io(root: str) -> Iterator[None]:
     the input files Spark reads lazily while it writes them into tables. Storage refusing one,
     an I/O error that is not a lost file, is `StorageRefused`, which a driver retries
     (`runtime.loop`); anything else passes as it is (a refusal a connector already named,
-    `InputUnreadable` or `OutputUnwritable`, among them)."""
+    `InputUnreadable` or `OutputUnwritable`, among them, and a file Spark failed to read that
+    the engine named: `StateFileMissing`, `InputUnreadable`)."""
     try:
         yield
     except (Py4JJavaError, OSError) as error:
@@ -118,8 +119,34 @@ def lost_file(error: BaseException) -> bool:
         return True
     if not java_cause(error, "java.io.FileNotFoundException"):
         return False
-    said = " ".join(str(c.getMessage() or "") for c in java_causes(error))
-    return not any(reason in said for reason in _NOT_LOST)
+    return not any(reason in said(error) for reason in _NOT_LOST)
+
+
+def said(error: BaseException) -> str:
+    """Every message `error` and its Java causes carry, joined (to find a path or a reason
+    in)."""
+    messages = [str(error).splitlines()[0] if str(error) else ""]
+    messages += [str(c.getMessage() or "") for c in java_causes(error)]
+    return " ".join(messages)
+
+
+def failed_file(error: BaseException) -> str | None:
+    """The file Spark names when it failed to read one (`FAILED_READ_FILE.*`: corrupt, not in
+    the format read, gone), as it spells it; None for any other error."""
+    for cause in java_causes(error):
+        condition = str(_call(cause, "getCondition") or "")
+        if condition.startswith("FAILED_READ_FILE"):
+            path = cause.getMessageParameters().get("path")
+            return str(path) if path else None
+    return None
+
+
+def _call(java: Any, method: str) -> Any:
+    """`java.method()`, or None when its class has no such method (not a SparkThrowable)."""
+    try:
+        return getattr(java, method)()
+    except Py4JError:
+        return None
 
 
 def data_error(error: BaseException) -> tuple[str, str] | None:

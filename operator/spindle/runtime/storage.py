@@ -43,7 +43,7 @@ def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
     local listing starts a `stat` process per file to fill in owners and permissions), and
     any other file system in one Hadoop listing read back in a few calls (`_hadoop_status`),
     not several py4j calls per file."""
-    local = _local_path(uri)
+    local = local_path(uri)
     if local is not None:
         found = _local_status(local)
     else:
@@ -56,7 +56,7 @@ def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
-def _local_path(uri: str) -> str | None:
+def local_path(uri: str) -> str | None:
     """The absolute local path of a `file:` URI or a plain path; None for other schemes, and
     for a `file://host/` URI (Hadoop names its files with the host; it lists them). Read as
     Hadoop's `Path` reads it: the rest is the path, `%`, `?` and `#` included (a URI parser
@@ -68,6 +68,13 @@ def _local_path(uri: str) -> str | None:
     if scheme.group(1).lower() != "file" or (path.startswith("//") and path[2:3] != "/"):
         return None
     return os.path.abspath(path.removeprefix("//") or "/")
+
+
+def within(path: str, location: str) -> bool:
+    """Whether `path` is the file `location` names or a file under it, however each is
+    spelled (`/a`, `file:/a`, `file:///a`; `s3://b/k`, `s3a://b/k`)."""
+    file, root = (local_path(u) or spark_uri(u) for u in (path, location.rstrip("/")))
+    return file == root or file.startswith(root.rstrip("/") + "/")
 
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
@@ -193,7 +200,7 @@ def read_text(spark: SparkSession, uri: str) -> str | None:
     """A small text file (a Delta commit), or None when it does not exist. Every relation's
     commit is read after every write, so: a local file is read by Python, any other opened
     without asking first whether it exists (on object storage, one request fewer)."""
-    local = _local_path(uri)
+    local = local_path(uri)
     if local is not None:
         try:
             with open(local, encoding="utf-8") as file:
@@ -223,7 +230,7 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 def delta_version(spark: SparkSession, uri: str) -> int:
     """The latest version of a Delta table; -1 when there is none. One listing of its log (no
     Spark job: this runs for every relation on every step)."""
-    local = _local_path(join(uri, LOG))
+    local = local_path(join(uri, LOG))
     if local is not None:
         names = os.listdir(local) if os.path.isdir(local) else []
     else:

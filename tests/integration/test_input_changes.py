@@ -303,9 +303,9 @@ def test_a_corrupt_input_file_is_input_unreadable_naming_the_connector_and_the_f
         pipeline.step()
     assert refused.value.reason == "InputUnreadable", refused.value.message
     message = refused.value.message
-    assert message.startswith(f"Input connector p.pq cannot read its file file://{corrupt}: ")
+    assert message.startswith(f"Input connector p.pq cannot read its file file:{corrupt}: ")
     assert "is not a Parquet file" in message and "replace it" in message
-    assert refused.value.details == {"connector": "p.pq", "uri": f"file://{corrupt}"}
+    assert refused.value.details == {"connector": "p.pq", "uri": f"file:{corrupt}"}
     assert pipeline.runtime.store.latest() == before, "nothing of the step was committed"
 
     corrupt.unlink()  # a whole file takes its place
@@ -317,17 +317,60 @@ def test_a_corrupt_input_file_is_input_unreadable_naming_the_connector_and_the_f
     assert pipeline.rows("total") == Counter({(30,): 1})
 
 
+def test_an_input_file_gone_after_it_was_listed_is_input_unreadable_under_any_name(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A file listed by the step's poll and deleted before Spark read it (another process
+    cleaning the inbox) is the input's refusal, which a retry gets past (it lists again), not
+    lost state; its name is given as it is written, though Spark says it URL-encoded."""
+    from spindle.runtime.connectors import make_input, unreadable_file
+    from spindle.runtime.maintain import table_schema
+
+    inbox = tmp_path / "in box %"
+    sql = (
+        "create table p (id int, v int) with ("
+        f"'connectors' = '{connectors(file_input('c', inbox))}');"
+    )
+    table = parse_program(sql).tables["p"]
+    source = make_input(table.connectors[0], table_schema(table))
+    write_lines(inbox / "a b.json", [{"id": 1, "v": 1}], mtime=1_000_000)
+    frame, _ = source.poll(spark, None)
+    assert frame is not None
+    (inbox / "a b.json").unlink()
+    with pytest.raises(Exception) as gone:
+        frame.collect()
+    refused = unreadable_file([source], gone.value)
+    assert refused is not None and refused.reason == "InputUnreadable"
+    assert refused.message.startswith(
+        f"Input connector p.c cannot read its file file:{inbox / 'a b.json'}: "
+    ), refused.message
+
+
+MALFORMED = "is not valid {fmt} for the table's columns"
+"""What a record that does not parse says (no row of NULLs is ingested for it)."""
+
+
 @pytest.mark.parametrize(
-    ("fmt", "config", "lines", "problem"),
+    ("fmt", "config", "lines", "problem", "said"),
     [
-        ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2"),
-        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1"),
-        ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2"),
-        ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1"),
+        ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2", ""),
+        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1", ""),
+        ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2", ""),
+        ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1", ""),
+        ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,x,insert"], "record 2", MALFORMED),
+        ("json", {}, ['{"k": "a", "v": 1}', "{not json"], "record 2", MALFORMED),
+        ("json", {}, ['{"k": "a", "v": "one"}'], "record 1", MALFORMED),
+        ("csv", {}, ["k,v", "a,1", "b,x"], "record 2", MALFORMED),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(
-    tmp_path: Path, spark: Any, fmt: str, config: dict[str, str], lines: list[str], problem: str
+    tmp_path: Path,
+    spark: Any,
+    fmt: str,
+    config: dict[str, str],
+    lines: list[str],
+    problem: str,
+    said: str,
 ) -> None:
     inbox = tmp_path / "in"
     sql = (
@@ -338,8 +381,10 @@ def test_a_bad_record_is_a_user_error_naming_it(
     write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
     with pytest.raises(SpindleError) as failed:
         pipeline.step()
-    assert failed.value.reason == "InvalidInputRecord"
+    assert failed.value.reason == "InvalidInputRecord", failed.value.message
     assert f"{problem} of file:{inbox / f'1.{fmt}'}" in failed.value.message
+    assert said.format(fmt=fmt.upper()) in failed.value.message
+    assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
 
 
 def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, spark: Any) -> None:

@@ -215,11 +215,15 @@ def test_observed_driver(status: dict[str, Any], phase: str, reason: str | None)
     assert (driver.phase, driver.reason, driver.generation) == (phase, reason, 2)
 
 
-def _readiness(ready: str, since: str, started: str = "2026-01-01T00:00:10Z") -> dict[str, Any]:
+def _readiness(
+    ready: str, since: str, started: str = "2026-01-01T00:00:10Z", *, container: bool = False
+) -> dict[str, Any]:
+    driver = {"name": "driver", "ready": container, "state": {"running": {"startedAt": started}}}
+    sidecar = {"name": "a-mesh", "ready": True, "state": {"running": {"startedAt": since}}}
     return {
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}],
-        "containerStatuses": [{"state": {"running": {"startedAt": started}}}],
+        "containerStatuses": [sidecar, driver],  # sorted by name: another container first
     }
 
 
@@ -229,8 +233,10 @@ def _readiness(ready: str, since: str, started: str = "2026-01-01T00:00:10Z") ->
         ({"phase": "Running"}, None),  # no readiness reported yet
         (_readiness("False", "2026-01-01T00:00:02Z"), None),  # starting: never Ready yet
         (_readiness("False", "2026-01-01T00:00:10Z"), None),  # the second it started
-        (_readiness("True", "2026-01-01T00:00:30Z"), None),  # stepping
+        (_readiness("True", "2026-01-01T00:00:30Z", container=True), None),  # stepping
         (_readiness("False", "2026-01-01T00:01:00Z"), ""),  # Ready once, no longer: retrying
+        # the node went NotReady: the pod is marked not Ready, its container still is
+        (_readiness("False", "2026-01-01T00:01:00Z", container=True), None),
         (dict(_readiness("False", "2026-01-01T00:01:00Z"), phase="Succeeded"), None),
     ],
 )

@@ -164,6 +164,8 @@ def test_a_driver_waiting_to_retry_a_step_is_running_and_not_ready_with_a_warnin
         recovered = replace(observed, driver=replace(driver, retrying=None), previous=first.status)
         back = decide(recovered)
         assert (back.phase, back.ready, back.reason) == (Phase.RUNNING, True, "Running")
+    paused = decide(observe(spec=spec(V1, desiredState=DesiredState.PAUSED), driver=driver))
+    assert (paused.phase, paused.ready, paused.reason) == (Phase.PAUSED, False, "StepRetrying")
 
 
 def test_program_change_stops_a_running_driver_gracefully() -> None:

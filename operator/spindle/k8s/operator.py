@@ -468,8 +468,9 @@ class Operator:
 
     def pod_event(self, body: Any, event_type: str | None = None) -> None:
         """A driver pod changed: its pipeline is reconciled if the driver as the brain sees it
-        (`observed_driver`: phase, failure, labels) changed, or the pod is going or gone; a
-        pod's conditions and scheduling attempts alone change no decision."""
+        (`observed_driver`: phase, failure, labels, whether its readiness says it retries a
+        step) changed, or the pod is going or gone; its other conditions and scheduling
+        attempts change no decision."""
         if self.work is None:
             return
         meta = body.get("metadata", {})

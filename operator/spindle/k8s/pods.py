@@ -331,16 +331,19 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
 
 
 def _unready_since_ready(pod: dict[str, Any]) -> bool:
-    """Whether the pod became not Ready after its container started: its driver, Ready once,
-    now waits to retry a step (`READINESS`). A driver still starting (its Spark session, the
-    readiness server) has been not Ready since before its container started."""
+    """Whether the driver container's readiness probe failed after it was Ready: its driver
+    waits to retry a step (`READINESS`, `runtime.health`). A driver still starting has been
+    not Ready since before its container started."""
     status = pod.get("status", {})
     conditions: list[dict[str, Any]] = status.get("conditions") or []
     ready = next((c for c in conditions if c.get("type") == "Ready"), {})
-    [container, *_] = status.get("containerStatuses") or [{}]
-    started = str(((container.get("state") or {}).get("running") or {}).get("startedAt") or "")
+    containers: list[dict[str, Any]] = status.get("containerStatuses") or []
+    driver = next((c for c in containers if c.get("name") == "driver"), {})
+    started = str(((driver.get("state") or {}).get("running") or {}).get("startedAt") or "")
     since = str(ready.get("lastTransitionTime") or "")
-    return ready.get("status") == "False" and bool(started) and since > started
+    # the container's own readiness: a node gone NotReady marks the pod, not the container
+    probed = driver.get("ready") is False
+    return ready.get("status") == "False" and probed and bool(started) and since > started
 
 
 def current_pod(pods: list[dict[str, Any]], *, owner_uid: str) -> dict[str, Any] | None:

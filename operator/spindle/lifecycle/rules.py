@@ -115,6 +115,18 @@ def _spark_changed(s: Situation) -> bool:
     return s.active and s.running.spark not in (None, s.observed.spec.driver_fingerprint())
 
 
+def _retrying(s: Situation) -> bool:
+    return s.active and s.running.retrying is not None
+
+
+def _retrying_message(s: Situation) -> str:
+    said = s.running.retrying or "The driver is waiting to retry a step that storage refused."
+    return (
+        f"{said} It retries from the last checkpoint as spec.retry allows (its log shows each "
+        "retry); once the retries are spent, the pipeline fails with the last refusal."
+    )
+
+
 def _failed_here(s: Situation) -> bool:
     driver = s.driver
     return (
@@ -191,15 +203,18 @@ RULES: tuple[Rule, ...] = (
         "settings.",
     ),
     Rule(
-        lambda s: s.active and s.running.retrying is not None,
+        lambda s: _retrying(s) and s.observed.spec.paused,
+        Phase.PAUSED,
+        Action.NONE,
+        RETRYING,
+        _retrying_message,
+    ),
+    Rule(
+        _retrying,
         Phase.RUNNING,
         Action.NONE,
         RETRYING,
-        lambda s: (
-            f"{s.running.retrying or 'The driver is waiting to retry a step that storage refused.'}"
-            " It retries from the last checkpoint as spec.retry allows (its log shows each "
-            "retry); once the retries are spent, the pipeline fails with the last refusal."
-        ),
+        _retrying_message,
     ),
     Rule(
         lambda s: s.active and s.observed.spec.paused,

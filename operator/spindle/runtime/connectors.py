@@ -173,17 +173,27 @@ class FileInput:
         return parsed.select(*[row[n].alias(n) for n in names], weight.alias(WEIGHT), ORDER)
 
     def _rows(self, spark: SparkSession, files: list[str]) -> DataFrame:
-        """Rows (JSON, CSV, Parquet), with a weight or operation column when configured."""
+        """Rows (JSON, CSV, Parquet), with a weight or operation column when configured.
+
+        A JSON or CSV record that does not parse as the table's columns (not JSON, a value not
+        of its column's type) is never a row of NULLs: the rows fail where they are read,
+        naming the record (`_whole`)."""
         names, fmt = [f.name for f in self.schema.fields], self.format
         extra = fmt.change_column
         kinds = {fmt.weight_column: LongType(), fmt.op_column: StringType()}
-        schema = StructType(
-            [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
-        )
-        reader = spark.read.schema(schema).format(fmt.name)
+        parsed = fmt.name in ("json", "csv")
+        fields = [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
+        reader = spark.read.format(fmt.name)
+        if parsed:
+            fields.append(StructField(CORRUPT, StringType()))
+            reader = reader.option("mode", "PERMISSIVE").option(
+                "columnNameOfCorruptRecord", CORRUPT
+            )
         if fmt.name == "csv":
             reader = reader.option("header", str(fmt.header).lower())
-        records = _positioned(spark, reader.load(files), files)
+        records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
+        if parsed:
+            records = _whole(records, self.connector)
         if extra is None:
             return records.select(*[column(n) for n in names], ORDER)
         if fmt.weight_column is not None:
@@ -221,6 +231,33 @@ class FileInput:
             number=int(row[ORDER]) & ((1 << _FILE_BITS) - 1),
             problem=problems[int(row["__p"])][1],
         )
+
+
+CORRUPT = "__corrupt"
+"""The column a JSON or CSV reader fills with a record that does not parse as the table's
+columns (Spark's `columnNameOfCorruptRecord`)."""
+
+
+MALFORMED = "spindle-malformed-record"
+"""How `_whole` starts the error it raises (then the connector, the file and the record's
+number, tab-separated), for `unreadable_file` to find."""
+
+
+def _malformed(fmt: str) -> str:
+    return (
+        f"is not valid {fmt.upper()} for the table's columns (a value not of its column's "
+        "type, or not a record at all)"
+    )
+
+
+def _whole(records: DataFrame, connector: str) -> DataFrame:
+    """`records` (positioned) failing the job that reads them on the first record that did
+    not parse (`CORRUPT`), in the same pass: a check of its own would read every file once
+    more, every step, and one that reads only some columns would not see a value of the
+    others fail to parse (Spark parses only the columns a query reads)."""
+    number = F.col(ORDER).bitwiseAND((1 << _FILE_BITS) - 1).cast("string")
+    said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), number)
+    return records.where(F.when(column(CORRUPT).isNotNull(), F.raise_error(said)).isNull())
 
 
 def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:
@@ -397,6 +434,14 @@ _REFUSALS = {
         "it, a retry reads it whole. Nothing was ingested: the step is done again from the last "
         "checkpoint.",
     ),
+    "read a table": (
+        "InputUnreadable",
+        "Input connector {connector} cannot read the Delta table's file {location}",
+        "A file the table's log still names is gone or unreadable: restore it; if a VACUUM of "
+        "the source removed it, raise the source's delta.deletedFileRetentionDuration and "
+        "reset the connector (rename it) to read the table again from its current version. "
+        "Nothing was ingested: the step is done again from the last checkpoint.",
+    ),
     "write": (
         "OutputUnwritable",
         "Output connector {connector} cannot write to {location}",
@@ -408,7 +453,7 @@ _REFUSALS = {
 """What storage refusing a connector's read or write is: reason, what failed, what to do."""
 
 
-Action = Literal["read", "read a file", "write"]
+Action = Literal["read", "read a file", "read a table", "write"]
 
 
 @contextlib.contextmanager
@@ -437,14 +482,27 @@ def _refusal(action: Action, connector: str, location: str, error: BaseException
 def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleError | None:
     """`InputUnreadable` naming the connector and the file, when `error` is Spark failing to
     read a file of one of `inputs` as the step evaluated its rows (read lazily, after `poll`):
-    a corrupt file, one not in the connector's format, one half written or gone. None for any
-    other error."""
+    a corrupt file, one not in the connector's format, one half written or gone; a JSON or
+    CSV record that does not parse (`_whole`) is `InvalidInputRecord`, naming it (no retry
+    makes it parse). None for any other error."""
+    sources = {source.connector: source for source in inputs}
+    match semantics.raised(error, MALFORMED):
+        case [connector, file, number] if isinstance(source := sources.get(connector), FileInput):
+            return _invalid_record(
+                connector=connector,
+                file=unquote(file),
+                unit="record",
+                number=int(number),
+                problem=_malformed(source.format.name),
+            )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:
         return None
-    for source in inputs:
+    nearest = sorted(sources.values(), key=lambda source: -len(source.location))
+    for source in nearest:  # where locations nest, the innermost is the file's input
         if storage.within(failed, source.location):
-            return _refusal("read a file", source.connector, failed, error)
+            action: Action = "read a file" if isinstance(source, FileInput) else "read a table"
+            return _refusal(action, source.connector, failed, error)
     return None
 
 

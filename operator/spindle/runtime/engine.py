@@ -44,7 +44,14 @@ from spindle.program import Program, Table, View
 from spindle.program.queries import MAX_QUERY_ROWS, check_query, materialized, row_limit
 from spindle.runtime import compaction, semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
-from spindle.runtime.connectors import ORDER, Input, make_input, make_output, unreadable_file
+from spindle.runtime.connectors import (
+    MALFORMED,
+    ORDER,
+    Input,
+    make_input,
+    make_output,
+    unreadable_file,
+)
 from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
 from spindle.runtime.zsets import column
 from spindle.versions import RUNTIME_VERSION
@@ -112,22 +119,38 @@ class Runtime:
             except Exception as error:
                 named = self._lost(manifest, error) if manifest else None
                 if named is None and program is not None:
-                    inputs = (source for _, source in self._inputs(program).values())
-                    named = unreadable_file(inputs, error)
+                    named = self._unreadable(program, error)
                 if named is None:
                     raise
                 raise named from error
 
     def _lost(self, manifest: Manifest, error: BaseException) -> SpindleError | None:
-        """`StateFileMissing` for the relation whose stored state `error` says lost a file."""
+        """`StateFileMissing` for the relation whose stored state `error` says lost a file:
+        the file Spark failed to read, if it names one, else any its messages name."""
         if not semantics.lost_file(error):
             return None
-        said = semantics.said(error)
+        failed, said = semantics.failed_file(error), semantics.said(error)
         for name, record in sorted(manifest.state.items()):
             uri = self.uri(record.path)
-            if f"{storage.local_path(uri) or uri}/" in said:
+            if (
+                storage.within(failed, uri)
+                if failed
+                else f"{storage.local_path(uri) or uri}/" in said
+            ):
                 return _missing(name, record, error)
         return None
+
+    def _unreadable(self, program: Program, error: BaseException) -> SpindleError | None:
+        """`connectors.unreadable_file` over `program`'s inputs, when `error` is Spark failing
+        to read a file or a record; None otherwise, or when the inputs cannot be made (the
+        error then stands as it is)."""
+        if semantics.failed_file(error) is None and semantics.raised(error, MALFORMED) is None:
+            return None
+        try:
+            inputs = [source for _, source in self._inputs(program).values()]
+        except Exception:
+            return None
+        return unreadable_file(inputs, error)
 
     # -- views -----------------------------------------------------------------------------
 

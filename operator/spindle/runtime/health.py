@@ -2,29 +2,56 @@
 storage refused (`runtime.loop`, `spec.retry`).
 
 The kubelet asks `GET /readyz` on the pod IP (`api.types.HEALTH_PORT`, the pod's readiness
-probe): 200 while the driver steps, 503 while it waits to retry, with the retry's line as the
-body. A pod that was Ready and is no longer is how the operator sees a retrying driver
+probe): 200 while the driver starts and steps, 503 from a failed attempt until a step succeeds
+again. A pod that was Ready and is no longer is how the operator sees a retrying driver
 (`k8s.pods.observed_driver`) without reading logs or giving the driver any right on the API
-server. The answer is one flag: nothing of the pipeline's data or settings.
+server. The first answer is always 200, so the pod is Ready once even when its first step
+fails before the kubelet first asked. The answer is one word: nothing of the pipeline's data,
+settings or errors (the driver's log has the retry's line).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-ANY_ADDRESS = "0.0.0.0"  # the kubelet probes the pod IP
 READY_PATH = "/readyz"
+
+
+class _DualStack(ThreadingHTTPServer):
+    """Every address of the pod, IPv6 and IPv4 (the kubelet probes the pod IP, of either)."""
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def _listening(port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A server on every address of the pod: dual-stack, or IPv4 where the pod has no IPv6."""
+    try:
+        return _DualStack(("::", port), handler)
+    except OSError:
+        return ThreadingHTTPServer(("0.0.0.0", port), handler)
 
 
 class Health:
     """An HTTP server in a daemon thread answering `READY_PATH` from `retrying`."""
 
-    def __init__(self, *, port: int, host: str = ANY_ADDRESS) -> None:
-        self._retrying: str | None = None
-        self.http = ThreadingHTTPServer((host, port), self._handler())
+    def __init__(self, *, port: int, host: str | None = None) -> None:
+        """On `port` of every address of the pod (of `host` only, when given)."""
+        self._retrying = False
+        self._answered = False
+        handler = self._handler()
+        self.http = (
+            _listening(port, handler)
+            if host is None
+            else ThreadingHTTPServer((host, port), handler)
+        )
         self.http.daemon_threads = True
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
 
@@ -41,14 +68,14 @@ class Health:
         self.http.server_close()
 
     def retrying(self, line: str | None) -> None:
-        """The driver waits to retry a step (`line` says why and when), or no longer (None)."""
-        self._retrying = line
+        """The driver waits to retry a step (`line`, which the log has), or no longer (None)."""
+        self._retrying = line is not None
 
     def answer(self, path: str) -> tuple[int, str]:
         if path != READY_PATH:
             return 404, f"GET {READY_PATH} is all there is.\n"
-        line = self._retrying
-        return (200, "stepping\n") if line is None else (503, f"{line}\n")
+        first, self._answered = not self._answered, True
+        return (503, "retrying\n") if self._retrying and not first else (200, "stepping\n")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         health = self

@@ -45,7 +45,7 @@ from spindle.lifecycle import (
 from spindle.plan.preview import PreviewReport
 from spindle.runtime.engine import Runtime
 from spindle.runtime.factory import open_runtime
-from spindle.runtime.health import serve_health
+from spindle.runtime.health import Health, serve_health
 from spindle.runtime.loop import drive, reporter
 from spindle.runtime.query_server import QueryServer
 
@@ -101,6 +101,9 @@ class DriverPodBody:
     store: CheckpointStore | None = None
     s3: S3Options | None = None
     checkpoint: Manifest | None = None
+    health: Health | None = None
+    """The readiness server, started with the pod (before Spark: the kubelet sees the pod
+    Ready before a first step could fail, and Spark on Kubernetes waits for a Ready driver)."""
 
     def observe(self) -> Observation:
         self.ref, generation, self.spec = pipeline_from_env()
@@ -170,7 +173,7 @@ class DriverPodBody:
             self._preview(runtime, decision)
             return Acted(decision)
         queries = serve_queries(runtime, port=self.settings.query_port)
-        health = serve_health(port=self.settings.health_port, say=say)
+        health = self.health
         try:
             self.checkpoint = drive(
                 runtime,
@@ -186,9 +189,8 @@ class DriverPodBody:
                 retrying=health.retrying if health else lambda _: None,
             )
         finally:
-            for server in (queries, health):
-                if server is not None:
-                    server.stop()
+            if queries is not None:
+                queries.stop()
         return Acted(decision)
 
     def _still_pending(self, decision: Decision) -> bool:
@@ -235,6 +237,12 @@ def serve_queries(runtime: Runtime, *, port: int | None) -> QueryServer | None:
 
 def run_driver_pod(settings: PodSettings, *, stop: threading.Event) -> int:
     """The pod's whole life: one cycle, whose act runs until stopped (or idle)."""
-    body = DriverPodBody(settings, stop)
-    cycle(body, now=timestamp(datetime.datetime.now(datetime.UTC)), decide=body.decide)
+    previewing = settings.mode is DriverMode.PREVIEW  # a preview pod has no readiness probe
+    health = None if previewing else serve_health(port=settings.health_port, say=say)
+    body = DriverPodBody(settings, stop, health=health)
+    try:
+        cycle(body, now=timestamp(datetime.datetime.now(datetime.UTC)), decide=body.decide)
+    finally:
+        if health is not None:
+            health.stop()
     return 0

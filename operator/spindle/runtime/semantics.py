@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import (
@@ -130,22 +131,40 @@ def said(error: BaseException) -> str:
     return " ".join(messages)
 
 
+def _conditioned(error: BaseException, prefix: str) -> Any:
+    """The first of `error` (a PySpark exception) and its Java causes whose error condition
+    starts with `prefix`, if any."""
+    for cause in (error, *java_causes(error)):
+        if str(_call(cause, "getCondition") or "").startswith(prefix):
+            return cause
+    return None
+
+
+def raised(error: BaseException, mark: str) -> list[str] | None:
+    """The tab-separated fields after `mark` of the message a query's `raise_error` gave,
+    when `error` is or wraps it; None for any other error."""
+    cause = _conditioned(error, "USER_RAISED_EXCEPTION")
+    if cause is None:
+        return None
+    fields = str(cause.getMessageParameters().get("errorMessage") or "").split("\t")
+    return fields[1:] if fields[0] == mark else None
+
+
 def failed_file(error: BaseException) -> str | None:
     """The file Spark names when it failed to read one (`FAILED_READ_FILE.*`: corrupt, not in
     the format read, gone), as it spells it; None for any other error."""
-    for cause in java_causes(error):
-        condition = str(_call(cause, "getCondition") or "")
-        if condition.startswith("FAILED_READ_FILE"):
-            path = cause.getMessageParameters().get("path")
-            return str(path) if path else None
-    return None
+    cause = _conditioned(error, "FAILED_READ_FILE")
+    # URL-encoded (a space is %20): decoded, as the file's location is written
+    path = unquote(str(cause.getMessageParameters().get("path") or "")) if cause else ""
+    # as Hadoop names a local file (`file:/a`), where Spark says `file:///a`
+    return "file:/" + path[len("file:///") :] if path.startswith("file:///") else path or None
 
 
 def _call(java: Any, method: str) -> Any:
     """`java.method()`, or None when its class has no such method (not a SparkThrowable)."""
     try:
         return getattr(java, method)()
-    except Py4JError:
+    except (Py4JError, AttributeError):
         return None
 
 

@@ -143,14 +143,15 @@ def check_inputs(table: Table) -> None:
 
 
 def invalid_record(
-    *, connector: str, file: str, unit: str, number: int, problem: str
+    *, connector: str, file: str, problem: str, unit: str = "record", number: int | None = None
 ) -> SpindleError:
-    """A record of an input file that cannot be ingested (`unit` `number`: "line 3", "row 7");
-    nothing of the step is applied."""
+    """A record of an input file that cannot be ingested (`unit` `number`: "line 3", "row 7";
+    without a number, "a record": its problem quotes it); nothing of the step is applied."""
+    which = f"{unit} {number}" if number is not None else f"a {unit}"
     return SpindleError(
         reason="InvalidInputRecord",
-        message=f"Connector {connector}: {unit} {number} of {file} {problem}. Nothing of this "
+        message=f"Connector {connector}: {which} of {file} {problem}. Nothing of this "
         "step was ingested; fix or remove the file (inputs are read again from the same "
         "offset).",
-        details={"connector": connector, "file": file, unit: number},
+        details={"connector": connector, "file": file, **({unit: number} if number else {})},
     )

@@ -175,16 +175,18 @@ class FileInput:
     def _rows(self, spark: SparkSession, files: list[str]) -> DataFrame:
         """Rows (JSON, CSV, Parquet), with a weight or operation column when configured.
 
-        A JSON or CSV record that does not parse as the table's columns (not JSON, a value not
-        of its column's type) is never a row of NULLs: the rows fail where they are read,
-        naming the record (`_whole`)."""
+        A JSON record that does not parse as the table's columns (not JSON, a value not of its
+        column's type) is never a row of NULLs: the rows fail where they are read, quoting the
+        record (`_whole`). (CSV keeps Spark's permissive reading: there a corrupt record is
+        also one with more or fewer fields than the table has columns, which files with a
+        trailing comma or extra columns have, and which Spindle has always ingested.)"""
         names, fmt = [f.name for f in self.schema.fields], self.format
         extra = fmt.change_column
         kinds = {fmt.weight_column: LongType(), fmt.op_column: StringType()}
-        parsed = fmt.name in ("json", "csv")
+        guarded = fmt.name == "json"  # JSON has no change column: only insert_delete
         fields = [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
         reader = spark.read.format(fmt.name)
-        if parsed:
+        if guarded:
             fields.append(StructField(CORRUPT, StringType()))
             reader = reader.option("mode", "PERMISSIVE").option(
                 "columnNameOfCorruptRecord", CORRUPT
@@ -192,7 +194,7 @@ class FileInput:
         if fmt.name == "csv":
             reader = reader.option("header", str(fmt.header).lower())
         records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
-        if parsed:
+        if guarded:
             records = _whole(records, self.connector)
         if extra is None:
             return records.select(*[column(n) for n in names], ORDER)
@@ -234,13 +236,15 @@ class FileInput:
 
 
 CORRUPT = "__corrupt"
-"""The column a JSON or CSV reader fills with a record that does not parse as the table's
-columns (Spark's `columnNameOfCorruptRecord`)."""
+"""The column a JSON reader fills with a record that does not parse as the table's columns
+(Spark's `columnNameOfCorruptRecord`)."""
 
 
 MALFORMED = "spindle-malformed-record"
 """How `_whole` starts the error it raises (then the connector, the file and the record's
-number, tab-separated), for `unreadable_file` to find."""
+start, tab-separated), for `unreadable_file` to find."""
+QUOTED = 200
+"""How much of a record that does not parse its error quotes."""
 
 
 def _malformed(fmt: str) -> str:
@@ -251,12 +255,13 @@ def _malformed(fmt: str) -> str:
 
 
 def _whole(records: DataFrame, connector: str) -> DataFrame:
-    """`records` (positioned) failing the job that reads them on the first record that did
-    not parse (`CORRUPT`), in the same pass: a check of its own would read every file once
-    more, every step, and one that reads only some columns would not see a value of the
-    others fail to parse (Spark parses only the columns a query reads)."""
-    number = F.col(ORDER).bitwiseAND((1 << _FILE_BITS) - 1).cast("string")
-    said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), number)
+    """`records` failing the job that reads them on a record that did not parse (`CORRUPT`),
+    quoting it, in the same pass: a check of its own would read every file once more, every
+    step, and one that reads only some columns would not see a value of the others fail to
+    parse (Spark parses only the columns a query reads). The record is quoted, not numbered:
+    its number (`ORDER`) needs a sort by file that only primary-key tables pay for."""
+    quoted = F.substring(column(CORRUPT), 1, QUOTED)
+    said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), quoted)
     return records.where(F.when(column(CORRUPT).isNotNull(), F.raise_error(said)).isNull())
 
 
@@ -482,18 +487,18 @@ def _refusal(action: Action, connector: str, location: str, error: BaseException
 def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleError | None:
     """`InputUnreadable` naming the connector and the file, when `error` is Spark failing to
     read a file of one of `inputs` as the step evaluated its rows (read lazily, after `poll`):
-    a corrupt file, one not in the connector's format, one half written or gone; a JSON or
-    CSV record that does not parse (`_whole`) is `InvalidInputRecord`, naming it (no retry
-    makes it parse). None for any other error."""
+    a corrupt file, one not in the connector's format, one gone; a JSON record that does not
+    parse (`_whole`) is `InvalidInputRecord`, quoting it (no retry makes
+    it parse). None for any other error."""
     sources = {source.connector: source for source in inputs}
     match semantics.raised(error, MALFORMED):
-        case [connector, file, number] if isinstance(source := sources.get(connector), FileInput):
+        case [connector, file, *text] if isinstance(source := sources.get(connector), FileInput):
+            quoted = "\t".join(text)
             return _invalid_record(
                 connector=connector,
                 file=unquote(file),
-                unit="record",
-                number=int(number),
-                problem=_malformed(source.format.name),
+                problem=f"{_malformed(source.format.name)}: {quoted!r}"
+                + (" (cut)" if len(quoted) >= QUOTED else ""),
             )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:

@@ -419,6 +419,49 @@ def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, sp
     assert pipeline.rows("total") == Counter({(11,): 1})
 
 
+def test_a_delta_input_file_gone_from_the_source_is_input_unreadable_with_delta_advice(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A data file the source table's log still names, deleted (a VACUUM of the source, a
+    cleanup), fails the step that reads it as the input's refusal, naming the connector and
+    the file with what to do about a Delta source, not an internal error; nothing of the
+    step is ingested, and once the file is back the step ingests it."""
+    from urllib.parse import urlparse
+
+    source = tmp_path / "source"
+    spark.createDataFrame([(1, 10), (2, 20)], "id int, v int").coalesce(1).write.format(
+        "delta"
+    ).save(str(source))
+    lake = {
+        "name": "lake",
+        "transport": {"name": "delta_table_input", "config": {"uri": str(source)}},
+    }
+    sql = (
+        f"create table t (id int, v int) with ('connectors' = '{connectors(lake)}');\n"
+        "create materialized view total as select sum(v) as s from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    before = pipeline.manifest
+    (stored,) = (
+        Path(urlparse(f).path) for f in spark.read.format("delta").load(str(source)).inputFiles()
+    )
+    kept = stored.read_bytes()
+    stored.unlink()
+    with pytest.raises(SpindleError) as refused:
+        pipeline.step()
+    assert refused.value.reason == "InputUnreadable", refused.value.message
+    message = refused.value.message
+    assert message.startswith(
+        f"Input connector t.lake cannot read the Delta table's file file:{stored}: "
+    )
+    assert "delta.deletedFileRetentionDuration" in message
+    assert pipeline.runtime.store.latest() == before, "nothing of the step was committed"
+
+    stored.write_bytes(kept)
+    pipeline.step()
+    assert pipeline.rows("total") == Counter({(30,): 1})
+
+
 @pytest.mark.parametrize("keyed", [False, True], ids=["deletes", "primary key"])
 def test_a_table_churning_through_the_same_live_rows_stays_that_size(
     tmp_path: Path, spark: Any, keyed: bool

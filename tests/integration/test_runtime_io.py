@@ -737,6 +737,43 @@ def test_a_stored_file_that_is_gone_fails_the_step_as_state_file_missing(
     assert [tuple(r) for r in stored_counts.collect()] == [(7, 2)]
 
 
+def test_a_bootstrap_that_finds_a_stored_file_gone_fails_as_state_file_missing(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A bootstrap reads stored state too (here a restatement of counts reads the
+    materialized table t): a file of it gone is `StateFileMissing`, naming the table; the
+    checkpoint is untouched, and once the file is restored the same bootstrap succeeds."""
+    from urllib.parse import urlparse
+
+    from spindle.plan.plan import make_plan
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    sql = (
+        f"create table t (id bigint, k int) with ('materialized' = 'true', 'connectors' = "
+        f"'{connectors('file_input', inputs)}');\n"
+        "create materialized view counts as select k, count(*) as n from t group by k;\n"
+    )
+    runtime, store, program = runtime_for(tmp_path, sql)
+    checkpoint = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1, "k": 7}\n{"id": 2, "k": 7}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    table = checkpoint.state["t"]
+    stored, *_ = spark.read.format("delta").load(runtime.uri(table.path)).inputFiles()
+    kept, restore = lose(store, urlparse(stored))
+    plan = make_plan(old=program, new=program, restate=("counts",))
+    with pytest.raises(SpindleError) as missing:
+        runtime.bootstrap(plan, checkpoint)
+    assert missing.value.reason == "StateFileMissing", missing.value.message
+    assert missing.value.details == {"relation": "t", "path": table.path}
+    assert store.latest() == checkpoint
+
+    restore(kept)
+    bootstrapped = runtime.bootstrap(plan, checkpoint)
+    counts = runtime.views(program).contents("counts", bootstrapped.state["counts"])
+    assert [tuple(r) for r in counts.collect()] == [(7, 2)]
+
+
 def lose(store: Any, stored: Any) -> tuple[bytes, Callable[[bytes], None]]:
     """Delete the stored file at the parsed URI `stored` (local or on S3) as something outside
     Spindle would: its bytes and the function that puts them back."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
-from spindle.api.types import HEALTH_PORT, RESTATE_ANNOTATION
+from spindle.api.types import HEALTH_PORT, READY_PATH, RESTATE_ANNOTATION
 from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -32,7 +32,7 @@ RUN_AS = 185  # the spark user of the Spark image
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
 """The executor pod template, as JSON; the driver writes it to a file for Spark."""
 READINESS = {
-    "httpGet": {"path": "/readyz", "port": "health"},
+    "httpGet": {"path": READY_PATH, "port": "health"},
     "periodSeconds": 5,
     "timeoutSeconds": 3,
     "failureThreshold": 2,  # a slow answer once (a busy node) is no retry

@@ -82,7 +82,7 @@ Text = Callable[[Situation], str]
 @dataclass(frozen=True)
 class Rule:
     when: Callable[[Situation], bool]
-    phase: Phase
+    phase: Phase | Callable[[Situation], Phase]
     action: Action
     reason: str | Text
     message: str | Text
@@ -203,15 +203,8 @@ RULES: tuple[Rule, ...] = (
         "settings.",
     ),
     Rule(
-        lambda s: _retrying(s) and s.observed.spec.paused,
-        Phase.PAUSED,
-        Action.NONE,
-        RETRYING,
-        _retrying_message,
-    ),
-    Rule(
         _retrying,
-        Phase.RUNNING,
+        lambda s: Phase.PAUSED if s.observed.spec.paused else Phase.RUNNING,
         Action.NONE,
         RETRYING,
         _retrying_message,
@@ -330,7 +323,7 @@ def restatement(observed: Observation, program: Program) -> tuple[str, ...] | De
 
 def _apply(rule: Rule, s: Situation) -> Decision:
     return Decision(
-        rule.phase,
+        rule.phase if isinstance(rule.phase, Phase) else rule.phase(s),
         rule.action,
         ready=rule.ready,
         reason=_text(rule.reason, s),

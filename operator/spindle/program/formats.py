@@ -153,5 +153,9 @@ def invalid_record(
         message=f"Connector {connector}: {which} of {file} {problem}. Nothing of this "
         "step was ingested; fix or remove the file (inputs are read again from the same "
         "offset).",
-        details={"connector": connector, "file": file, **({unit: number} if number else {})},
+        details={
+            "connector": connector,
+            "file": file,
+            **({unit: number} if number is not None else {}),
+        },
     )

@@ -13,12 +13,12 @@ settings or errors (the driver's log has the retry's line).
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-READY_PATH = "/readyz"
+from spindle.api.types import READY_PATH
+from spindle.runtime.served import Served, reply
 
 
 class _DualStack(ThreadingHTTPServer):
@@ -39,7 +39,7 @@ def _listening(port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTT
         return ThreadingHTTPServer(("0.0.0.0", port), handler)
 
 
-class Health:
+class Health(Served):
     """An HTTP server in a daemon thread answering `READY_PATH` from `retrying`."""
 
     def __init__(self, *, port: int, host: str | None = None) -> None:
@@ -47,25 +47,13 @@ class Health:
         self._retrying = False
         self._answered = False
         handler = self._handler()
-        self.http = (
+        http = (
             _listening(port, handler)
             if host is None
             else ThreadingHTTPServer((host, port), handler)
         )
-        self.http.daemon_threads = True
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.http.server_address[1])
-
-    def start(self) -> Health:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+        http.daemon_threads = True
+        super().__init__(http)
 
     def retrying(self, line: str | None) -> None:
         """The driver waits to retry a step (`line`, which the log has), or no longer (None)."""
@@ -83,12 +71,7 @@ class Health:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 code, text = health.answer(self.path)
-                data = text.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, code, text.encode(), "text/plain; charset=utf-8")
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None  # the kubelet asks every few seconds: no line per probe

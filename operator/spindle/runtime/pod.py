@@ -173,7 +173,6 @@ class DriverPodBody:
             self._preview(runtime, decision)
             return Acted(decision)
         queries = serve_queries(runtime, port=self.settings.query_port)
-        health = self.health
         try:
             self.checkpoint = drive(
                 runtime,
@@ -186,7 +185,7 @@ class DriverPodBody:
                 approved_by=self.settings.approved_by,
                 interval=self.settings.interval,
                 retry=spec.retry,
-                retrying=health.retrying if health else lambda _: None,
+                retrying=self.health.retrying if self.health else lambda _: None,
             )
         finally:
             if queries is not None:

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
+from typing import Any, Self
 
 from spindle.errors import SpindleError
 from spindle.program import parse_program
 from spindle.program.limits import MAX_PROGRAM_BYTES
 from spindle.program.queries import MAX_QUERY_ROWS, plain, row_limit
 from spindle.runtime.engine import Runtime
+from spindle.runtime.served import Served, reply
 
 LOOPBACK = "127.0.0.1"
 
@@ -44,28 +44,19 @@ def answer(runtime: Runtime, sql: str, *, limit: int = MAX_QUERY_ROWS) -> dict[s
     return {"checkpoint": manifest.id, "rows": [plain(row) for row in rows], "truncated": truncated}
 
 
-class QueryServer:
+class QueryServer(Served):
     """An HTTP server on 127.0.0.1 in a daemon thread, answering with `answer`."""
 
     def __init__(self, runtime: Runtime, *, port: int, say: Callable[[str], None]) -> None:
         # a session of its own: the step's temporary views and settings stay the step's
         self.runtime = dataclasses.replace(runtime, spark=runtime.spark.newSession())
         self.say = say
-        self.http = HTTPServer((LOOPBACK, port), self._handler())
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        super().__init__(HTTPServer((LOOPBACK, port), self._handler()))
 
-    @property
-    def port(self) -> int:
-        return int(self.http.server_address[1])
-
-    def start(self) -> QueryServer:
-        self.thread.start()
+    def start(self) -> Self:
+        super().start()
         self.say(f"Serving read-only queries on {LOOPBACK}:{self.port} (kubectl spindle query).")
         return self
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -73,12 +64,7 @@ class QueryServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 code, body = server.respond(self.path, self._body())
-                data = json.dumps(body, default=str).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, code, json.dumps(body, default=str).encode(), "application/json")
 
             def _body(self) -> bytes | None:
                 length = int(self.headers.get("Content-Length") or 0)

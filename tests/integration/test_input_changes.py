@@ -357,7 +357,14 @@ MALFORMED = (
     ("fmt", "config", "lines", "problem", "said"),
     [
         ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2", ""),
-        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1", ""),
+        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1", MALFORMED[:-2]),
+        (
+            "json",
+            {"update_format": "insert_delete"},
+            ['{"insert": {"k": "a", "v": 1}}', '{"insert": {"k": "b", "v": "one"}}'],
+            "line 2",
+            MALFORMED[:-2],
+        ),
         ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2", ""),
         ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1", ""),
         ("json", {}, ['{"k": "a", "v": 1}', "{not json"], "a record", MALFORMED + "'{not json'"),

@@ -36,9 +36,9 @@ QUERY_PORT = 4047
 """The driver pod's read-only query server, on the pod's loopback only: `kubectl spindle
 query` reaches it through the API server's port-forward (`runtime.query_server`)."""
 HEALTH_PORT = 4048
+"""The driver pod's readiness server, on the pod IP (`runtime.health`)."""
 READY_PATH = "/readyz"
-"""The driver pod's readiness (`GET /readyz` on the pod IP, its readiness probe): not Ready
-while the driver waits to retry a step (`runtime.health`)."""
+"""What its readiness probe asks (`GET`): not Ready while the driver waits to retry a step."""
 
 
 def restate_views(request: str | None) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ of the request>`), never taken for the pipeline's driver.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -243,7 +244,7 @@ def driver_pod(
     if preview is None:
         container = pod["spec"]["containers"][0]  # type: ignore[index]
         container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
-        container["readinessProbe"] = READINESS
+        container["readinessProbe"] = copy.deepcopy(READINESS)
     if preview is not None:  # bounded: the driver cancels its jobs at the timeout, this is a net
         deadline = spec.preview.timeout_seconds + PREVIEW_MARGIN_SECONDS
         pod["spec"]["activeDeadlineSeconds"] = deadline  # type: ignore[index]

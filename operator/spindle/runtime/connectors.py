@@ -147,24 +147,31 @@ class FileInput:
         return self._rows(spark, files)
 
     def _insert_delete(self, spark: SparkSession, files: list[str]) -> DataFrame:
-        """JSON lines `{"insert": row}` / `{"delete": row}` (blank lines skipped)."""
+        """JSON lines `{"insert": row}` / `{"delete": row}` (blank lines skipped); a line that
+        does not parse as the table's columns fails the step, as in `_rows`, never a row of
+        NULLs."""
         names = [f.name for f in self.schema.fields]
         lines = _positioned(spark, spark.read.text(files), files)
         envelope = StructType(
-            [StructField("insert", self.schema), StructField("delete", self.schema)]
+            [
+                StructField("insert", self.schema),
+                StructField("delete", self.schema),
+                StructField(CORRUPT, StringType()),
+            ]
         )
         parsed = lines.where(F.trim("value") != "").withColumn(
-            "__e", F.from_json("value", envelope)
+            "__e", F.from_json("value", envelope, {"columnNameOfCorruptRecord": CORRUPT})
         )
         inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
         self._check(
             parsed,
             "line",
             (
+                (F.col(f"__e.{CORRUPT}").isNotNull(), _malformed("json")),
                 (inserted & deleted, 'has both "insert" and "delete"; give one per line'),
                 (
                     ~inserted & ~deleted,
-                    'is neither {"insert": {...}} nor {"delete": {...}} (or is not valid JSON)',
+                    'is neither {"insert": {...}} nor {"delete": {...}}',
                 ),
             ),
         )

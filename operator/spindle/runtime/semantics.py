@@ -11,6 +11,7 @@ not a Spindle bug.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
@@ -154,10 +155,19 @@ def failed_file(error: BaseException) -> str | None:
     """The file Spark names when it failed to read one (`FAILED_READ_FILE.*`: corrupt, not in
     the format read, gone), as it spells it; None for any other error."""
     cause = _conditioned(error, "FAILED_READ_FILE")
-    # URL-encoded (a space is %20): decoded, as the file's location is written
-    path = unquote(str(cause.getMessageParameters().get("path") or "")) if cause else ""
+    path = decoded_path(str(cause.getMessageParameters().get("path") or "")) if cause else ""
     # as Hadoop names a local file (`file:/a`), where Spark says `file:///a`
     return "file:/" + path[len("file:///") :] if path.startswith("file:///") else path or None
+
+
+_RAW = re.compile(r"\s|%(?![0-9A-Fa-f]{2})")
+"""What URL encoding would have escaped: a path holding it is not encoded."""
+
+
+def decoded_path(path: str) -> str:
+    """A path Spark names as its file scan does, URL-encoded (a space is %20), decoded as the
+    file's location is written; one Spark names raw (a footer read) is left as it is."""
+    return path if _RAW.search(path) else unquote(path)
 
 
 def _call(java: Any, method: str) -> Any:

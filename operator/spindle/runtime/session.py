@@ -34,6 +34,10 @@ from spindle.runtime.jars import ensure_jars
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
 EXECUTOR_START_TIMEOUT = "spindle.executors.startTimeoutSeconds"
 """Spindle's own setting in `spec.spark.conf`: how long to wait for executors (default 180)."""
+CODEGEN_CACHE_ENTRIES = 1000
+"""Compiled classes Spark keeps (`spark.sql.codegen.cache.maxEntries`, default 100): enough
+for the change queries of a pipeline of about 30 relations, so a step compiles only code it
+has not seen (`spec.spark.conf` may set another)."""
 
 
 def _class_path() -> str:
@@ -81,6 +85,13 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # its partitioning).
         "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
         "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        # Every step plans the same change queries again, and Spark compiles the Java code it
+        # generates for them unless that code is in its cache of compiled classes. The default
+        # cache (100 classes) is smaller than one step's queries (bench/steady.py's pipeline,
+        # 2 tables and 3 views: about 140), so it kept nothing from one step to the next: 63
+        # compilations a step. With 1,000, a step compiles about 3 (bench/codegen.py). An
+        # entry holds its source and bytecode, about 20 KB (source 11.6 KB on average).
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         **compaction.CONF,
     }
     if s3 is not None:

@@ -12,7 +12,9 @@ resources no node has) end the driver with `ExecutorsNotStarted` instead of a si
 In the local warm server (`share_sessions()`), one SparkContext serves every command: each
 gets a new session on it (its own temporary views and SQL settings), and a command whose
 settings differ (another storage, S3 endpoint or `spec.spark.conf`) replaces the context,
-so every command runs on exactly the settings a fresh process would give it.
+so every command runs on exactly the settings a fresh process would give it, but for those the
+JVM fixes once for its life: `spark.sql.codegen.cache.maxEntries` in `spec.spark.conf` takes
+effect in a fresh process (`--no-server`, a driver pod), not in a server already running.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ EXECUTOR_START_TIMEOUT = "spindle.executors.startTimeoutSeconds"
 CODEGEN_CACHE_ENTRIES = 1000
 """Compiled classes Spark keeps (`spark.sql.codegen.cache.maxEntries`, default 100): enough
 for the change queries of a pipeline of about 30 relations, so a step compiles only code it
-has not seen (`spec.spark.conf` may set another)."""
+has not seen (`spec.spark.conf` may set another, for a new JVM: see above)."""
 
 
 def _class_path() -> str:
@@ -88,9 +90,10 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # Every step plans the same change queries again, and Spark compiles the Java code it
         # generates for them unless that code is in its cache of compiled classes. The default
         # cache (100 classes) is smaller than one step's queries (bench/steady.py's pipeline,
-        # 2 tables and 3 views: about 140), so it kept nothing from one step to the next: 63
-        # compilations a step. With 1,000, a step compiles about 3 (bench/codegen.py). An
-        # entry holds its source and bytecode, about 20 KB (source 11.6 KB on average).
+        # 2 tables and 3 views: about 140), so most were evicted before the next step used
+        # them: about 70 compilations a step. With 1,000, a step compiles about 3
+        # (bench/codegen.py). A full cache costs tens of MB: an entry's source and bytecode
+        # (about 20-40 KB of heap) and its loaded classes (about as much metaspace).
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         **compaction.CONF,
     }

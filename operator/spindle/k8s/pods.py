@@ -9,7 +9,6 @@ of the request>`), never taken for the pipeline's driver.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -244,7 +243,7 @@ def driver_pod(
     if preview is None:
         container = pod["spec"]["containers"][0]  # type: ignore[index]
         container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
-        container["readinessProbe"] = copy.deepcopy(READINESS)
+        container["readinessProbe"] = READINESS
     if preview is not None:  # bounded: the driver cancels its jobs at the timeout, this is a net
         deadline = spec.preview.timeout_seconds + PREVIEW_MARGIN_SECONDS
         pod["spec"]["activeDeadlineSeconds"] = deadline  # type: ignore[index]

@@ -5,7 +5,9 @@ the aggregate with the small one, and a filtered view with a file output. For ea
 H, in one run on one Spark session:
 
   load      the step that ingests all H rows (the aggregate, join and filter evaluated over it)
-  step      a 100-row step on top of H (median of --repeat)
+  step      a 100-row step on top of H (median of --repeat rounds, after --warm rounds that
+            are not counted: a new JVM's just-in-time compilers take tens of steps to settle,
+            and a driver runs for hours; the compilers' seconds per counted round are printed)
   batch     10k-row steps on top of H: throughput in rows/s
 The steps of every size run in interleaved rounds, so load from elsewhere on the machine falls
 on all sizes alike. At the largest H also:
@@ -23,7 +25,7 @@ Printed ratios: step@largest / step@smallest (target <= 1.5x), step / full at th
 (target <= 10%), step / by hand (target <= 1.5x). Peak JVM memory is the RSS high-water mark of
 the Spark JVM (VmHWM), not Python's.
 
-    python bench/steady.py [--sizes 100000,1000000,4000000,16000000] [--repeat 3]
+    python bench/steady.py [--sizes 100000,1000000,4000000,16000000] [--repeat 3] [--warm 10]
     python bench/steady.py --sizes 100000 --drift 200
 """
 
@@ -195,7 +197,13 @@ def full_recompute(spark: SparkSession, history: History) -> float:
     return timed(full)[1]
 
 
-def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> None:
+def jit_seconds(spark: SparkSession) -> float:
+    """The JVM's just-in-time compilers' time so far (HotSpot's C1 and C2 threads)."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory  # type: ignore[union-attr]
+    return float(management.getCompilationMXBean().getTotalCompilationTime()) / 1000
+
+
+def measure(spark: SparkSession, histories: list[History], *, repeat: int, warm: int) -> None:
     small, large = histories[0], histories[-1]
     stored = {n: large.runtime.uri(r.path) for n, r in large.checkpoint.state.items()}
     spark.read.format("delta").load(stored["totals"]).select("k", "total", "n").write.format(
@@ -211,16 +219,20 @@ def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> No
         return timed(lambda: by_hand(spark, large.work, large.data, tag, history=history))[1]
 
     # Rounds interleave the sizes (and the hand-written job), so a change in the machine's load
-    # during the run falls on every figure alike. Round 0 warms caches and is not counted.
-    for index in range(repeat + 1):
+    # during the run falls on every figure alike. The first `warm` rounds are not counted: a
+    # driver runs steps for hours, and a new JVM's compilers take tens of steps to settle.
+    for index in range(warm + repeat):
+        if index == warm:
+            jit = jit_seconds(spark)
         for history in histories:
             seconds = history.step(spark, 100, f"small{index}")
-            if index:
+            if index >= warm:
                 history.seconds.setdefault("step", []).append(seconds)
         for kind, tag, keeps in (("hand", "hand", True), ("hand, no history", "plain", False)):
             seconds = hand(f"{tag}{index}", history=keeps)
-            if index:
+            if index >= warm:
                 large.seconds.setdefault(kind, []).append(seconds)
+    jit = (jit_seconds(spark) - jit) / repeat
     for index in range(repeat):
         for history in histories:
             seconds = history.step(spark, 10_000, f"batch{index}")
@@ -235,6 +247,7 @@ def measure(spark: SparkSession, histories: list[History], *, repeat: int) -> No
             f"{10_000 / h.median('batch'):>11,.0f}  [{rounds}]"
         )
     print(f"full recompute at {large.rows:,}: {large.median('full'):.2f} s")
+    print(f"JVM compilers (JIT), counted rounds: {jit:.2f} s a round ({warm} rounds not counted)")
     for kind in ("hand", "hand, no history"):
         rounds = " ".join(f"{s:.2f}" for s in large.seconds[kind])
         print(
@@ -284,6 +297,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100000,1000000,4000000,16000000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warm", type=int, default=10, help="rounds run before the counted ones")
     parser.add_argument("--drift", type=int, default=0, help="steps in a row (drift mode)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -296,7 +310,7 @@ def main() -> None:
             return
         for rows in sizes:
             histories.append(load(spark, rows))
-        measure(spark, histories, repeat=args.repeat)
+        measure(spark, histories, repeat=args.repeat, warm=args.warm)
     finally:  # the histories are gigabytes
         for history in histories:
             shutil.rmtree(history.work, ignore_errors=True)

@@ -518,7 +518,7 @@ def test_a_steady_step_compiles_only_code_it_has_not_compiled_before(
     """Each step plans the same change queries again; Spark's cache of compiled classes keeps
     their code from one step to the next (`session.CODEGEN_CACHE_ENTRIES`), so a steady step
     compiles almost nothing. With Spark's default cache (100 classes) this pipeline compiled
-    about 110 classes every step (bench/codegen.py measures what that costs)."""
+    about 110 classes every step (bench/settings.py codegen measures what that costs)."""
     metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     inbox, out = tmp_path / "events", tmp_path / "out"
     dims = connectors(file_input("d", tmp_path / "dims"))

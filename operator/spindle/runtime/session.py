@@ -36,6 +36,11 @@ from spindle.runtime.jars import ensure_jars
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
 EXECUTOR_START_TIMEOUT = "spindle.executors.startTimeoutSeconds"
 """Spindle's own setting in `spec.spark.conf`: how long to wait for executors (default 180)."""
+FILE_SYSTEM_CHECKPOINTS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+"""How Delta writes its checksum and `_last_checkpoint` files on local storage: through the
+FileSystem API, whose renames start no process (see `spark_conf`)."""
 CODEGEN_CACHE_ENTRIES = 1000
 """Compiled classes Spark keeps (`spark.sql.codegen.cache.maxEntries`, default 100): enough
 for the change queries of a pipeline of about 30 relations, so a step compiles only code it
@@ -92,11 +97,24 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # cache (100 classes) is smaller than one step's queries (bench/steady.py's pipeline,
         # 2 tables and 3 views: about 140), so most were evicted before the next step used
         # them: about 70 compilations a step. With 1,000, a step compiles about 3
-        # (bench/codegen.py). A full cache costs tens of MB: an entry's source and bytecode
+        # (bench/settings.py codegen). A full cache costs tens of MB: an entry's source and bytecode
         # (about 20-40 KB of heap) and its loaded classes (about as much metaspace).
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+        # On a local directory, Hadoop's file system (without its native library, which no
+        # Maven artifact carries) starts a `readlink` process to check each side of a rename
+        # made through its FileContext API. Delta's default log store for `file:` commits
+        # every version that way (four processes a commit), and Spark's default checkpoint
+        # file manager writes each version's checksum file that way: about 135 processes a
+        # step of bench/steady.py's pipeline, half of all it started. Delta's LocalLogStore
+        # renames through the FileSystem API, which starts none. It is no less safe: neither
+        # makes a rename exclusive between processes on a local disk (both check, then
+        # rename), and a pipeline has one driver (its checkpoint commit is the exclusive
+        # step). A step took 0.92x (bench/settings.py local-commits).
+        "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
         **compaction.CONF,
     }
+    if s3 is None:  # S3A's renames start no process, and its settings stay as they were
+        conf["spark.sql.streaming.checkpointFileManagerClass"] = FILE_SYSTEM_CHECKPOINTS
     if s3 is not None:
         prefix = "spark.hadoop.fs.s3a."
         conf.update(

@@ -39,8 +39,8 @@ EXECUTOR_START_TIMEOUT = "spindle.executors.startTimeoutSeconds"
 FILE_SYSTEM_CHECKPOINTS = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
-"""How Delta writes its checksum and `_last_checkpoint` files on local storage: through the
-FileSystem API, whose renames start no process (see `spark_conf`)."""
+"""How Delta writes each version's checksum file on local storage: through the FileSystem API,
+whose renames start no process (see `spark_conf`)."""
 CODEGEN_CACHE_ENTRIES = 1000
 """Compiled classes Spark keeps (`spark.sql.codegen.cache.maxEntries`, default 100): enough
 for the change queries of a pipeline of about 30 relations, so a step compiles only code it
@@ -115,7 +115,7 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
     }
     if s3 is None:  # S3A's renames start no process, and its settings stay as they were
         conf["spark.sql.streaming.checkpointFileManagerClass"] = FILE_SYSTEM_CHECKPOINTS
-    if s3 is not None:
+    else:
         prefix = "spark.hadoop.fs.s3a."
         conf.update(
             {

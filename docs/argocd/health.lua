@@ -8,11 +8,13 @@ if status == nil or status.observedGeneration == nil
   return hs
 end
 local reason = ""
+local code = ""
 local ready = nil
 if status.conditions ~= nil then
   for _, condition in ipairs(status.conditions) do
     if condition.type == "Ready" then
-      reason = (condition.reason or "") .. ": " .. (condition.message or "")
+      code = condition.reason or ""
+      reason = code .. ": " .. (condition.message or "")
       ready = condition.status
     end
   end
@@ -34,8 +36,11 @@ if status.phase == "Failed" then
   hs.message = reason
   return hs
 end
-if status.phase == "Running" and ready == "False" then
-  -- the driver runs but waits to retry a step that storage refused (StepRetrying)
+local retrying = (status.phase == "Running" or status.phase == "Paused") and ready == "False"
+local rejected = status.phase == "Stopped" and code ~= "Stopped"
+if retrying or rejected then
+  -- the driver waits to retry a step that storage refused (StepRetrying), or stopped without
+  -- its spec asking: bootstrapPolicy reject refused a change (BootstrapRejected)
   hs.status = "Degraded"
   hs.message = reason
   return hs
@@ -43,6 +48,17 @@ end
 if status.phase == "Running" then
   hs.status = "Healthy"
   hs.message = "Running"
+  return hs
+end
+if status.phase == "Paused" then
+  -- what spec.desiredState asks for: the driver runs and ingests nothing until resumed
+  hs.status = "Suspended"
+  hs.message = "Ingestion is paused (spec.desiredState: Paused); resume sets it to Running"
+  return hs
+end
+if status.phase == "Stopped" then
+  hs.status = "Suspended"
+  hs.message = "Stopped: spec.desiredState is Stopped"
   return hs
 end
 hs.status = "Progressing"

@@ -204,6 +204,14 @@ def test_the_crd_rejects_a_malformed_spec(space: Space, operator: Operator) -> N
         )
     assert error.value.status == 422
     assert "initialDelaySeconds is longer than maxDelaySeconds" in str(error.value.body)
+    document["spec"].pop("retry")
+    document["metadata"]["name"] = "n" * 64
+    with pytest.raises(ApiException) as error:
+        custom.create_namespaced_custom_object(
+            "spindle.dev", "v1alpha1", space.name, "pipelines", document
+        )
+    assert error.value.status == 422
+    assert "name is at most 63 characters" in str(error.value.body)
     explained = space.kube.kubectl("explain", "pipeline.spec.storage.credentials")
     assert "only as references to a Secret" in explained, explained
     assert "Running, Paused or Stopped" in space.kube.kubectl(

@@ -100,6 +100,14 @@ def test_lint_and_template(helm: Path) -> None:
         check=False,
     )
     assert "leaderElection.enabled=false needs replicas: 1" in refused, refused
+    for values, said in (
+        (["leaderElection.enabled=off"], 'must be auto, true or false (got "off")'),
+        (["watchNamespaces=team-a"], "watchNamespaces must be a list, e.g. --set 'watchNamespaces"),
+        (["leaderElection.leaseDurationSeconds=5"], "retryPeriodSeconds < renewDeadlineSeconds <"),
+    ):
+        args = [a for value in values for a in ("--set", value)]
+        refused = run_helm(helm, None, "template", "spindle", str(CHART), *args, check=False)
+        assert said in refused, refused
     monitored = rendered(helm, "metrics.serviceMonitor.enabled=true")
     assert any(d["kind"] == "ServiceMonitor" for d in monitored)
     assert (CHART / "crds" / "pipeline.yaml").read_text() == (

@@ -36,9 +36,9 @@ def pipeline(phase: str | None, *, generation: int = 2, observed: int = 2, **sta
         ("Pending", "Progressing"),
         ("Bootstrapping", "Progressing"),
         ("Running", "Healthy"),
-        ("Paused", "Progressing"),
+        ("Paused", "Suspended"),
         ("Stopping", "Progressing"),
-        ("Stopped", "Progressing"),
+        ("Stopped", "Suspended"),
         ("Failed", "Degraded"),
     ],
 )
@@ -57,6 +57,22 @@ def test_a_running_pipeline_whose_driver_retries_a_step_is_degraded_with_the_rea
     assert health(retrying) == ("Degraded", "StepRetrying: Retry 1 of 5")
     retrying["status"]["conditions"][0].update(status="True", reason="Running")
     assert health(retrying) == ("Healthy", "Running")
+
+
+def test_a_paused_pipeline_whose_driver_retries_a_step_is_degraded_too() -> None:
+    retrying = pipeline("Paused")
+    retrying["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "StepRetrying", "message": "Retry 2 of 5"}
+    ]
+    assert health(retrying) == ("Degraded", "StepRetrying: Retry 2 of 5")
+
+
+def test_a_change_that_bootstrap_policy_rejected_is_degraded_with_the_reason() -> None:
+    rejected = pipeline("Stopped")
+    rejected["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "BootstrapRejected", "message": "Revert"}
+    ]
+    assert health(rejected) == ("Degraded", "BootstrapRejected: Revert")
 
 
 def test_awaiting_approval_is_suspended_with_the_change_id() -> None:

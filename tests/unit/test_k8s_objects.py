@@ -7,11 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 
 from spindle.api import PipelineSpec
 from spindle.api.crd import crd, render
 from spindle.api.status import PipelineStatus
+from spindle.k8s.operator import configure
 from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver, pod_name
 from spindle.lifecycle import Observation, conclude, decide
 from tests.unit.test_lifecycle import V1, V2, checkpoint
@@ -118,7 +120,7 @@ def test_kubernetes_mode_configures_client_mode_spark() -> None:
     assert conf["spark.kubernetes.driver.pod.name"] == "$(SPINDLE_POD_NAME)"
     assert conf["spark.driver.host"] == "$(SPINDLE_POD_IP)"
     assert conf["spark.executor.instances"] == "3"
-    assert conf["spark.executor.memory"] == "2g"
+    assert conf["spark.executor.memory"] == "2048m"
     assert conf["spark.kubernetes.container.image"] == SETTINGS.image
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
     template = json.loads(env["SPINDLE_EXECUTOR_POD_TEMPLATE"]["value"])
@@ -137,6 +139,53 @@ def test_executor_cpu_is_requested_as_given_and_counted_in_whole_cores(
     conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
     assert conf["spark.executor.cores"] == cores
     assert conf["spark.kubernetes.executor.request.cores"] == cpu
+
+
+@pytest.mark.parametrize(
+    ("memory", "spark"),
+    [("1.5Gi", "1536m"), ("2G", "1908m"), ("512Mi", "512m"), ("1Ti", "1048576m")],
+)
+def test_executor_memory_reaches_spark_in_whole_mebibytes(memory: str, spark: str) -> None:
+    spec = _spec(spark={"mode": "kubernetes", "executor": {"memory": memory}})
+    pod = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
+    command = pod["spec"]["containers"][0]["command"]
+    conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+    assert conf["spark.executor.memory"] == spark
+
+
+@pytest.mark.parametrize("memory", ["512m", "1000", "0"])
+def test_a_memory_under_a_mebibyte_is_refused_with_the_suffix_to_use(memory: str) -> None:
+    with pytest.raises(ValueError, match=r"less than 1Mi.*'512Mi'"):
+        _spec(spark={"driver": {"memory": memory}})
+
+
+def test_only_a_driver_that_starts_executors_mounts_a_service_account_token() -> None:
+    for mode, mounted in (("local", False), ("kubernetes", True)):
+        spec = _spec(spark={"mode": mode})
+        pod = driver_pod(
+            pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS
+        )
+        assert pod["spec"]["automountServiceAccountToken"] is mounted
+
+
+def test_the_pod_watch_asks_the_api_server_for_the_pods_the_operator_creates() -> None:
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    [selector] = settings.watching.label_selectors.values()
+    wanted = dict(term.split("=") for term in selector.split(","))
+    spec = _spec(spark={"mode": "kubernetes"})
+    driver = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
+    preview = driver_pod(
+        pipeline=PIPELINE, spec=spec, mode="run", change_id="abc", settings=SETTINGS, preview="abc"
+    )
+    for pod in (driver, preview):
+        assert wanted.items() <= pod["metadata"]["labels"].items()
+    executor = json.loads(
+        {e["name"]: e for e in driver["spec"]["containers"][0]["env"]}[
+            "SPINDLE_EXECUTOR_POD_TEMPLATE"
+        ]["value"]
+    )
+    assert not wanted.items() <= executor["metadata"]["labels"].items()  # Spark's, not ours
 
 
 def test_local_mode_carries_no_executor_template() -> None:

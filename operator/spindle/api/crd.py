@@ -78,6 +78,16 @@ def schema_of(model: type[Any], *, mode: str) -> Schema:
     return schema
 
 
+NAME_LENGTH = 63
+NAME_RULE = {
+    "rule": f"size(self.metadata.name) <= {NAME_LENGTH}",
+    "message": f"a Pipeline's name is at most {NAME_LENGTH} characters: its driver pods carry "
+    "it as a label value",
+}
+"""Refused at apply: a longer name would be refused later, on every driver pod the operator
+creates (`DriverPodRejected`)."""
+
+
 def crd() -> Schema:
     spec = schema_of(PipelineSpec, mode="validation")
     spec["description"] = "What the pipeline is: its SQL program and how to run it."
@@ -112,6 +122,7 @@ def crd() -> Schema:
                             "description": "A SQL data pipeline run by Spindle on Spark. Its "
                             "program can change without re-ingesting history.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [NAME_RULE],
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from enum import StrEnum
 from typing import Any
@@ -178,6 +179,37 @@ QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 malformed one is refused by the API server instead of failing the driver pod later."""
 
 
+QUANTITY_FACTORS = {
+    "": 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+"""What each suffix of a `QUANTITY` multiplies its number by."""
+
+
+def quantity_value(quantity: str) -> float:
+    """A `QUANTITY`'s value: '1.5Gi' is 1610612736.0, '500m' is 0.5."""
+    number = re.match(r"[0-9.]+", quantity)
+    assert number is not None, quantity
+    return float(number.group()) * QUANTITY_FACTORS[quantity[number.end() :]]
+
+
+def mebibytes(quantity: str) -> int:
+    """A memory `QUANTITY` in whole MiB, rounded up (Spark takes no fractions: '1.5Gi' is 1536)."""
+    return math.ceil(quantity_value(quantity) / 2**20)
+
+
 class Resources(_Model):
     cpu: str | None = Field(
         default=None, pattern=QUANTITY, description="CPU request and limit, e.g. '1' or '500m'."
@@ -185,6 +217,16 @@ class Resources(_Model):
     memory: str | None = Field(
         default=None, pattern=QUANTITY, description="Memory request and limit, e.g. '2Gi'."
     )
+
+    @field_validator("memory")
+    @classmethod
+    def _at_least_a_mebibyte(cls, memory: str | None) -> str | None:
+        if memory is not None and quantity_value(memory) < 2**20:
+            raise ValueError(
+                f"{memory!r} is less than 1Mi: a memory quantity counts bytes ('512m' is half "
+                "a byte); write it with a binary suffix, e.g. '512Mi' or '2Gi'"
+            )
+        return memory
 
 
 def _short_hash(text: str) -> str:

@@ -58,6 +58,8 @@ from spindle.k8s.reconcile import Inputs, Outcome, Reconciler, Settings, inputs
 from spindle.lifecycle import ObservedDriver
 
 FINALIZER = "spindle.dev/finalizer"
+DRIVER_POD_SELECTOR = ",".join(f"{key}={value}" for key, value in sorted(MANAGED.items()))
+"""The pods the operator watches: its drivers (and previews), selected by the API server."""
 STORAGE_REST = 30.0
 """Seconds a pipeline whose storage did not answer waits before a re-list retries it."""
 CHECKERS = 4
@@ -527,6 +529,21 @@ async def _hold(runner: web.AppRunner) -> None:
         await runner.cleanup()
 
 
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for Spindle: where it keeps its marks, what it posts and watches."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="spindle.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="spindle.dev", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    # the API server sends only driver pods: a handler's `labels` filter on the client, after
+    # every pod event in the watched namespaces has crossed the wire
+    settings.watching.label_selectors["v1", "pods"] = DRIVER_POD_SELECTOR
+
+
 def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
     """The kopf handlers, with pinned ids; none of them stores state on the objects."""
 
@@ -534,16 +551,7 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.startup(registry=registry, id="spindle-startup")
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.persistence.finalizer = FINALIZER
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
-            prefix="spindle.dev"
-        )
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix="spindle.dev", key="last-handled-configuration"
-        )
-        settings.posting.level = logging.WARNING
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
+        configure(settings)
         await operator.start()
 
     @kopf.on.cleanup(registry=registry, id="spindle-cleanup")

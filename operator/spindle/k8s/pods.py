@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
-from spindle.api.types import HEALTH_PORT, READY_PATH, RESTATE_ANNOTATION
+from spindle.api.types import HEALTH_PORT, READY_PATH, RESTATE_ANNOTATION, mebibytes
 from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -107,7 +107,8 @@ def spark_conf(spec: PipelineSpec, *, namespace: str, image: str) -> dict[str, s
         conf["spark.kubernetes.executor.request.cores"] = spec.spark.executor.cpu
         conf["spark.kubernetes.executor.limit.cores"] = spec.spark.executor.cpu
     if spec.spark.executor.memory:
-        conf["spark.executor.memory"] = spec.spark.executor.memory.replace("i", "").lower()
+        # Spark reads whole binary units only ('1.5g' fails; '2G' would be read as 2 GiB)
+        conf["spark.executor.memory"] = f"{mebibytes(spec.spark.executor.memory)}m"
     return conf
 
 
@@ -225,6 +226,8 @@ def driver_pod(
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": spec.service_account_name or settings.service_account,
+            # only a driver that starts executors talks to the API server
+            "automountServiceAccountToken": spec.spark.mode == "kubernetes",
             "terminationGracePeriodSeconds": settings.termination_grace_seconds,
             "securityContext": POD_SECURITY,
             "containers": [

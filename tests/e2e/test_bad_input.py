@@ -254,6 +254,10 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
     assert not can("delete", "pipelines.spindle.dev", "-n", "default")
     assert not can("update", "pipelines.spindle.dev", "-n", "default")
     assert not can("create", "deployments.apps", "-n", "default")
+    # a driver pod's owner reference blocks the pipeline's deletion: what admission checks
+    assert can("update", "pipelines.spindle.dev", "--subresource=finalizers", "-n", "default")
+    assert can("create", "events", "-n", "default")
+    assert not can("patch", "events", "-n", "default")
 
 
 def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonce_retries(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,46 +72,38 @@ def test_delta_table_input_ingests_each_new_version_once(
     assert latest is not None and latest.connectors["t.lake"].offset == 1
 
 
-def test_stop_finishes_the_step_commits_and_exits_zero(tmp_path: Path, spark: Any) -> None:
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    connectors = json.dumps(
-        [
-            {
-                "name": "src",
-                "transport": {"name": "file_input", "config": {"path": str(inputs)}},
-                "format": {"name": "json"},
-            }
-        ]
-    )
-    sql = (
+LOOP_CONNECTORS = [{"name": "src", "transport": {"name": "file_input"}, "format": {"name": "json"}}]
+
+
+def _loop_sql(inputs: Path, view: str = "count(*) as n") -> str:
+    connectors = json.loads(json.dumps(LOOP_CONNECTORS))
+    connectors[0]["transport"]["config"] = {"path": str(inputs)}
+    return (
         f"create table t (id bigint) with ('materialized' = 'true', "
-        f"'connectors' = '{connectors}');\n"
-        "create materialized view c as select count(*) as n from t;"
+        f"'connectors' = '{json.dumps(connectors)}');\n"
+        f"create materialized view c as select {view} from t;"
     )
-    home = tmp_path / "home"
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
-    command = CLI
-    subprocess.run(
-        [
-            *command,
-            "local",
-            "apply",
-            "-f",
-            str(manifest(tmp_path, sql, "loop")),
-            "--home",
-            str(home),
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
+    return subprocess.run(
+        [*CLI, *args, "--home", str(home)], capture_output=True, text=True, env=env, timeout=300
     )
+
+
+def _running_loop(tmp_path: Path) -> tuple[subprocess.Popen[str], LocalPipeline]:
+    """`spindle local run loop` in a process of its own, once it committed a step of 2 rows."""
+    inputs, home = tmp_path / "in", tmp_path / "home"
+    inputs.mkdir()
+    applied = _cli(home, "local", "apply", "-f", str(manifest(tmp_path, _loop_sql(inputs), "loop")))
+    assert applied.returncode == 0, applied.stderr
     runner = subprocess.Popen(
-        [*command, "local", "run", "loop", "--home", str(home)],
+        [*CLI, "local", "run", "loop", "--home", str(home)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
     )
     pipeline = LocalPipeline(home, "loop")
     deadline = time.monotonic() + 180
@@ -122,20 +115,41 @@ def test_stop_finishes_the_step_commits_and_exits_zero(tmp_path: Path, spark: An
         if latest is not None and latest.state["t"].rows == 2:
             break
         time.sleep(0.5)
-    stopped = subprocess.run(
-        [*command, "local", "stop", "loop", "--home", str(home)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert stopped.returncode == 0, stopped.stderr
+    return runner, pipeline
+
+
+@pytest.mark.parametrize("how", ["local stop", "Ctrl-C"])
+def test_stop_finishes_the_step_commits_and_exits_zero(
+    tmp_path: Path, spark: Any, how: str
+) -> None:
+    runner, pipeline = _running_loop(tmp_path)
+    if how == "local stop":
+        stopped = _cli(pipeline.home, "local", "stop", "loop")
+        assert stopped.returncode == 0, stopped.stderr
+    else:  # PySpark's own handler cancelled the jobs from inside the call waiting for them
+        runner.send_signal(signal.SIGINT)
     _, err = runner.communicate(timeout=300)
     assert runner.returncode == 0, err
-    assert "Stopped at checkpoint" in err
+    assert "Stopped at checkpoint" in err and "Traceback" not in err and "Py4J" not in err
     assert pipeline.running_pid() is None
     latest = pipeline.store().latest()
     assert latest is not None and latest.state["t"].rows == 2
+
+
+def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
+    tmp_path: Path, spark: Any
+) -> None:
+    runner, pipeline = _running_loop(tmp_path)
+    before = pipeline.store().latest()
+    changed = manifest(tmp_path, _loop_sql(tmp_path / "in", "count(*) as n, sum(id) as s"), "loop")
+    applied = _cli(pipeline.home, "local", "apply", "-f", str(changed))
+    assert applied.returncode == 0, applied.stderr
+    _, err = runner.communicate(timeout=300)  # it stops by itself: nobody else would
+    assert runner.returncode == 0, err
+    assert "ProgramChanged" in err and "Stopped at checkpoint" in err, err
+    status = json.loads(_cli(pipeline.home, "local", "status", "loop", "--json").stdout)
+    assert status["phase"] == "AwaitingApproval", status
+    assert pipeline.store().latest() == before  # no step ran the old program after the change
 
 
 def test_unsupported_sql_fails_before_anything_is_written(
@@ -786,3 +800,15 @@ def lose(store: Any, stored: Any) -> tuple[bytes, Callable[[bytes], None]]:
     kept = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     client.delete_object(Bucket=bucket, Key=key)
     return kept, lambda body: client.put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def test_a_query_spark_cannot_analyze_prints_no_java_stack_trace(
+    spark: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from pyspark.errors import AnalysisException
+
+    capfd.readouterr()
+    with pytest.raises(AnalysisException):
+        spark.sql("select nope from range(1)").collect()
+    err = capfd.readouterr().err  # Spindle says the error itself, with its first line
+    assert "UNRESOLVED_COLUMN" not in err and "\tat org.apache.spark" not in err, err

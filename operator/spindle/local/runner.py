@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
@@ -25,11 +25,13 @@ from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.errors import SpindleError
 from spindle.lifecycle import (
     Acted,
+    Action,
     Decision,
     Event,
     Observation,
     Report,
     cycle,
+    decide,
     decide_start,
     timestamp,
 )
@@ -97,6 +99,9 @@ class LocalBody:
     """Set for `spindle local run`: the only time this body starts a driver."""
     checkpoint: Manifest | None = None
     generation: int = 0
+    superseded: bool = False
+    """Whether the run stopped because the pipeline changed under it (`spindle local apply`,
+    `restate`): `run` then decides again, as the operator does after stopping a driver."""
 
     def observe(self) -> Observation:
         pipeline = self.pipeline
@@ -138,10 +143,21 @@ class LocalBody:
 
         pipeline, run, mode = self.pipeline, self.run, decision.mode
         stop = run.stop or threading.Event()
-        previous = None if run.stop else signal.signal(signal.SIGTERM, lambda *_: stop.set())
         pipeline.mark_running()
         driver = {"generation": self.generation, "change_id": decision.change_id}
         pipeline.set_driver(mode=mode.value, phase="Running", **driver)
+        restate = pipeline.restate
+
+        def superseded() -> str | None:
+            """Why this run must stop now: the pipeline changed and the lifecycle stops
+            its driver for it (a changed program, restatement or Spark settings)."""
+            if pipeline.generation == self.generation and pipeline.restate == restate:
+                return None
+            _, decided = status(pipeline, say=lambda _: None)
+            if decided.action is not Action.STOP_DRIVER:
+                return None
+            self.superseded = True
+            return f"{decided.reason}: {decided.message}"
 
         def bootstrapped(_: Manifest) -> None:
             pipeline.update(lastBootstrap=decision.change_id)
@@ -150,9 +166,13 @@ class LocalBody:
         def retrying(line: str | None) -> None:  # `spindle local status` shows it
             pipeline.set_driver(mode="run", phase="Running", retrying=line, **driver)
 
+        previous: dict[int, Any] = {}
         try:
+            runtime = open_runtime(pipeline, report=run.report)
+            if run.stop is None:  # this process is the run's: its signals stop it
+                previous = _stop_on_signals(stop, say=self.say)
             drive(
-                open_runtime(pipeline, report=run.report),
+                runtime,
                 decision=decision,
                 checkpoint=self.checkpoint,
                 stop=stop,
@@ -164,6 +184,7 @@ class LocalBody:
                 interval=run.interval,
                 retry=pipeline.manifest().spec.retry,
                 retrying=retrying,
+                superseded=superseded,
             )
             pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
         except SpindleError as error:
@@ -177,14 +198,32 @@ class LocalBody:
             raise
         finally:
             pipeline.clear_running()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         return Acted(decision)
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
         self.pipeline.save_status(status.to_json())
         for event in events:
             self.say(f"{event.type} {event.reason}: {event.message}")
+
+
+def _stop_on_signals(stop: threading.Event, *, say: Say) -> dict[int, Any]:
+    """SIGTERM, and Ctrl-C (SIGINT), finish the step, commit and stop the run; a second Ctrl-C
+    abandons the step (the next run rolls it back). Replaces PySpark's SIGINT handler, which
+    cancelled the running Spark jobs from inside the call that waited for them. Returns the
+    handlers replaced."""
+
+    def interrupted(*_: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        say("Stopping after this step (Ctrl-C again abandons it; the next run redoes it).")
+        stop.set()
+
+    return {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop.set()),
+        signal.SIGINT: signal.signal(signal.SIGINT, interrupted),
+    }
 
 
 def status(pipeline: LocalPipeline, *, say: Say) -> tuple[PipelineStatus, Decision]:
@@ -210,9 +249,16 @@ def run(
             message=f"Pipeline '{pipeline.name}' is already running (PID {pid}); stop it with "
             f"`spindle local stop {pipeline.name}`.",
         )
-    body = LocalBody(pipeline, say=say, run=RunSettings(until_idle, report, interval, stop))
-    cycle(body, now=_now(), decide=decide_start)
-    return cycle(LocalBody(pipeline, say=say), now=_now())[1]
+    settings = RunSettings(until_idle, report, interval, stop)
+    # Nothing to start is an error, unless a change to the pipeline stopped the run: then it
+    # goes on as the change allows, or ends with the status saying why it cannot.
+    decided: Callable[[Observation], Decision] = decide_start
+    while True:
+        body = LocalBody(pipeline, say=say, run=settings)
+        cycle(body, now=_now(), decide=decided)
+        if not body.superseded:
+            return cycle(LocalBody(pipeline, say=say), now=_now())[1]
+        decided = decide
 
 
 def preview(

@@ -86,10 +86,13 @@ def drive(
     interval: float = 1.0,
     retry: RetrySpec | None = None,
     retrying: Callable[[str | None], None] = lambda _: None,
+    superseded: Callable[[], str | None] = lambda: None,
 ) -> Manifest:
     """Run `decision` (one that starts a driver); returns the last committed checkpoint.
     `retrying` hears each wait to retry a step (the line said) and the recovery (None), for
-    the body to show (a driver pod's readiness, the local status)."""
+    the body to show (a driver pod's readiness, the local status). `superseded`, asked before
+    each step, says why the driver must stop at its checkpoint (the pipeline changed under a
+    body that has no one else to stop it), or None."""
     if decision.program is None or decision.plan is None or not decision.starts_driver:
         raise ValueError(f"nothing to drive: the lifecycle decided {decision.action}")
     if checkpoint is None:
@@ -105,6 +108,10 @@ def drive(
         on_bootstrapped(checkpoint)
     retry = retry or RetrySpec()
     while not stop.is_set():
+        why = superseded()
+        if why is not None:
+            say(why)
+            break
         checkpoint, stats = _step(
             runtime,
             decision.program,

@@ -19,6 +19,7 @@ effect in a fresh process (`--no-server`, a driver pod), not in a server already
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from spindle.checkpoint.objects import S3Options
@@ -45,6 +47,16 @@ CODEGEN_CACHE_ENTRIES = 1000
 """Compiled classes Spark keeps (`spark.sql.codegen.cache.maxEntries`, default 100): enough
 for the change queries of a pipeline of about 30 relations, so a step compiles only code it
 has not seen (`spec.spark.conf` may set another, for a new JVM: see above)."""
+
+
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers that print an analysis error's whole Java stack trace to stderr when it
+is raised; Spindle says every such error itself, as its reason and Spark's first line."""
+
+
+def _quiet_query_context() -> None:
+    for name in QUERY_CONTEXT_LOGGERS:  # PySpark's own class: it logs with extra arguments
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _class_path() -> str:
@@ -221,6 +233,7 @@ def spark_session(
     s3: S3Options | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> SparkSession:
+    _quiet_query_context()
     settings = dict(extra or {})
     timeout = float(settings.pop(EXECUTOR_START_TIMEOUT, "180"))
     on_kubernetes = master.startswith("k8s://")

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from spindle.api import PipelineManifest
 from spindle.api.status import PipelineStatus
+from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode
-from spindle.local.home import LocalPipeline
+from spindle.local.home import LocalPipeline, home_path
+from spindle.local.warm import home_problem
 from tests.unit.test_lifecycle import V1, V2
 
 
@@ -61,3 +65,24 @@ def test_the_recorded_status_round_trips_and_a_corrupt_one_is_ignored(tmp_path: 
     assert pipeline.status() == status
     (pipeline.directory / "status.json").write_text("{not json")
     assert pipeline.status() is None
+
+
+def test_a_home_that_cannot_be_a_directory_is_refused(tmp_path: Path) -> None:
+    regular = tmp_path / "file"
+    regular.write_text("")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    for home, culprit in [
+        (regular, "it is"),
+        (regular / "home", f"{regular} is"),
+        (tmp_path / "dangling", "it is"),
+    ]:
+        with pytest.raises(SpindleError) as refused:
+            home_path(str(home))
+        assert refused.value.reason == "InvalidHome"
+        assert f"The home {home} cannot hold" in refused.value.message
+        assert f"{culprit} not a directory" in refused.value.message
+        assert refused.value.details == {"home": str(home)}
+    for usable in (tmp_path, tmp_path / "new" / "home"):  # a missing home is created later
+        assert home_path(str(usable)) == usable
+        assert home_problem(usable) is None
+    assert not (tmp_path / "new").exists()

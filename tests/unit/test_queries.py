@@ -10,7 +10,8 @@ import pytest
 from spindle.cli.cluster_query import driver_of
 from spindle.cli.kubectl_plugin import main as kubectl_spindle
 from spindle.errors import SpindleError
-from spindle.program.queries import MAX_QUERY_ROWS, check_query, row_limit
+from spindle.program import parse_program
+from spindle.program.queries import MAX_QUERY_ROWS, check_query, query_failed, row_limit
 
 RELATIONS = {"grades", "avg_grade_enriched", "Mixed"}
 
@@ -72,9 +73,9 @@ def test_reading_anything_but_the_pipelines_relations_is_refused(sql: str) -> No
     with pytest.raises(SpindleError) as refused:
         check_query(sql, relations=RELATIONS)
     assert refused.value.reason == "InvalidQuery"
-    assert "Mixed, avg_grade_enriched, grades" in refused.value.message or "parse" in str(
+    assert "Mixed, avg_grade_enriched, grades" in refused.value.message or str(
         refused.value.message
-    )
+    ).startswith("Syntax error: ")
 
 
 def test_kubectl_spindle_query_refuses_a_non_query_before_anything_is_sent(
@@ -112,3 +113,62 @@ def test_a_row_limit_outside_one_to_the_most_an_answer_holds_is_refused(limit: o
     assert refused.value.reason == "InvalidQuery"
     assert f"at most {MAX_QUERY_ROWS:,} rows" in refused.value.message
     assert row_limit(1) == 1 and row_limit(MAX_QUERY_ROWS) == MAX_QUERY_ROWS
+
+
+MISTAKES = [
+    # (query, what `spindle query` says: what a program says of the same SQL, located in the query)
+    ("select (1 from grades", "Syntax error: Expecting ) (line 1, column 11)"),
+    (
+        "select * from join grades",
+        "Syntax error: Expected table name but got 'join' (line 1, column 15)",
+    ),
+    (
+        "select * from",
+        "Syntax error: Expected table name but got the end of the statement (line 1, column 10)",
+    ),
+    (
+        "\n  -- the best first\n  select * from grades where (grade > 1",
+        "Syntax error: Expecting ) (line 3, column 39)",
+    ),
+    (  # sqlglot: "Required keyword: 'expression' missing for <class '...Add'>"
+        "select grade + from grades",
+        "Syntax error: '+' is incomplete: something is missing before 'from' (line 1, column 16)",
+    ),
+    (
+        "select * from grades where",
+        "Syntax error: WHERE is incomplete: something is missing after it (line 1, column 22)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), MISTAKES)
+def test_a_query_that_does_not_parse_says_so_as_a_program_would(sql: str, expected: str) -> None:
+    with pytest.raises(SpindleError) as refused:
+        check_query(sql, relations=RELATIONS)
+    with pytest.raises(SpindleError) as in_program:
+        parse_program(f"create view v as {sql.strip()};")
+    assert refused.value.reason == "InvalidQuery"
+    assert refused.value.message == expected
+    assert expected.split(" (line ")[0] == in_program.value.message.split(" (line ")[0]
+    line, column = (int(n) for n in expected.rstrip(")").split("(line ")[1].split(", column "))
+    assert refused.value.details == {"line": line, "column": column, "query": sql}
+
+
+def test_a_query_spark_cannot_run_lists_the_relations_only_when_one_is_unknown() -> None:
+    column = query_failed(
+        "select nope from grades",
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nope` cannot be resolved. SQLSTATE: 42703",
+        RELATIONS,
+    )
+    assert column.reason == "InvalidQuery"
+    assert column.message.startswith("The query cannot run: [UNRESOLVED_COLUMN.")
+    assert "Only materialized" not in column.message and "avg_grade_enriched" not in column.message
+    relation = query_failed(
+        "select * from t",
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `t` cannot be found. SQLSTATE: 42P01",
+        RELATIONS,
+    )
+    assert relation.message.endswith(
+        "Only materialized tables and views can be queried (Mixed, avg_grade_enriched, grades)."
+    )

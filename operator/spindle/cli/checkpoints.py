@@ -33,7 +33,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         render.console().print(f"No checkpoints at {args.uri}.")
         return 0
     table = Table(title=f"Checkpoints at {args.uri} (newest first)", title_justify="left")
-    for column in ("id", "parent", "created", "program", "runtime", "bootstrap"):
+    longest = max(len(v) for m in history for v in (m.id, m.parent or "-"))
+    for column in ("id", "parent"):  # whole, always: `checkpoints show` takes the exact id
+        table.add_column(column, no_wrap=True, min_width=longest)
+    for column in ("created", "program", "runtime", "bootstrap"):
         table.add_column(column)
     for manifest in history:
         row = _summary(manifest)
@@ -45,7 +48,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             row["runtime_version"],
             row["bootstrap"] or "",
         )
-    render.console().print(table)
+    render.console(wide=True).print(table)
     return 0
 
 
@@ -61,7 +64,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(manifest.model_dump(mode="json"))
         return 0
-    out = render.console()
+    out = render.console(wide=True)
     out.print(f"[bold]Checkpoint {manifest.id}[/] (parent {manifest.parent or '-'})")
     out.print(f"created {manifest.created_at.isoformat()}, runtime {manifest.runtime_version}")
     table = Table(title="State", title_justify="left")
@@ -84,10 +87,12 @@ def register(sub: Any) -> None:
     actions = group.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the latest checkpoint and its ancestors")
     listing.add_argument("uri", help="pipeline root, e.g. s3://bucket/prefix/<ns>/<name>")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print one JSON array")
     listing.set_defaults(run=cmd_list)
     show = actions.add_parser("show", help="one checkpoint's manifest (default: the latest)")
-    show.add_argument("uri")
-    show.add_argument("id", nargs="?")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("uri", help="pipeline root, e.g. s3://bucket/prefix/<ns>/<name>")
+    show.add_argument(
+        "id", nargs="?", help="checkpoint id, as `checkpoints list` prints it (default: latest)"
+    )
+    show.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
     show.set_defaults(run=cmd_show)

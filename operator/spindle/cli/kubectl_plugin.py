@@ -303,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "approve":
             command.add_argument("--yes", "-y", action="store_true", help="do not ask")
         elif name != "restart":
-            command.add_argument("--json", action="store_true")
+            command.add_argument("--json", action="store_true", help="print JSON")
         if name == "preview":
             command.add_argument(
                 "--timeout", type=float, default=900.0, help="seconds to wait for the report"

@@ -237,6 +237,22 @@ def cmd_execute(args: argparse.Namespace) -> int:
     return 0
 
 
+def idle_seconds(text: str) -> float:
+    """`--idle-timeout`: seconds above 0, else a usage error (exit status 2)."""
+    from spindle.cli.warm_client import idle_timeout
+
+    try:
+        return idle_timeout(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds greater than 0, e.g. 600 (got {text!r})"
+        ) from None
+
+
+JSON_HELP = "print the status as one JSON object"
+NAME_HELP = "the pipeline's name (metadata.name of its manifest)"
+
+
 def register(sub: Any) -> None:
     home = argparse.ArgumentParser(add_help=False)
     home.add_argument("--home", help="local state (default: $SPINDLE_HOME, else ~/.spindle)")
@@ -247,7 +263,7 @@ def register(sub: Any) -> None:
     )
     home.add_argument(
         "--idle-timeout",
-        type=float,
+        type=idle_seconds,
         default=600.0,
         help="seconds the warm Spark server waits for the next command before it stops",
     )
@@ -256,7 +272,7 @@ def register(sub: Any) -> None:
 
     apply = actions.add_parser("apply", parents=[home], help="record a Pipeline manifest, plan it")
     apply.add_argument("-f", "--file", required=True, help="manifest (YAML or JSON; - for stdin)")
-    apply.add_argument("--json", action="store_true")
+    apply.add_argument("--json", action="store_true", help=JSON_HELP)
     apply.set_defaults(run=cmd_apply)
 
     for name, handler, helptext in (
@@ -265,10 +281,10 @@ def register(sub: Any) -> None:
         ("stop", cmd_stop, "stop a running pipeline gracefully (--force: at once)"),
     ):
         command = actions.add_parser(name, parents=[home], help=helptext)
-        command.add_argument("name")
+        command.add_argument("name", help=NAME_HELP)
         command.set_defaults(run=handler)
         if name == "status":
-            command.add_argument("--json", action="store_true")
+            command.add_argument("--json", action="store_true", help=JSON_HELP)
         if name == "run":
             command.add_argument(
                 "--until-idle",
@@ -276,38 +292,43 @@ def register(sub: Any) -> None:
                 help="exit once all available input is processed",
             )
         if name == "stop":
-            command.add_argument("--force", action="store_true")
+            command.add_argument(
+                "--force",
+                action="store_true",
+                help="kill the run at once (SIGKILL), not after it commits its step; the next run "
+                "redoes that step",
+            )
 
     approve = actions.add_parser("approve", parents=[home], help="approve the pending change")
-    approve.add_argument("name")
-    approve.add_argument("change_id")
+    approve.add_argument("name", help=NAME_HELP)
+    approve.add_argument("change_id", help="the pending change's id, as `local status` shows it")
     approve.set_defaults(run=cmd_approve)
 
     restate = actions.add_parser(
         "restate", parents=[home], help="recompute views without an SQL change (approve it)"
     )
-    restate.add_argument("name")
-    restate.add_argument("views", nargs="+", metavar="VIEW")
-    restate.add_argument("--json", action="store_true")
+    restate.add_argument("name", help=NAME_HELP)
+    restate.add_argument("views", nargs="+", metavar="VIEW", help="a view to recompute")
+    restate.add_argument("--json", action="store_true", help=JSON_HELP)
     restate.set_defaults(run=cmd_restate)
 
     preview = actions.add_parser(
         "preview", parents=[home], help="evaluate the pending change in scratch space, show rows"
     )
-    preview.add_argument("name")
-    preview.add_argument("--json", action="store_true")
+    preview.add_argument("name", help=NAME_HELP)
+    preview.add_argument("--json", action="store_true", help="print the report as one JSON object")
     preview.set_defaults(run=cmd_preview)
 
     execute = actions.add_parser("execute", parents=[home], help="insert rows ad hoc")
-    execute.add_argument("name")
+    execute.add_argument("name", help=NAME_HELP)
     execute.add_argument("sql", help="INSERT INTO t VALUES (...), ...")
     execute.set_defaults(run=cmd_execute)
 
     server_commands.register(actions, home)
 
     query = sub.add_parser("query", parents=[home], help="Spark SQL over materialized state")
-    query.add_argument("name")
-    query.add_argument("sql")
-    query.add_argument("--json", action="store_true")
+    query.add_argument("name", help=NAME_HELP)
+    query.add_argument("sql", help="one SELECT over the pipeline's materialized tables and views")
+    query.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     render.add_limit(query)
     query.set_defaults(run=cmd_query)

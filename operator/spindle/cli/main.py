@@ -75,8 +75,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spindle.cli.warm_client import route
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    code = route(argv)
-    return run_here(argv) if code is None else code
+    try:
+        try:
+            code = route(argv)
+            return run_here(argv) if code is None else code
+        finally:
+            if sys.stdout is not None:  # a reader that left shows here, not at the exit
+                sys.stdout.flush()
+    except BrokenPipeError:
+        return reader_gone()
+
+
+SIGPIPE_EXIT = 128 + 13
+"""The status a shell reports for a writer that SIGPIPE ended: what `cmd | head` leaves."""
+
+
+def reader_gone() -> int:
+    """Standard output's reader left (`spindle ... | head -1`): leave quietly, as other Unix
+    tools do, with `SIGPIPE_EXIT`. Standard output becomes /dev/null, so what is still
+    buffered fails neither now nor as the interpreter exits."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a file (a test's capture): nothing to redirect
+        pass
+    return SIGPIPE_EXIT
 
 
 _PARSERS: dict[bool, argparse.ArgumentParser] = {}
@@ -103,6 +127,8 @@ def run_here(argv: Sequence[str]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of standard output left: `main` leaves quietly
+        raise
     except Exception as error:  # the last line of defence: a clear body, never a traceback
         if os.environ.get("SPINDLE_DEBUG"):
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -17,12 +18,37 @@ from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 
 STATUS_STYLE = {"added": "green", "removed": "red", "modified": "yellow"}
+UNBOUNDED_WIDTH = 1_000_000
+"""The width of a `wide` console that is not a terminal: tables take their content's width."""
 
 
-def console(*, stderr: bool = False) -> Console:
+@functools.cache
+def _console_class() -> type[Console]:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    class QuietConsole(Console):
+        """A console that, when its reader left (`spindle ... | head -1`), ends the command
+        as `cli.main` does: quietly, with the status of a writer that SIGPIPE ended (rich's
+        own exits with 1). It stays a `SystemExit`: no `except Exception` mistakes it for
+        the command's failure."""
+
+        def on_broken_pipe(self) -> None:
+            from spindle.cli.main import reader_gone
+
+            self.quiet = True
+            raise SystemExit(reader_gone())
+
+    return QuietConsole
+
+
+def console(*, stderr: bool = False, wide: bool = False) -> Console:
+    """A console for the command's output (`stderr`: its messages). `wide`: when the output
+    is not a terminal, lines are as long as their content (a table's cells are never cut to
+    80 columns, so a pipe or a file gets each whole value)."""
+    out = _console_class()(stderr=stderr, highlight=False, soft_wrap=True)
+    if wide and not out.is_terminal:
+        out.width = UNBOUNDED_WIDTH
+    return out
 
 
 def plan_table(plan: ChangePlan) -> Table:
@@ -261,14 +287,15 @@ def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = F
         if truncated:
             print(f"Showing {cut}", file=sys.stderr)
         return
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(show_header=True)
     for column in rows[0].keys() if rows else []:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    out = console()
+        table.add_column(escape(column))
+    for row in rows:  # NULL as NULL (not `None`, a string's text); values are not markup
+        table.add_row(*(escape(_cell(v)) for v in row.values()))
+    out = console(wide=True)
     out.print(table)
     out.print(f"({cut})" if truncated else f"({len(rows)} rows)")
 

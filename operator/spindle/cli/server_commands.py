@@ -85,7 +85,7 @@ def register(actions: Any, home: argparse.ArgumentParser) -> None:
     server = actions.add_parser("server", help="the home's warm Spark server")
     commands = server.add_subparsers(dest="server_action", required=True)
     status = commands.add_parser("status", parents=[home], help="PID, socket, uptime, memory")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(run=cmd_status)
     stopping = commands.add_parser("stop", parents=[home], help="stop it (after its command)")
     stopping.set_defaults(run=cmd_stop)

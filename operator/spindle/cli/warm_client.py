@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from spindle.local.warm import ServerFiles, alive, is_server, version
+from spindle.local.warm import ServerFiles, alive, home_problem, is_server, version
 
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
@@ -45,6 +45,14 @@ def _option(argv: Sequence[str], name: str) -> str | None:
         if arg.startswith(name + "="):
             return arg.split("=", 1)[1]
     return None
+
+
+def idle_timeout(text: str) -> float:
+    """`--idle-timeout`'s seconds: a number above 0 (not infinite), else ValueError."""
+    seconds = float(text)
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"not a number of seconds above 0: {text!r}")
+    return seconds
 
 
 def home_of(argv: Sequence[str]) -> str:
@@ -298,8 +306,15 @@ def route(argv: Sequence[str]) -> int | None:
     served, needs_spark = _wanted(argv)
     if not served:
         return None
-    files = ServerFiles(home_of(argv))
-    idle = float(_option(argv, "--idle-timeout") or DEFAULT_IDLE_TIMEOUT)
+    home = home_of(argv)
+    given = _option(argv, "--idle-timeout")
+    try:
+        idle = DEFAULT_IDLE_TIMEOUT if given is None else idle_timeout(given)
+    except ValueError:
+        return None  # here, argparse refuses it: a usage error
+    if home_problem(home) is not None:
+        return None  # here, the command refuses the home (`InvalidHome`)
+    files = ServerFiles(home)
     try:
         for _ in range(3):
             connection = connect(files)

@@ -25,7 +25,7 @@ from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode, ObservedDriver
-from spindle.local.warm import alive
+from spindle.local.warm import alive, home_problem
 
 
 def default_home() -> Path:
@@ -34,8 +34,13 @@ def default_home() -> Path:
 
 def home_path(given: str | None) -> Path:
     """The home a command names (`--home`), else the default, read when the command runs (a
-    warm server's parser serves many commands, each with its own environment)."""
-    return Path(given).expanduser() if given else default_home()
+    warm server's parser serves many commands, each with its own environment); `InvalidHome`
+    when it cannot be a directory."""
+    home = Path(given).expanduser() if given else default_home()
+    problem = home_problem(home)
+    if problem is not None:
+        raise SpindleError(reason="InvalidHome", message=problem, details={"home": str(home)})
+    return home
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -44,6 +44,24 @@ def version() -> str:
     return f"{spindle.__version__}+{digest:08x}"
 
 
+def home_problem(home: str | os.PathLike[str]) -> str | None:
+    """Why `home` cannot hold a home's files: it, or the nearest of its parents that exists,
+    is not a directory (a regular file, a dangling link). None when it can (a home that does
+    not exist yet is created)."""
+    path = os.path.abspath(os.fspath(home))
+    existing = path
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
+    if os.path.isdir(existing):
+        return None
+    where = "it is" if existing == path else f"{existing} is"
+    return (
+        f"The home {path} cannot hold Spindle's local state: {where} not a directory. Name a "
+        "directory with --home (or $SPINDLE_HOME), or one that does not exist yet (Spindle "
+        "creates it)."
+    )
+
+
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as file:
         return file.read()

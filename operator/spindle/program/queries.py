@@ -16,13 +16,13 @@ from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, located
 from spindle.program.dependencies import function_name
 from spindle.program.dialect import DIALECT
 from spindle.program.model import Program
 from spindle.program.statements import split
+from spindle.program.syntax import Problem, parse_tokens, tokenize
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
 """Spark functions that call Java methods: a query could end or change the process."""
@@ -101,15 +101,17 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
     statements = split(sql)
     if len(statements) != 1:
         raise _not_read_only(sql, f"{len(statements)} statements")
-    try:
-        [tree] = DIALECT.parse(statements[0].text)
-    except (ParseError, TokenError) as error:
-        first = error.errors[0] if isinstance(error, ParseError) and error.errors else {}
-        raise SpindleError(
+    statement = statements[0]
+    try:  # the program's own parse, so a mistake reads as it would in a program
+        [tree] = parse_tokens(statement.text, tokenize(statement.text))
+    except Problem as problem:
+        where = statement.locate_line_col(problem.line, problem.col)
+        raise located(
             reason="InvalidQuery",
-            message=f"The query does not parse: {first.get('description', error)} (line "
-            f"{first.get('line')}, column {first.get('col')}).",
-            details={"query": sql, "line": first.get("line"), "column": first.get("col")},
+            message=problem.message,
+            line=where.line,
+            column=where.column,
+            query=sql,
         ) from None
     if not isinstance(tree, exp.Query):
         raise _not_read_only(sql, f"{type(tree).__name__.upper()}")
@@ -121,6 +123,23 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
     if relations is not None:
         _check_relations(tree, sql, relations)
     return QueryCheck(tree=tree)
+
+
+NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "Table or view not found")
+"""How Spark says a query names a relation it does not know."""
+
+
+def query_failed(sql: str, cause: str, relations: Collection[str]) -> SpindleError:
+    """`InvalidQuery` for a checked query that Spark could not run (`cause`: the first line
+    of Spark's error, e.g. a column that does not exist). Only when Spark did not find a
+    relation does it list what can be queried: otherwise that is not the problem."""
+    message = f"The query cannot run: {cause}."
+    if any(marker in cause for marker in NOT_FOUND):
+        message += (
+            " Only materialized tables and views can be queried "
+            f"({', '.join(sorted(relations)) or 'none'})."
+        )
+    return SpindleError(reason="InvalidQuery", message=message, details={"query": sql})
 
 
 def plain(value: Any) -> Any:

@@ -103,12 +103,55 @@ def _token_text(match: re.Match[str]) -> str:
     return "the end of the statement" if match.group(1) == "SENTINEL" else f"'{match.group(2)}'"
 
 
-def _parse(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
+_MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>")
+"""How sqlglot says an expression lacks a part (`select 1 +`): a user reads what is incomplete."""
+_INCOMPLETE = {
+    "Add": "'+'",
+    "Sub": "'-'",
+    "Mul": "'*'",
+    "Div": "'/'",
+    "Mod": "'%'",
+    "EQ": "'='",
+    "NEQ": "'<>'",
+    "GT": "'>'",
+    "GTE": "'>='",
+    "LT": "'<'",
+    "LTE": "'<='",
+    "DPipe": "'||'",
+}
+"""Operators by their symbol; other incomplete clauses by their keyword (`Where`: WHERE)."""
+
+
+def _described(description: str, highlight: str) -> str:
+    described = _TOKEN_REPR.sub(_token_text, description)
+    missing = _MISSING_PART.fullmatch(described)
+    if missing is None:
+        return described
+    part = _INCOMPLETE.get(missing.group(1), missing.group(1).upper())
+    if not highlight.strip() or part.strip("'").lower() == highlight.strip().lower():
+        return f"{part} is incomplete: something is missing after it"
+    return f"{part} is incomplete: something is missing before '{highlight}'"
+
+
+def tokenize(text: str) -> list[Token]:
+    """One statement's tokens, or an `InvalidProgram` problem (`Cannot tokenize: ...`)."""
+    try:
+        return DIALECT.tokenize(text)
+    except TokenError as error:
+        raise invalid(f"Cannot tokenize: {error}") from None
+
+
+def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
+    """The trees of one statement's tokens, or an `InvalidProgram` problem worded for a user
+    (`Syntax error: ...`, tokens by their text) at a statement-relative position. Programs
+    and ad-hoc queries (`spindle.program.queries`) share it."""
     try:
         return DIALECT.parser().parse(tokens, text)
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        description = _TOKEN_REPR.sub(_token_text, first.get("description") or str(error))
+        description = _described(
+            first.get("description") or str(error), first.get("highlight") or ""
+        )
         line = int(first.get("line") or 1)
         col = max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1)
         raise invalid(
@@ -132,7 +175,7 @@ def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]
                 "LATENESS belongs to a column definition: `col TYPE LATENESS <interval>`",
                 **_at(text, clause.keyword),
             )
-        trees = _parse(text, list(clause.interval))
+        trees = parse_tokens(text, list(clause.interval))
         interval = trees[0] if len(trees) == 1 else None
         if interval is None or isinstance(interval, exp.Alias):
             raise invalid(
@@ -220,13 +263,10 @@ class Parsed:
 def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
-    try:
-        tokens = DIALECT.tokenize(text)
-    except TokenError as error:
-        raise invalid(f"Cannot tokenize: {error}") from None
+    tokens = tokenize(text)
     _within_limits(text, tokens)
     tokens, lateness = lift_lateness(tokens)
-    trees = _parse(text, tokens)
+    trees = parse_tokens(text, tokens)
     statement = trees[0] if trees else None
     if statement is None:
         raise invalid("Empty statement")

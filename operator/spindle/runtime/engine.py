@@ -41,7 +41,13 @@ from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
-from spindle.program.queries import MAX_QUERY_ROWS, check_query, materialized, row_limit
+from spindle.program.queries import (
+    MAX_QUERY_ROWS,
+    check_query,
+    materialized,
+    query_failed,
+    row_limit,
+)
 from spindle.runtime import compaction, semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import (
@@ -721,12 +727,7 @@ class Runtime:
         try:
             rows = self.spark.sql(checked.spark_sql).limit(limit + 1).collect()
         except Exception as error:
-            raise SpindleError(
-                reason="InvalidQuery",
-                message=f"The query cannot run: {str(error).splitlines()[0]}. Only materialized "
-                f"tables and views can be queried ({', '.join(sorted(readable)) or 'none'}).",
-                details={"query": sql},
-            ) from None
+            raise query_failed(sql, str(error).splitlines()[0], readable) from None
         return [row.asDict(recursive=True) for row in rows[:limit]], len(rows) > limit
 
 

@@ -1,0 +1,217 @@
+"""`spindle local ...` and `spindle query` command lines a user gets wrong, and output read by a
+pipe that closes early: usage errors (exit 2), user errors with a reason (exit 1), a quiet exit
+for a reader that left (`| head`), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.cli import warm_client
+from spindle.cli.main import SIGPIPE_EXIT, build_parser, main
+from spindle.local.home import LocalPipeline
+from tests.unit.test_lifecycle import V1
+from tests.unit.test_local_home import manifest
+
+MANIFEST = "examples/grades/pipeline-v1.yaml"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A home with the pipeline `grades` applied (no run, no checkpoint)."""
+    LocalPipeline(tmp_path / "home", "grades").save(manifest(V1))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local commands go through `warm_client.route`, as outside the tests; starting a server
+    (Spark) fails the test."""
+    monkeypatch.delenv("SPINDLE_NO_SERVER", raising=False)
+
+    def no_start(*_: object, **__: object) -> None:
+        raise AssertionError("a Spark server was started")
+
+    monkeypatch.setattr(warm_client, "start", no_start)
+
+
+class FakeConnection:
+    """A greeted connection to a server that answers with `frames`; records what is sent."""
+
+    pid = 0
+
+    def __init__(self, frames: list[dict[str, Any]]) -> None:
+        self.frames: Iterator[dict[str, Any]] = iter(frames)
+        self.sent: list[dict[str, Any]] = []
+        self.closed = False
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.sent.append(frame)
+
+    def receive(self) -> dict[str, Any] | None:
+        return next(self.frames, None)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ClosedPipe(io.TextIOBase):
+    """Standard output whose reader left: every write fails as a closed pipe's does."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+# -- a reader that leaves (`spindle ... | head -1`) -------------------------------------------
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_reader_that_left_ends_a_command_run_here_quietly(
+    home: Path, json_flag: list[str]
+) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader left before the command wrote anything
+    argv = ["local", "status", "grades", "--home", str(home), "--no-server", *json_flag]
+    with subprocess.Popen(
+        [sys.executable, "-m", "spindle.cli.main", *argv],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        os.close(write)
+        _, err = process.communicate(timeout=120)
+    assert err == ""  # no traceback, no "Exception ignored", no InternalError
+    assert process.returncode == SIGPIPE_EXIT == 141
+
+
+def test_a_reader_that_left_ends_a_served_command_quietly(
+    home: Path,
+    served: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    connection = FakeConnection([{"out": "Pipeline grades: phase Stopped\n"}, {"exit": 0}])
+    monkeypatch.setattr(warm_client, "connect", lambda *_, **__: connection)
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["local", "status", "grades", "--home", str(home)]) == SIGPIPE_EXIT
+    assert capsys.readouterr().err == ""
+    assert connection.closed  # the server sees the client leave (a run stops after its step)
+    assert connection.sent[0]["op"] == "run"
+
+
+# -- --idle-timeout -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "0", "nan", "inf", ""])
+@pytest.mark.parametrize(
+    "command", [["local", "status", "grades"], ["query", "grades", "select 1"]]
+)
+def test_an_idle_timeout_that_is_not_seconds_above_zero_is_a_usage_error(
+    command: list[str],
+    value: str,
+    home: Path,
+    served: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def no_server(*_: object, **__: object) -> None:
+        raise AssertionError("a refused command line reached a server")
+
+    monkeypatch.setattr(warm_client, "connect", no_server)
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--home", str(home), "--idle-timeout", value])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: spindle ")
+    expected = "argument --idle-timeout: expected a number of seconds greater than 0, e.g. 600 "
+    assert f"{expected}(got {value!r})" in err
+    assert "Traceback" not in err and "ValueError" not in err
+
+
+def test_a_valid_idle_timeout_reaches_the_server(
+    home: Path, served: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = FakeConnection([{"exit": 0}])
+    monkeypatch.setattr(warm_client, "connect", lambda *_, **__: connection)
+    assert main(["local", "status", "grades", "--home", str(home), "--idle-timeout", "0.5"]) == 0
+    assert connection.sent[0]["idle_timeout"] == 0.5
+    assert warm_client.idle_timeout("600") == 600.0
+
+
+# -- a home that is not a directory ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["query", "grades", "select 1"],
+        ["local", "apply", "-f", MANIFEST],
+        ["local", "status", "grades"],
+        ["local", "server", "status"],
+    ],
+)
+@pytest.mark.parametrize("under", [False, True])
+def test_a_home_that_is_not_a_directory_is_a_user_error(
+    command: list[str],
+    under: bool,
+    tmp_path: Path,
+    served: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    regular = tmp_path / "file"
+    regular.write_text("not a home\n")
+    home = regular / "home" if under else regular  # the home, or a parent of it, is a file
+    assert main([*command, "--home", str(home), "--json"]) == 1
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    body = json.loads(out.out)
+    assert body["error_code"] == "InvalidHome"
+    assert f"{regular} is not a directory" in body["message"] or (
+        not under and "it is not a directory" in body["message"]
+    )
+    assert "Name a directory with --home" in body["message"]
+    assert regular.read_text() == "not a home\n"
+
+
+def test_spindle_home_that_is_not_a_directory_is_a_user_error(
+    tmp_path: Path,
+    served: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    regular = tmp_path / "file"
+    regular.write_text("")
+    monkeypatch.setenv("SPINDLE_HOME", str(regular))
+    assert main(["query", "grades", "select 1"]) == 1
+    err = capsys.readouterr().err
+    assert "error InvalidHome: The home" in err and "Traceback" not in err
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+
+def _arguments(
+    parser: argparse.ArgumentParser, path: tuple[str, ...]
+) -> Iterator[tuple[str, argparse.Action]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                if (*path, name) not in (("driver",), ("operator",)):  # started by the operator
+                    yield from _arguments(child, (*path, name))
+        elif not isinstance(action, argparse._HelpAction):
+            yield " ".join(path) + " " + (action.option_strings or [action.dest])[-1], action
+
+
+def test_every_argument_of_a_users_command_has_help() -> None:
+    arguments = dict(_arguments(build_parser(), ()))
+    assert {"local stop --force", "local status name", "checkpoints show id"} <= set(arguments)
+    assert [name for name, action in arguments.items() if not action.help] == []

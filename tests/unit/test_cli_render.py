@@ -1,0 +1,92 @@
+"""What the CLI prints: query rows (NULL is not the string 'None') and checkpoint ids (never
+cut, so `checkpoints show` can take them; nothing is cut when the output is not a terminal)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.checkpoint import Manifest
+from spindle.checkpoint.store import open_store
+from spindle.cli.main import main
+from spindle.cli.render import print_rows
+from tests.checkpoints import manifest
+
+
+def _table(text: str) -> list[str]:
+    """A rendered table's lines (not its title)."""
+    return [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+def _cells(text: str) -> list[tuple[str, ...]]:
+    """The cells of each row of a rendered table (its header included)."""
+    rows = [line for line in _table(text) if line[:1] in "┃│"]
+    return [tuple(cell.strip() for cell in re.split("[┃│]", row)[1:-1]) for row in rows]
+
+
+def test_null_is_shown_as_null_and_values_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    rows: list[dict[str, Any]] = [
+        {"id": 6, "name": None},
+        {"id": 7, "name": "None"},
+        {"id": 8, "name": "[bold]x[/]"},  # a value, not markup
+    ]
+    print_rows(rows, as_json=False)
+    out = capsys.readouterr().out
+    assert _cells(out) == [("id", "name"), ("6", "NULL"), ("7", "None"), ("8", "[bold]x[/]")]
+    assert "(3 rows)" in out
+    print_rows(rows[:1], as_json=True)
+    assert '"name": null' in capsys.readouterr().out  # JSON keeps null
+
+
+def test_a_long_value_is_not_cut_when_the_output_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    value = "x" * 150
+    print_rows([{"id": 1, "text": value}], as_json=False)
+    assert _cells(capsys.readouterr().out)[1] == ("1", value)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[str, list[Manifest]]:
+    store = open_store(tmp_path.as_uri())
+    committed: list[Manifest] = []
+    for _ in range(3):
+        committed.append(store.commit(manifest(committed[-1] if committed else None)))
+    return tmp_path.as_uri(), committed
+
+
+def test_checkpoint_ids_are_whole_when_the_output_is_not_a_terminal(
+    history: tuple[str, list[Manifest]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uri, committed = history
+    monkeypatch.setenv("COLUMNS", "80")  # what a pipe or a file got: the table is wider
+    assert main(["checkpoints", "list", uri]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and max(len(line) for line in _table(out)) > 80
+    listed = _cells(out)[1:]
+    assert [row[0] for row in listed] == [m.id for m in reversed(committed)]
+    assert [row[1] for row in listed] == [m.parent or "-" for m in reversed(committed)]
+    assert main(["checkpoints", "show", uri, listed[-1][0]]) == 0  # the id as printed works
+    assert f"Checkpoint {committed[0].id}" in capsys.readouterr().out
+
+
+def test_checkpoint_ids_are_whole_in_a_narrow_terminal(
+    history: tuple[str, list[Manifest]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uri, committed = history
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: standard output is a terminal
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["checkpoints", "list", uri]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert max(len(line) for line in _table(out)) == 60  # the terminal's width is kept
+    assert "…" in out  # other columns are cut to fit, the ids are not
+    assert [row[0] for row in _cells(out)[1:]] == [m.id for m in reversed(committed)]

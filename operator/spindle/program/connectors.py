@@ -15,17 +15,7 @@ from typing import Any
 
 from spindle.errors import SpindleError, located
 from spindle.program.model import Connector, Direction, Position
-
-FLOW_CONTROL_KNOBS = frozenset(
-    {
-        "max_batch_size",
-        "max_queued_records",
-        "paused",
-        "max_worker_batch_size",
-        "max_files_per_step",
-        "late_arrival_seconds",
-    }
-)
+from spindle.program.transports import FLOW_CONTROL_KNOBS, entry_problems
 
 
 def _freeze(value: Any) -> Any:
@@ -54,11 +44,16 @@ def parse_connectors(
     """Parse a relation's `'connectors'` JSON into connectors and warnings; errors are located
     `at` the relation's declaration."""
 
-    def invalid(problem: str, **details: Any) -> SpindleError:
+    def invalid(problem: str, *, shape: bool = True, **details: Any) -> SpindleError:
+        said = (
+            "Fix the 'connectors' property: it must be a JSON list of objects with a "
+            "'transport' object that has a 'name'"
+            if shape
+            else "Fix it in the 'connectors' property"
+        )
         return located(
             reason="InvalidConnectors",
-            message=f"Connectors of '{relation}': {problem}. Fix the 'connectors' property: it "
-            "must be a JSON list of objects with a 'transport' object that has a 'name'",
+            message=f"Connectors of '{relation}': {problem}. {said}",
             line=at.line,
             column=at.column,
             relation=relation,
@@ -109,6 +104,10 @@ def _connectors(
         if name in seen:
             raise invalid(f"duplicate connector name '{name}'", connector=name)
         seen.add(name)
+        problem, notes = entry_problems(entry, label=f"connector '{name}'", direction=direction)
+        if problem is not None:
+            raise invalid(problem, shape=False, connector=name)
+        warnings.extend(f"'{relation}': {note}" for note in notes)
         compared = {
             k: v
             for k, v in entry.items()

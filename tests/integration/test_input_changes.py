@@ -351,6 +351,21 @@ MALFORMED = (
     "record at all): "
 )
 """What a JSON record that does not parse says, quoting it (no row of NULLs is ingested)."""
+CSV_MALFORMED = MALFORMED.replace("JSON", "CSV")
+
+
+def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
+    tmp_path: Path, spark: Any
+) -> None:
+    inbox = tmp_path / "in"
+    sql = (
+        "create table c (k varchar, v int) with ("
+        f"'connectors' = '{connectors(file_input('in', inbox, 'csv'))}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(inbox / "1.csv", ["k,v", "a,1,", "b", "c,3,extra", "d,"], mtime=1_000_000)
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("a", 1): 1, ("b", None): 1, ("c", 3): 1, ("d", None): 1})
 
 
 @pytest.mark.parametrize(
@@ -375,6 +390,8 @@ MALFORMED = (
             "a record",
             MALFORMED + """'{"k": "a", "v": "one"}'""",
         ),
+        # a CSV value not of its column's type was a NULL, silently
+        ("csv", {}, ["k,v", "a,1", "b,one"], "a record", CSV_MALFORMED + "'b,one'"),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

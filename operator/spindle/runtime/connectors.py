@@ -29,6 +29,7 @@ that does not exist) is `OutputUnwritable`, naming the connector, the location a
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -182,17 +183,17 @@ class FileInput:
     def _rows(self, spark: SparkSession, files: list[str]) -> DataFrame:
         """Rows (JSON, CSV, Parquet), with a weight or operation column when configured.
 
-        A JSON record that does not parse as the table's columns (not JSON, a value not of its
-        column's type) is never a row of NULLs: the rows fail where they are read, quoting the
-        record (`_whole`). (CSV keeps Spark's permissive reading: there a corrupt record is
-        also one with more or fewer fields than the table has columns, which files with a
-        trailing comma or extra columns have, and which Spindle has always ingested.)"""
+        A JSON or CSV record that does not parse as the table's columns (not JSON, a value not
+        of its column's type, a CSV quote never closed) is never a row of NULLs: the rows fail
+        where they are read, quoting the record (`_whole`). A CSV record with more or fewer
+        fields than the table has columns (a trailing comma, extra columns) is read as Spindle
+        always read it: missing fields NULL, extra ones dropped."""
         names, fmt = [f.name for f in self.schema.fields], self.format
         extra = fmt.change_column
         kinds = {fmt.weight_column: LongType(), fmt.op_column: StringType()}
-        guarded = fmt.name == "json"  # JSON has no change column: only insert_delete
         fields = [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
         reader = spark.read.format(fmt.name)
+        guarded = fmt.name in ("json", "csv")
         if guarded:
             fields.append(StructField(CORRUPT, StringType()))
             reader = reader.option("mode", "PERMISSIVE").option(
@@ -202,7 +203,9 @@ class FileInput:
             reader = reader.option("header", str(fmt.header).lower())
         records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
         if guarded:
-            records = _whole(records, self.connector)
+            # a change column's own check says more (`_check`: "has no integer weight")
+            rechecked = names if fmt.name == "csv" else None
+            records = _whole(records, self.connector, fields=rechecked)
         if extra is None:
             return records.select(*[column(n) for n in names], ORDER)
         if fmt.weight_column is not None:
@@ -261,15 +264,26 @@ def _malformed(fmt: str) -> str:
     )
 
 
-def _whole(records: DataFrame, connector: str) -> DataFrame:
+def _whole(records: DataFrame, connector: str, *, fields: list[str] | None = None) -> DataFrame:
     """`records` failing the job that reads them on a record that did not parse (`CORRUPT`),
     quoting it, in the same pass: a check of its own would read every file once more, every
     step, and one that reads only some columns would not see a value of the others fail to
     parse (Spark parses only the columns a query reads). The record is quoted, not numbered:
-    its number (`ORDER`) needs a sort by file that only primary-key tables pay for."""
+    its number (`ORDER`) needs a sort by file that only primary-key tables pay for.
+
+    CSV (`fields`: the table's columns, first in the file): Spark also calls a record corrupt
+    when it has more or fewer fields than the table; such a record fails only if one of
+    `fields` has text that did not read as its column's type (the record is read again as
+    text, only when it is corrupt)."""
+    bad = column(CORRUPT).isNotNull()
+    if fields is not None:
+        text = ", ".join(f"`{name.replace('`', '``')}` STRING" for name in fields)
+        raw = F.from_csv(column(CORRUPT), text)
+        lost = [column(name).isNull() & raw.getField(name).isNotNull() for name in fields]
+        bad = bad & functools.reduce(lambda a, b: a | b, lost)
     quoted = F.substring(column(CORRUPT), 1, QUOTED)
     said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), quoted)
-    return records.where(F.when(column(CORRUPT).isNotNull(), F.raise_error(said)).isNull())
+    return records.where(F.when(bad, F.raise_error(said)).isNull())
 
 
 def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:

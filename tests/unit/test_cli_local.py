@@ -49,7 +49,8 @@ class FakeConnection:
 
     pid = 0
 
-    def __init__(self, frames: list[dict[str, Any]]) -> None:
+    def __init__(self, frames: list[dict[str, Any]], busy: list[str] | None = None) -> None:
+        self.busy = busy
         self.frames: Iterator[dict[str, Any]] = iter(frames)
         self.sent: list[dict[str, Any]] = []
         self.closed = False
@@ -215,3 +216,19 @@ def test_every_argument_of_a_users_command_has_help() -> None:
     arguments = dict(_arguments(build_parser(), ()))
     assert {"local stop --force", "local status name", "checkpoints show id"} <= set(arguments)
     assert [name for name, action in arguments.items() if not action.help] == []
+
+
+# -- a server busy with another command -----------------------------------------------------------
+
+
+def test_a_command_without_spark_runs_here_while_the_server_is_busy(
+    home: Path, served: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = ["local", "run", "grades", "--until-idle"]
+    connection = FakeConnection([{"exit": 0}], busy=running)
+    monkeypatch.setattr(warm_client, "connect", lambda *_, **__: connection)
+    assert warm_client.route(["local", "status", "grades", "--home", str(home)]) is None
+    assert connection.closed and connection.sent == []  # nothing waits for the run
+    assert warm_client.route(["query", "grades", "select 1", "--home", str(home)]) == 0
+    assert connection.sent[0]["argv"][0] == "query"  # Spark: it waits, and says so
+    assert "waiting for the server, which runs `spindle local run grades" in capsys.readouterr().err

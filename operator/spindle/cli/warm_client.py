@@ -80,8 +80,12 @@ class Connection:
     """An open, greeted connection to a home's server (a plain class: `dataclasses` alone
     would add a third to the client's start-up)."""
 
-    def __init__(self, sock: socket.socket, reader: Any, pid: int) -> None:
+    def __init__(
+        self, sock: socket.socket, reader: Any, pid: int, busy: list[str] | None = None
+    ) -> None:
         self.sock, self.reader, self.pid = sock, reader, pid
+        self.busy = busy
+        """The command the server was running when it greeted, if any."""
 
     def send(self, frame: dict[str, Any]) -> None:
         self.sock.sendall((json.dumps(frame) + "\n").encode())
@@ -136,7 +140,7 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
             _wait_gone(pid, 10.0)
         files.clear(pid=pid)
         return None
-    connection = Connection(sock, reader, pid)
+    connection = Connection(sock, reader, pid, hello.get("busy"))
     if hello.get("version") != version() and replace:
         connection.close()
         _say(
@@ -322,6 +326,11 @@ def route(argv: Sequence[str]) -> int | None:
                 if not needs_spark:
                     return None
                 connection = start(files, idle_timeout=idle)
+            elif connection.busy:
+                if not needs_spark:  # no Spark needed: here, now, rather than after it
+                    connection.close()
+                    return None
+                _say(f"waiting for the server, which runs `spindle {' '.join(connection.busy)}`")
             code = _relay(connection, files, argv, idle)
             if code >= 0:
                 return code

@@ -104,7 +104,9 @@ class Server:
                 gone.set()
 
         with conn, conn.makefile("r", encoding="utf-8") as reader:
-            send({"version": self.version, "pid": os.getpid()})
+            # `busy`: the command it runs now, which a request would wait for (a client runs
+            # a command that needs no Spark itself instead)
+            send({"version": self.version, "pid": os.getpid(), "busy": self.command})
             conn.settimeout(REQUEST_TIMEOUT)
             try:
                 request = json.loads(reader.readline() or "{}")

@@ -1,16 +1,21 @@
 """Connector entries of the transports Spindle runs are checked when the program is parsed
-(`program.transports`): a mistake is `InvalidConnectors` at its relation's line, at `diff`,
-`plan` and `apply`, instead of at the first step or never."""
+(`program.transports`). What the runtime would refuse at the first step is a problem of the
+program: the spec's program is refused with it (`diff`, `plan`, `apply`, the operator), while a
+checkpointed program that has it still reads. What the runtime would ignore warns."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spindle.errors import SpindleError
+from spindle.api import Phase
+from spindle.cli.main import main
+from spindle.lifecycle import decide
 from spindle.program import parse_program
+from tests.unit.test_lifecycle import V1, checkpoint, observe, spec
 
 
 def table(entry: dict[str, Any]) -> str:
@@ -32,47 +37,35 @@ def entry(transport: str = "file_input", config: Any = None, **keys: Any) -> dic
 REFUSED = [
     (
         table(entry(config={"pth": "/data"})),
-        "transport 'file_input' needs 'path' in its config (it has 'pth': did you mean 'path'?)",
+        "transport 'file_input' needs a non-empty 'path' in its config (it has 'pth': did you "
+        "mean 'path'?).",
         (1, 14),
     ),
-    (table(entry(config={})), "transport 'file_input' needs 'path' in its config.", (1, 14)),
+    (
+        table(entry(config={})),
+        "transport 'file_input' needs a non-empty 'path' in its config.",
+        (1, 14),
+    ),
     (
         table(entry("delta_table_input", config={"path": ""})),
-        "transport 'delta_table_input' needs 'uri' in its config",
+        "transport 'delta_table_input' needs a non-empty 'uri' in its config.",
         (1, 14),
     ),
     (
         table(entry("file_output")),
         "uses 'file_output', but a table's connectors are inputs: use file_input, "
-        "delta_table_input",
+        "delta_table_input.",
         (1, 14),
     ),
     (
         view(entry()),
         "uses 'file_input', but a view's connectors are outputs: use file_output, "
-        "delta_table_output",
+        "delta_table_output.",
         (2, 13),
-    ),
-    (
-        table(entry(config={"path": "/data", "max_files_per_step": 2})),
-        "has 'max_files_per_step' in its transport config, where it is not read: move it into "
-        "the connector entry, beside 'transport'",
-        (1, 14),
-    ),
-    (
-        table(entry(max_files_per_stepp=2)),
-        "has 'max_files_per_stepp', which Spindle does not read (did you mean "
-        "'max_files_per_step'?)",
-        (1, 14),
     ),
     (
         table(entry(late_arrival_seconds="abc")),
         "late_arrival_seconds must be a whole number, 0 or more (got 'abc')",
-        (1, 14),
-    ),
-    (
-        table(entry(max_files_per_step=0)),
-        "max_files_per_step must be a whole number, 1 or",
         (1, 14),
     ),
     (table(entry(late_arrival_seconds=True)), "late_arrival_seconds must be a whole", (1, 14)),
@@ -80,14 +73,38 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("sql", "said", "at"), REFUSED)
-def test_a_connector_mistake_is_refused_where_its_relation_is_declared(
+def test_what_the_runtime_would_refuse_is_a_located_problem_of_the_program(
     sql: str, said: str, at: tuple[int, int]
 ) -> None:
-    with pytest.raises(SpindleError) as refused:
-        parse_program(sql)
-    assert refused.value.reason == "InvalidConnectors"
-    assert said in refused.value.message and "connector 'f'" in refused.value.message
-    assert (refused.value.details["line"], refused.value.details["column"]) == at
+    [problem] = parse_program(sql).unrunnable  # it parses: a checkpoint holding it still reads
+    assert problem.reason == "InvalidConnectors"
+    assert said in problem.message and "connector 'f'" in problem.message
+    assert (problem.details["line"], problem.details["column"]) == at
+
+
+WARNED = [
+    (
+        table(entry(config={"path": "/data", "max_files_per_step": 2})),
+        "'max_files_per_step' is in its transport config, where Spindle does not read it: move "
+        "it into the connector entry, beside 'transport'; it is ignored",
+    ),
+    (
+        table(entry(max_files_per_stepp=2)),
+        "Spindle does not read 'max_files_per_stepp' (did you mean 'max_files_per_step'?); it "
+        "is ignored",
+    ),
+    (
+        table(entry(max_files_per_step=0)),
+        "max_files_per_step is not a whole number above 0 (got 0); it is ignored",
+    ),
+    (table(entry(bogus=1)), "Spindle does not read 'bogus'; it is ignored"),
+]
+
+
+@pytest.mark.parametrize(("sql", "said"), WARNED)
+def test_what_the_runtime_would_ignore_warns(sql: str, said: str) -> None:
+    program = parse_program(sql)
+    assert program.unrunnable == () and program.warnings == (f"'t': connector 'f': {said}",)
 
 
 @pytest.mark.parametrize(
@@ -95,15 +112,39 @@ def test_a_connector_mistake_is_refused_where_its_relation_is_declared(
     [
         table(entry(max_files_per_step=3, late_arrival_seconds=0, format={"name": "json"})),
         table(entry("delta_table_input", config={"uri": "s3://b/t", "mode": "snapshot"})),
-        table(entry("kafka_input", config={"topic": "x"})),  # not run here: diffs as Feldera's
+        table(entry("delta_table_input", config={"uri": "s3://b/t"}, late_arrival_ms=5)),
+        table(entry("kafka_input", config={"topic": "x"}, max_files_per_step=0)),  # not run here
         table(entry(paused=True, max_batch_size=10, labels=["a"])),  # Feldera's keys
         view(entry("delta_table_output", config={"uri": "s3://b/o"})),
     ],
 )
-def test_connectors_spindle_runs_or_leaves_alone_parse(sql: str) -> None:
-    assert parse_program(sql).warnings == ()
+def test_connectors_spindle_runs_or_leaves_alone_parse_clean(sql: str) -> None:
+    program = parse_program(sql)
+    assert program.unrunnable == ()
+    assert all("did you mean" not in w for w in program.warnings), program.warnings
 
 
-def test_a_key_spindle_does_not_read_is_ignored_with_a_warning() -> None:
-    program = parse_program(table(entry(bogus=1)))
-    assert program.warnings == ("'t': connector 'f': Spindle does not read 'bogus'; it is ignored",)
+MISSING_PATH = table(entry(config={}))
+
+
+def test_the_specs_program_is_refused_and_a_checkpointed_one_still_reads() -> None:
+    refused = decide(observe(spec=spec(MISSING_PATH), checkpoint=checkpoint(V1)))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "InvalidConnectors")
+    assert (
+        "needs a non-empty 'path'" in refused.message and "(line 1, column 14)" in refused.message
+    )
+    fixed = table(entry())
+    kept = decide(observe(spec=spec(fixed), checkpoint=checkpoint(MISSING_PATH)))
+    assert kept.reason != "CheckpointProgramUnreadable" and kept.phase is not Phase.FAILED
+
+
+def test_diff_refuses_the_new_program_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad, good = tmp_path / "bad.sql", tmp_path / "good.sql"
+    bad.write_text(MISSING_PATH)
+    good.write_text(table(entry()))
+    assert main(["diff", str(bad), str(good)]) == 0  # the old side ran as it was
+    capsys.readouterr()
+    assert main(["diff", str(good), str(bad)]) == 1
+    assert "InvalidConnectors" in capsys.readouterr().err

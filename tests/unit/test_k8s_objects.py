@@ -153,6 +153,25 @@ def test_executor_memory_reaches_spark_in_whole_mebibytes(memory: str, spark: st
     assert conf["spark.executor.memory"] == spark
 
 
+@pytest.mark.parametrize(
+    ("spark", "heap"),
+    [
+        ({"driver": {"memory": "8Gi"}}, "4915m"),
+        ({"driver": {"memory": "4Gi"}, "mode": "kubernetes"}, "2457m"),
+        ({"driver": {"memory": "1536Mi"}}, None),  # Spark's 1g is never lowered
+        ({"driver": {"memory": "8Gi"}, "conf": {"spark.driver.memory": "6g"}}, None),  # theirs
+        ({}, None),
+    ],
+)
+def test_the_driver_heap_follows_its_memory(spark: dict[str, Any], heap: str | None) -> None:
+    pod = driver_pod(
+        pipeline=PIPELINE, spec=_spec(spark=spark), mode="run", change_id=None, settings=SETTINGS
+    )
+    command = pod["spec"]["containers"][0]["command"]
+    conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+    assert conf.get("spark.driver.memory") == heap
+
+
 @pytest.mark.parametrize("memory", ["512m", "1000", "0"])
 def test_a_memory_under_a_mebibyte_is_refused_with_the_suffix_to_use(memory: str) -> None:
     with pytest.raises(ValueError, match=r"less than 1Mi.*'512Mi'"):

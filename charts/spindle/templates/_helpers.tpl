@@ -23,7 +23,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- /* Values a template cannot use as given fail the install with what to write instead;
 every template that reads them includes this first. */ -}}
 {{- define "spindle.validate" -}}
-{{- if not (kindIs "slice" .Values.watchNamespaces) -}}
+{{- if and .Values.watchNamespaces (not (kindIs "slice" .Values.watchNamespaces)) -}}
 {{- fail (printf "watchNamespaces must be a list, e.g. --set 'watchNamespaces={%v}' (got %q)" .Values.watchNamespaces (toString .Values.watchNamespaces)) -}}
 {{- end -}}
 {{- $enabled := toString .Values.leaderElection.enabled -}}

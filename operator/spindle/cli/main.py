@@ -16,13 +16,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _parse_file(path: str, text: str) -> object:
+def _parse_file(path: str, text: str, *, new: bool = False) -> object:
+    """The program in `path`; the `new` one (what would run) also without a problem its
+    connectors would meet at run time."""
     from spindle.cli import files
     from spindle.errors import SpindleError
     from spindle.program import parse_program
 
     try:
-        return parse_program(text)
+        program = parse_program(text)
+        for problem in program.unrunnable[:1] if new else ():
+            raise problem.error()
+        return program
     except SpindleError as error:
         raise files.in_file(error, path) from None
 
@@ -34,7 +39,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     texts = files.read_program(args.old), files.read_program(args.new)
     analysis.prime(texts, workers=analysis.worker_count())
     old = _parse_file(args.old, texts[0])
-    new = _parse_file(args.new, texts[1])
+    new = _parse_file(args.new, texts[1], new=True)
     plan = make_plan(old=old, new=new)  # type: ignore[arg-type]
     if args.json:
         estimate = plan.estimate.to_json() if plan.estimate else None

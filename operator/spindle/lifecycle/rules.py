@@ -402,6 +402,8 @@ def situation(observed: Observation) -> Situation | Decision:
     active = observed.driver is not None and observed.driver.active
     try:
         program = _parsed(observed.spec.sql)
+        for problem in program.unrunnable[:1]:  # the runtime would refuse it at the first step
+            raise problem.error()
     except SpindleError as error:
         return failed(error.reason, error.message, stop=active)
     checkpoint = observed.checkpoint

@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.checkpoint.objects import ObjectStore
@@ -34,6 +34,7 @@ from spindle.local.values import Mismatch, column_type
 from spindle.program import Program
 from spindle.program.dialect import DIALECT
 from spindle.program.model import Column, Table
+from spindle.program.syntax import Problem, parse_tokens
 
 SHAPE = "INSERT INTO <table> [(columns)] VALUES (...), (...)"
 UNQUEUED = "nothing of the statement was queued"
@@ -239,19 +240,14 @@ def _assign(value: Any, column: Column) -> Any:
 
 def _statement(source: _Source) -> exp.Insert:
     """The one INSERT of the statement, every part of it one this module reads."""
-    try:
-        statements = [
-            s for s in DIALECT.parser().parse(list(source.tokens), source.sql) if s is not None
-        ]
-    except ParseError as error:
-        first = error.errors[0] if error.errors else {}
-        line, end = int(first.get("line") or 1), int(first.get("col") or 1)
-        column = max(end - len(first.get("highlight") or " ") + 1, 1)  # sqlglot's is the end
+    try:  # the program's own parse, so a mistake reads as it would in a program
+        statements = [s for s in parse_tokens(source.sql, list(source.tokens)) if s is not None]
+    except Problem as problem:
         raise located(
             reason="InvalidInsert",
-            message=f"Syntax error: {first.get('description', error)}; {UNQUEUED}",
-            line=line,
-            column=column,
+            message=f"{problem.message}; {UNQUEUED}",
+            line=problem.line,
+            column=problem.col,
         ) from None
     if len(statements) > 1:
         raise source.error(

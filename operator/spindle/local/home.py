@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,10 @@ def home_path(given: str | None) -> Path:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write `path` whole: a temporary file of this process and thread, renamed over it (two
+    commands writing the same status at once each rename a file of their own)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     temp.write_text(text)
     temp.replace(path)
 

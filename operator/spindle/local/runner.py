@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spindle.api import Phase
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
 from spindle.checkpoint.origin import starting_checkpoint
@@ -146,14 +147,18 @@ class LocalBody:
         pipeline.mark_running()
         driver = {"generation": self.generation, "change_id": decision.change_id}
         pipeline.set_driver(mode=mode.value, phase="Running", **driver)
-        restate = pipeline.restate
+        examined = (self.generation, pipeline.restate)
 
         def superseded() -> str | None:
-            """Why this run must stop now: the pipeline changed and the lifecycle stops
-            its driver for it (a changed program, restatement or Spark settings)."""
-            if pipeline.generation == self.generation and pipeline.restate == restate:
+            """Why this run must stop now: the pipeline changed, and the lifecycle stops its
+            driver for it (a changed program or restatement). Decided once per change, and
+            not recorded: the final status is (`run`)."""
+            nonlocal examined
+            now = (pipeline.generation, pipeline.restate)
+            if now == examined:
                 return None
-            _, decided = status(pipeline, say=lambda _: None)
+            examined = now
+            decided = decide(LocalBody(pipeline, say=self.say).observe())
             if decided.action is not Action.STOP_DRIVER:
                 return None
             self.superseded = True
@@ -168,9 +173,11 @@ class LocalBody:
 
         previous: dict[int, Any] = {}
         try:
-            runtime = open_runtime(pipeline, report=run.report)
             if run.stop is None:  # this process is the run's: its signals stop it
-                previous = _stop_on_signals(stop, say=self.say)
+                previous = _stop_on_signal(signal.SIGTERM, stop, say=self.say)
+            runtime = open_runtime(pipeline, report=run.report)
+            if run.stop is None:  # after Spark's start: it installs a SIGINT handler of its own
+                previous.update(_stop_on_signal(signal.SIGINT, stop, say=self.say))
             drive(
                 runtime,
                 decision=decision,
@@ -208,22 +215,25 @@ class LocalBody:
             self.say(f"{event.type} {event.reason}: {event.message}")
 
 
-def _stop_on_signals(stop: threading.Event, *, say: Say) -> dict[int, Any]:
-    """SIGTERM, and Ctrl-C (SIGINT), finish the step, commit and stop the run; a second Ctrl-C
-    abandons the step (the next run rolls it back). Replaces PySpark's SIGINT handler, which
-    cancelled the running Spark jobs from inside the call that waited for them. Returns the
-    handlers replaced."""
+def _stop_on_signal(number: int, stop: threading.Event, *, say: Say) -> dict[int, Any]:
+    """SIGTERM, or Ctrl-C (SIGINT), finishes the step, commits and stops the run; a second
+    Ctrl-C abandons the step (the next run rolls it back and redoes it). For SIGINT this
+    replaces PySpark's handler, which cancelled the running Spark jobs from inside the call
+    that waited for them. The handler only starts a thread: setting the event or printing
+    inside it could deadlock on a lock, or re-enter a write, that the interrupted code holds.
+    Returns the handler replaced."""
 
-    def interrupted(*_: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        say("Stopping after this step (Ctrl-C again abandons it; the next run redoes it).")
+    def stopping() -> None:
+        if number == signal.SIGINT:
+            say("Stopping after this step (Ctrl-C again abandons it; the next run redoes it).")
         stop.set()
 
-    return {
-        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop.set()),
-        signal.SIGINT: signal.signal(signal.SIGINT, interrupted),
-    }
+    def handler(*_: Any) -> None:
+        if number == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt
+        threading.Thread(target=stopping, daemon=True).start()
+
+    return {number: signal.signal(number, handler)}
 
 
 def status(pipeline: LocalPipeline, *, say: Say) -> tuple[PipelineStatus, Decision]:
@@ -255,10 +265,15 @@ def run(
     decided: Callable[[Observation], Decision] = decide_start
     while True:
         body = LocalBody(pipeline, say=say, run=settings)
-        cycle(body, now=_now(), decide=decided)
-        if not body.superseded:
-            return cycle(LocalBody(pipeline, say=say), now=_now())[1]
-        decided = decide
+        acted, _ = cycle(body, now=_now(), decide=decided)
+        if body.superseded:
+            decided = decide
+            continue
+        final = cycle(LocalBody(pipeline, say=say), now=_now())[1]
+        ended = acted.decision
+        if not ended.starts_driver and ended.phase is not Phase.AWAITING_APPROVAL:
+            raise ended.refusal()  # the change cannot run (an invalid program, a refusal)
+        return final
 
 
 def preview(

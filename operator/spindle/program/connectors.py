@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from spindle.errors import SpindleError, located
-from spindle.program.model import Connector, Direction, Position
+from spindle.program.model import Connector, Direction, Position, Unrunnable
 from spindle.program.transports import FLOW_CONTROL_KNOBS, entry_problems
 
 
@@ -40,9 +40,10 @@ def canonical_json(value: Any) -> str:
 
 def parse_connectors(
     *, relation: str, direction: Direction, raw: str | None, at: Position
-) -> tuple[tuple[Connector, ...], tuple[str, ...]]:
-    """Parse a relation's `'connectors'` JSON into connectors and warnings; errors are located
-    `at` the relation's declaration."""
+) -> tuple[tuple[Connector, ...], tuple[str, ...], tuple[Unrunnable, ...]]:
+    """Parse a relation's `'connectors'` JSON into connectors, warnings and the problems the
+    runtime would refuse (`program.transports`); errors and problems are located `at` the
+    relation's declaration."""
 
     def invalid(problem: str, *, shape: bool = True, **details: Any) -> SpindleError:
         said = (
@@ -61,7 +62,7 @@ def parse_connectors(
         )
 
     if raw is None:
-        return (), ()
+        return (), (), ()
     try:
         declared = json.loads(raw)
         return _connectors(declared, relation=relation, direction=direction, invalid=invalid)
@@ -79,11 +80,12 @@ def _connectors(
     relation: str,
     direction: Direction,
     invalid: Callable[..., SpindleError],
-) -> tuple[tuple[Connector, ...], tuple[str, ...]]:
+) -> tuple[tuple[Connector, ...], tuple[str, ...], tuple[Unrunnable, ...]]:
     if not isinstance(declared, list):
         raise invalid("expected a JSON list")
     connectors: list[Connector] = []
     warnings: list[str] = []
+    problems: list[Unrunnable] = []
     seen: set[str] = set()
     for index, entry in enumerate(declared):
         if not isinstance(entry, dict):
@@ -106,7 +108,8 @@ def _connectors(
         seen.add(name)
         problem, notes = entry_problems(entry, label=f"connector '{name}'", direction=direction)
         if problem is not None:
-            raise invalid(problem, shape=False, connector=name)
+            refused = invalid(problem, shape=False, connector=name)
+            problems.append(Unrunnable(refused.reason, refused.message, refused.details))
         warnings.extend(f"'{relation}': {note}" for note in notes)
         compared = {
             k: v
@@ -124,4 +127,4 @@ def _connectors(
                 unnamed=unnamed,
             )
         )
-    return tuple(connectors), tuple(warnings)
+    return tuple(connectors), tuple(warnings), tuple(problems)

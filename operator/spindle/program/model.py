@@ -14,6 +14,8 @@ from typing import Any
 
 from sqlglot import exp
 
+from spindle.errors import SpindleError
+
 
 @dataclass(frozen=True)
 class Position:
@@ -164,6 +166,10 @@ class Program:
     functions: Mapping[str, Function]
     warnings: tuple[str, ...] = ()
     has_lateness: bool = field(default=False)
+    unrunnable: tuple[Unrunnable, ...] = field(default=(), compare=False)
+    """What Spindle's runtime would refuse of the program's connectors
+    (`program.transports`): the spec's program is refused with the first, at its line and
+    column; a checkpointed program that has one still reads."""
 
     def relation(self, name: str) -> Table | View | None:
         return self.tables.get(name) or self.views.get(name)
@@ -176,6 +182,18 @@ class Program:
         for view in self.views.values():
             found.extend(view.connectors)
         return tuple(found)
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    """A located problem of a program that does not stop it from parsing."""
+
+    reason: str
+    message: str
+    details: Mapping[str, Any]
+
+    def error(self) -> SpindleError:
+        return SpindleError(reason=self.reason, message=self.message, details=dict(self.details))
 
 
 def _tree(text: str) -> exp.Create:

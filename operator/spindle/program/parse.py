@@ -10,7 +10,7 @@ from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
 from spindle.program.formats import check_inputs
 from spindle.program.limits import check_program
-from spindle.program.model import Direction, Function, Position, Program, Table, View
+from spindle.program.model import Direction, Function, Position, Program, Table, Unrunnable, View
 from spindle.program.statements import Statement, split
 
 _TRUE = {"true", "1", "yes", "on"}
@@ -75,6 +75,7 @@ def parse_program(text: str) -> Program:
     functions: dict[str, Function] = {}
     view_reads: dict[str, tuple[Statement, ViewFacts]] = {}
     warnings: list[str] = []
+    unrunnable: list[Unrunnable] = []
     positions: dict[str, Position] = {}
 
     for statement in split(text):
@@ -87,13 +88,14 @@ def parse_program(text: str) -> Program:
         positions[key] = position
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if isinstance(facts, TableFacts):
-            connectors, notes = parse_connectors(
+            connectors, notes, refused = parse_connectors(
                 relation=facts.name,
                 direction=Direction.INPUT,
                 raw=props.get("connectors"),
                 at=position,
             )
             warnings.extend(notes)
+            unrunnable.extend(refused)
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,
@@ -106,13 +108,14 @@ def parse_program(text: str) -> Program:
             )
             check_inputs(tables[facts.name])
         elif isinstance(facts, ViewFacts):
-            connectors, notes = parse_connectors(
+            connectors, notes, refused = parse_connectors(
                 relation=facts.name,
                 direction=Direction.OUTPUT,
                 raw=props.get("connectors"),
                 at=position,
             )
             warnings.extend(notes)
+            unrunnable.extend(refused)
             view_reads[facts.name] = (statement, facts)
             views[facts.name] = View(
                 name=facts.name,
@@ -162,6 +165,7 @@ def parse_program(text: str) -> Program:
         functions=functions,
         warnings=tuple(warnings),
         has_lateness=any(t.lateness for t in tables.values()),
+        unrunnable=tuple(unrunnable),
     )
 
 

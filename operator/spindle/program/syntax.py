@@ -118,6 +118,7 @@ _INCOMPLETE = {
     "LT": "'<'",
     "LTE": "'<='",
     "DPipe": "'||'",
+    "If": "CASE WHEN",
 }
 """Operators by their symbol; other incomplete clauses by their keyword (`Where`: WHERE)."""
 
@@ -134,11 +135,14 @@ def _described(description: str, highlight: str) -> str:
 
 
 def tokenize(text: str) -> list[Token]:
-    """One statement's tokens, or an `InvalidProgram` problem (`Cannot tokenize: ...`)."""
+    """One statement's tokens, or an `InvalidProgram` problem (`Cannot tokenize: ...`), or one
+    of the limits' (`NestingTooDeep`, `NameTooLong`): the parser recurses with the nesting."""
     try:
-        return DIALECT.tokenize(text)
+        tokens = DIALECT.tokenize(text)
     except TokenError as error:
         raise invalid(f"Cannot tokenize: {error}") from None
+    _within_limits(text, tokens)
+    return tokens
 
 
 def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
@@ -264,7 +268,6 @@ def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
     tokens = tokenize(text)
-    _within_limits(text, tokens)
     tokens, lateness = lift_lateness(tokens)
     trees = parse_tokens(text, tokens)
     statement = trees[0] if trees else None

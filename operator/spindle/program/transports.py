@@ -1,11 +1,13 @@
 """What Spindle's runtime reads of a connector entry, checked when the program is parsed.
 
-A mistake in a connector Spindle runs (a missing or misspelt `path`, an output transport on a
-table, a knob inside the transport's config, where it would be ignored) is an error at
-`spindle diff`, `plan` and `apply`, located at its relation, instead of at the first step or
-never. Connectors of transports Spindle does not run (Feldera's `kafka_input`, ...) and keys
-it does not read are left as they are, so a Feldera program still diffs: an unknown key only
-warns, unless it is one letter or two from a key Spindle reads (a typo that would be ignored).
+Only connectors of the transports Spindle runs are checked; others (Feldera's `kafka_input`,
+...) are left as they are, so a Feldera program still diffs. A mistake the runtime refuses at
+the first step anyway (no `path`/`uri`, an output transport on a table or an input one on a
+view, a `late_arrival_seconds` that is not a whole number) is a problem of the program: the
+spec's program is refused with it (`InvalidConnectors`, at its relation's line) at `diff`,
+`plan` and `apply`, while a checkpointed program that has it still reads. A key the runtime
+would ignore (a knob inside the transport's config, a key a typo away from one Spindle reads,
+a `max_files_per_step` that is not a whole number above 0) is a warning: such programs ran.
 """
 
 from __future__ import annotations
@@ -29,15 +31,12 @@ FLOW_CONTROL_KNOBS = frozenset(
 )
 """Connector entry keys that change how fast input arrives, never what it is."""
 
-WHOLE_NUMBERS = {"max_files_per_step": 1, "late_arrival_seconds": 0}
-"""The knobs Spindle's runtime reads, each a whole number at least this."""
-
-ENTRY_KEYS = frozenset(
-    {
-        "name",
-        "transport",
-        "format",
-        *FLOW_CONTROL_KNOBS,
+READ_KEYS = frozenset({"name", "transport", "format", "max_files_per_step", "late_arrival_seconds"})
+"""The entry keys Spindle's runtime reads: a key a typo away from one of them warns."""
+ENTRY_KEYS = (
+    READ_KEYS
+    | FLOW_CONTROL_KNOBS
+    | {
         # Feldera's, which Spindle accepts and does not use
         "index",
         "labels",
@@ -73,46 +72,57 @@ _SERVES = {
 
 
 def _near(key: str, known: frozenset[str] | tuple[str, ...]) -> str | None:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
     return close[0] if close else None
 
 
 def entry_problems(
     entry: Mapping[str, Any], *, label: str, direction: Direction
 ) -> tuple[str | None, tuple[str, ...]]:
-    """The first problem of a connector entry (`label` names it), or None, and its warnings."""
-    warnings: list[str] = []
-    for key in entry:
-        if key in ENTRY_KEYS:
-            continue
-        typo = _near(key, ENTRY_KEYS)
-        if typo is not None:
-            return f"{label} has '{key}', which Spindle does not read (did you mean '{typo}'?)", ()
-        warnings.append(f"{label}: Spindle does not read '{key}'; it is ignored")
-    for knob, least in WHOLE_NUMBERS.items():
-        value = entry.get(knob)
-        if knob in entry and (type(value) is not int or value < least):
-            return f"{label}: {knob} must be a whole number, {least} or more (got {value!r})", ()
+    """The problem of a connector entry (`label` names it) that the runtime would refuse, or
+    None, and its warnings: what the runtime would ignore."""
     transport = entry["transport"]
     name = transport["name"]
     served = TRANSPORTS.get(name)
     if served is None:
-        return None, tuple(warnings)
+        return None, ()
     if served.direction is not direction:
         runs = ", ".join(n for n, t in TRANSPORTS.items() if t.direction is direction)
         return f"{label} uses '{name}', but {_SERVES[direction]}: use {runs}", ()
     config = transport.get("config")
     config = config if isinstance(config, Mapping) else {}
-    for key in config:
-        if key in FLOW_CONTROL_KNOBS:
-            return (
-                f"{label} has '{key}' in its transport config, where it is not read: move it "
-                "into the connector entry, beside 'transport'",
-                (),
-            )
     if not any(isinstance(config.get(k), str) and config.get(k) for k in served.location):
         wanted = served.location[0]
-        typo = next((k for k in config if _near(k, served.location)), None)
+        typo = next(
+            (k for k in config if k not in served.location and _near(k, served.location)), None
+        )
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
-        return f"{label}: transport '{name}' needs '{wanted}' in its config{found}", ()
+        return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
+    late = entry.get("late_arrival_seconds")
+    if name == "file_input" and "late_arrival_seconds" in entry and not _whole(late, 0):
+        return f"{label}: late_arrival_seconds must be a whole number, 0 or more (got {late!r})", ()
+    warnings = [f"{label}: {said}; it is ignored" for said in _ignored(entry, config)]
     return None, tuple(warnings)
+
+
+def _whole(value: Any, least: int) -> bool:
+    return type(value) is int and value >= least
+
+
+def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """What of a connector entry of a transport Spindle runs its runtime does not read."""
+    said = [
+        f"'{key}' is in its transport config, where Spindle does not read it: move it into "
+        "the connector entry, beside 'transport'"
+        for key in config
+        if key in FLOW_CONTROL_KNOBS
+    ]
+    limit = entry.get("max_files_per_step")
+    if "max_files_per_step" in entry and not _whole(limit, 1):
+        said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
+    for key in entry:
+        if key not in ENTRY_KEYS:
+            typo = _near(key, READ_KEYS)
+            hint = f" (did you mean '{typo}'?)" if typo else ""
+            said.append(f"Spindle does not read '{key}'{hint}")
+    return said

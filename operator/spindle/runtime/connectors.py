@@ -588,15 +588,21 @@ class DeltaOutput:
 def make_input(connector: Connector, schema: StructType) -> Input:
     if connector.transport == "file_input":
         fmt = input_format(connector, columns=[f.name for f in schema.fields])
-        # both checked when the program was parsed (`program.transports`)
-        limit = connector.config.get("max_files_per_step")
-        late = int(connector.config.get("late_arrival_seconds", LATE_ARRIVAL_SECONDS))
+        limit = connector.config.get("max_files_per_step")  # not a count: no limit (warned)
+        late = connector.config.get("late_arrival_seconds", LATE_ARRIVAL_SECONDS)
+        if not isinstance(late, int) or isinstance(late, bool) or late < 0:
+            raise SpindleError(
+                reason="InvalidConnectors",
+                message=f"Connector {connector.key}: late_arrival_seconds must be a whole number "
+                f"of seconds, 0 or more (got {late!r}).",
+                details={"connector": connector.key},
+            )
         return FileInput(
             connector=connector.key,
             path=_location(connector, "path", "uri"),
             schema=schema,
             format=fmt,
-            max_files=int(limit) if limit is not None else None,
+            max_files=limit if type(limit) is int and limit > 0 else None,
             late_ms=late * 1000,
         )
     if connector.transport == "delta_table_input":

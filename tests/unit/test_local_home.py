@@ -34,6 +34,18 @@ def test_generation_grows_only_when_the_spec_changes(tmp_path: Path) -> None:
     assert pipeline.save(manifest(V2)) == 2
 
 
+def test_a_pipeline_applied_again_in_another_namespace_is_refused(tmp_path: Path) -> None:
+    pipeline = LocalPipeline(tmp_path, "grades")
+    assert pipeline.save(manifest(V1)) == 1
+    moved = manifest(V1).model_copy(deep=True)
+    moved.metadata.namespace = "other"
+    with pytest.raises(SpindleError) as refused:
+        pipeline.save(moved)  # its checkpoints live under the namespace: they would be orphaned
+    assert refused.value.reason == "PipelineNamespaceChanged"
+    assert "'default'" in refused.value.message and "'other'" in refused.value.message
+    assert pipeline.manifest().metadata.namespace == "default" and pipeline.generation == 1
+
+
 def test_a_run_whose_process_is_gone_is_observed_as_finished(tmp_path: Path) -> None:
     pipeline = LocalPipeline(tmp_path, "grades")
     pipeline.save(manifest(V1))

@@ -93,6 +93,18 @@ class LocalPipeline:
         document = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
         previous = self.record() if self.exists() else None
         generation = 1
+        namespace = manifest.metadata.namespace
+        was = ((previous or {}).get("manifest", {}).get("metadata") or {}).get("namespace")
+        was = was or "default"
+        if previous is not None and was != namespace:
+            raise SpindleError(
+                reason="PipelineNamespaceChanged",
+                message=f"Pipeline '{self.name}' under {self.home} is in namespace '{was}', and "
+                f"this manifest names '{namespace}': its checkpoints live under the namespace, "
+                "so applying it would leave them behind. A home keeps one pipeline per name: "
+                "apply it under another --home, or give it another metadata.name.",
+                details={"namespace": was, "applied": namespace},
+            )
         if previous is not None:
             generation = int(previous["generation"])
             if previous["manifest"].get("spec") != document.get("spec"):

@@ -354,15 +354,20 @@ MALFORMED = (
 CSV_MALFORMED = MALFORMED.replace("JSON", "CSV")
 
 
-def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
-    tmp_path: Path, spark: Any
-) -> None:
+def inbox_pipeline(spark: Any, tmp_path: Path, fmt: str, **config: Any) -> tuple[Path, Pipeline]:
+    """Table `c (k varchar, v int)` fed by files of `fmt` in `tmp_path/in`, and its pipeline."""
     inbox = tmp_path / "in"
     sql = (
         "create table c (k varchar, v int) with ("
-        f"'connectors' = '{connectors(file_input('in', inbox, 'csv'))}');"
+        f"'connectors' = '{connectors(file_input('in', inbox, fmt, **config))}');"
     )
-    pipeline = Pipeline(spark, tmp_path, sql)
+    return inbox, Pipeline(spark, tmp_path, sql)
+
+
+def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
+    tmp_path: Path, spark: Any
+) -> None:
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "csv")
     write_lines(inbox / "1.csv", ["k,v", "a,1,", "b", "c,3,extra", "d,"], mtime=1_000_000)
     pipeline.step()
     assert pipeline.rows("c") == Counter({("a", 1): 1, ("b", None): 1, ("c", 3): 1, ("d", None): 1})
@@ -403,12 +408,7 @@ def test_a_bad_record_is_a_user_error_naming_it(
     problem: str,
     said: str,
 ) -> None:
-    inbox = tmp_path / "in"
-    sql = (
-        "create table c (k varchar, v int) with ("
-        f"'connectors' = '{connectors(file_input('in', inbox, fmt, **config))}');"
-    )
-    pipeline = Pipeline(spark, tmp_path, sql)
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, fmt, **config)
     write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
     with pytest.raises(SpindleError) as failed:
         pipeline.step()

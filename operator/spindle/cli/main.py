@@ -25,8 +25,8 @@ def _parse_file(path: str, text: str, *, new: bool = False) -> object:
 
     try:
         program = parse_program(text)
-        for problem in program.unrunnable[:1] if new else ():
-            raise problem.error()
+        if new:
+            program.refuse_unrunnable()
         return program
     except SpindleError as error:
         raise files.in_file(error, path) from None

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
-from spindle.api.types import HEALTH_PORT, READY_PATH, RESTATE_ANNOTATION, mebibytes
+from spindle.api.types import (
+    HEALTH_PORT,
+    READY_PATH,
+    RESTATE_ANNOTATION,
+    mebibytes,
+    quantity_value,
+)
 from spindle.lifecycle import DriverMode, ObservedDriver
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -127,14 +133,13 @@ def driver_heap(spec: PipelineSpec) -> dict[str, str]:
     memory = spec.spark.driver.memory
     if memory is None or "spark.driver.memory" in spec.spark.conf:
         return {}
-    heap = max(DEFAULT_HEAP_MIB, math.floor(mebibytes(memory) * HEAP_SHARE))
+    heap = math.floor(mebibytes(memory) * HEAP_SHARE)
     return {"spark.driver.memory": f"{heap}m"} if heap > DEFAULT_HEAP_MIB else {}
 
 
 def _whole_cores(quantity: str) -> int:
     """Task slots for a CPU quantity ('500m' → 1, '2' → 2): Spark counts whole cores."""
-    amount = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
-    return max(1, math.ceil(amount))
+    return max(1, math.ceil(quantity_value(quantity)))
 
 
 def executor_template() -> dict[str, Any]:

@@ -402,8 +402,7 @@ def situation(observed: Observation) -> Situation | Decision:
     active = observed.driver is not None and observed.driver.active
     try:
         program = _parsed(observed.spec.sql)
-        for problem in program.unrunnable[:1]:  # the runtime would refuse it at the first step
-            raise problem.error()
+        program.refuse_unrunnable()  # the runtime would refuse it at the first step
     except SpindleError as error:
         return failed(error.reason, error.message, stop=active)
     checkpoint = observed.checkpoint

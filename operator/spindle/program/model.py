@@ -174,6 +174,11 @@ class Program:
     def relation(self, name: str) -> Table | View | None:
         return self.tables.get(name) or self.views.get(name)
 
+    def refuse_unrunnable(self) -> None:
+        """Raise the first of `unrunnable`: for the program that is to run, not one read back."""
+        if self.unrunnable:
+            raise self.unrunnable[0].error()
+
     @property
     def connectors(self) -> tuple[Connector, ...]:
         found: list[Connector] = []

@@ -99,13 +99,14 @@ def entry_problems(
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
         return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
     late = entry.get("late_arrival_seconds")
-    if name == "file_input" and "late_arrival_seconds" in entry and not _whole(late, 0):
+    if name == "file_input" and "late_arrival_seconds" in entry and not whole_number(late, 0):
         return f"{label}: late_arrival_seconds must be a whole number, 0 or more (got {late!r})", ()
     warnings = [f"{label}: {said}; it is ignored" for said in _ignored(entry, config)]
     return None, tuple(warnings)
 
 
-def _whole(value: Any, least: int) -> bool:
+def whole_number(value: Any, least: int) -> bool:
+    """Whether a knob's value is a whole number (not a boolean), `least` or more."""
     return type(value) is int and value >= least
 
 
@@ -118,7 +119,7 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
         if key in FLOW_CONTROL_KNOBS
     ]
     limit = entry.get("max_files_per_step")
-    if "max_files_per_step" in entry and not _whole(limit, 1):
+    if "max_files_per_step" in entry and not whole_number(limit, 1):
         said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
     for key in entry:
         if key not in ENTRY_KEYS:

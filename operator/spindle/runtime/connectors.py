@@ -46,6 +46,7 @@ from spindle.errors import SpindleError
 from spindle.program import Connector
 from spindle.program.formats import OPERATIONS, InputFormat, format_name, input_format
 from spindle.program.formats import invalid_record as _invalid_record
+from spindle.program.transports import TRANSPORTS, whole_number
 from spindle.runtime import file_offsets, semantics, storage
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.zsets import column
@@ -59,8 +60,11 @@ _FILE_BITS = 40
 """ORDER is `file index << 40 | position in the file`: up to 2^40 records per file."""
 
 
-def _location(connector: Connector, *keys: str) -> str:
+def _location(connector: Connector) -> str:
+    """Where a connector's transport reads or writes: the first of its location keys set
+    (`program.transports.TRANSPORTS`)."""
     config = connector.transport_config
+    keys = TRANSPORTS[connector.transport].location
     for key in keys:
         value = config.get(key)
         if isinstance(value, str) and value:
@@ -590,7 +594,7 @@ def make_input(connector: Connector, schema: StructType) -> Input:
         fmt = input_format(connector, columns=[f.name for f in schema.fields])
         limit = connector.config.get("max_files_per_step")  # not a count: no limit (warned)
         late = connector.config.get("late_arrival_seconds", LATE_ARRIVAL_SECONDS)
-        if not isinstance(late, int) or isinstance(late, bool) or late < 0:
+        if not whole_number(late, 0):
             raise SpindleError(
                 reason="InvalidConnectors",
                 message=f"Connector {connector.key}: late_arrival_seconds must be a whole number "
@@ -599,14 +603,14 @@ def make_input(connector: Connector, schema: StructType) -> Input:
             )
         return FileInput(
             connector=connector.key,
-            path=_location(connector, "path", "uri"),
+            path=_location(connector),
             schema=schema,
             format=fmt,
-            max_files=limit if type(limit) is int and limit > 0 else None,
+            max_files=limit if whole_number(limit, 1) else None,
             late_ms=late * 1000,
         )
     if connector.transport == "delta_table_input":
-        return DeltaInput(connector.key, _location(connector, "uri", "path"), schema)
+        return DeltaInput(connector.key, _location(connector), schema)
     raise unsupported(connector)
 
 
@@ -617,12 +621,12 @@ def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = 
     a failed step may have written to before it, and must not be skipped for that."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
-        return FileOutput(connector.key, _location(connector, "path", "uri"), name)
+        return FileOutput(connector.key, _location(connector), name)
     if connector.transport == "delta_table_output":
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
-        return DeltaOutput(connector.key, _location(connector, "uri", "path"), writer)
+        return DeltaOutput(connector.key, _location(connector), writer)
     raise unsupported(connector)
 
 

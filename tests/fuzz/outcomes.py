@@ -1,9 +1,9 @@
 """One mutant through the program layer, and whether its outcome keeps the contract.
 
-The contract: `parse_program` + `make_plan` end in a plan (whose JSON can be printed) or in a
-`SpindleError` with a known reason; a SQL reason carries a line and column inside the text, and
-every message is readable. Anything else (another exception, an unknown reason, a position
-outside the text) is a violation to fix.
+The contract: `parse_program` (and `refuse_unrunnable`, as for a spec's program) + `make_plan`
+end in a plan (whose JSON can be printed) or in a `SpindleError` with a known reason; a SQL
+reason carries a line and column inside the text, and every message is readable. Anything else
+(another exception, an unknown reason, a position outside the text) is a violation to fix.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ LOCATED_REASONS = frozenset(
         "CyclicView",
         "UnknownRelation",
         "InvalidConnectors",
+        "UnknownColumn",
+        "AmbiguousColumn",
         "NestingTooDeep",
         "NameTooLong",
     }
@@ -88,6 +90,7 @@ def run(mutant: Mutant) -> Outcome:
     try:
         text = program_text(mutant.data) if isinstance(mutant.data, bytes) else mutant.data
         new = parse_program(text)
+        new.refuse_unrunnable()  # what the spec's program meets besides parsing
         for plan in (make_plan(old=old, new=new), make_plan(old=new, new=old)):
             json.dumps(plan.to_json())
     except SpindleError as error:

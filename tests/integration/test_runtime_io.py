@@ -152,13 +152,22 @@ def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
     assert pipeline.store().latest() == before  # no step ran the old program after the change
 
 
-def test_unsupported_sql_fails_before_anything_is_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("select no_such_function(v) as x from t", "UnsupportedSql"),
+        # a column the program layer's check cannot see (the derived table's second column
+        # is unnamed), so Spark's analyzer finds it: its reason is still the check's
+        ("select cnt from (select id, count(*) from t group by id) x", "UnknownColumn"),
+    ],
+)
+def test_sql_spark_refuses_fails_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any, query: str, reason: str
 ) -> None:
     sql = (
         "create table t (id bigint, v int) with ('materialized' = 'true');\n"
         "create view ok as select id from t;\n"
-        "create view bad as\n  select no_such_function(v) as x from t;"
+        f"create view bad as\n  {query};"
     )
     cli = Cli(tmp_path / "home", capsys)
     cli("local", "apply", "-f", str(manifest(tmp_path, sql, "bad")))
@@ -167,7 +176,7 @@ def test_unsupported_sql_fails_before_anything_is_written(
 
     assert main(["local", "run", "bad", "--until-idle", "--home", str(tmp_path / "home")]) == 1
     err = capsys.readouterr().err
-    assert "UnsupportedSql" in err and "'bad' (line 3, column 13)" in err
+    assert f"error {reason}:" in err and "'bad' (line 3, column 13)" in err
     assert LocalPipeline(tmp_path / "home", "bad").store().latest() is None
     assert json.loads(cli("local", "status", "bad", "--json"))["phase"] == "Failed"
 

@@ -400,12 +400,13 @@ def situation(observed: Observation) -> Situation | Decision:
             "spec.runtimeVersion to use the current one.",
         )
     active = observed.driver is not None and observed.driver.active
+    checkpoint = observed.checkpoint
+    ran = checkpoint is not None and checkpoint.program.text == observed.spec.sql
     try:
         program = _parsed(observed.spec.sql)
-        program.refuse_unrunnable()  # the runtime would refuse it at the first step
+        program.refuse_unrunnable(columns=not ran)  # the runtime would refuse it
     except SpindleError as error:
         return failed(error.reason, error.message, stop=active)
-    checkpoint = observed.checkpoint
     if checkpoint is not None:
         try:
             _parsed(checkpoint.program.text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -174,10 +175,22 @@ class Program:
     def relation(self, name: str) -> Table | View | None:
         return self.tables.get(name) or self.views.get(name)
 
-    def refuse_unrunnable(self) -> None:
-        """Raise the first of `unrunnable`: for the program that is to run, not one read back."""
+    def refuse_unrunnable(self, *, columns: bool = True) -> None:
+        """Raise the first problem the runtime would meet: one of `unrunnable` (connectors),
+        then, with `columns`, an unknown or ambiguous column (`spindle.program.columns`, worked
+        out on first use). For the program that is to run, not one read back; `columns=False`
+        for one Spark has already run (the checkpoint's): Spark's verdict stands."""
         if self.unrunnable:
             raise self.unrunnable[0].error()
+        if columns and self._column_problems:
+            raise self._column_problems[0].error()
+
+    @cached_property
+    def _column_problems(self) -> tuple[Unrunnable, ...]:
+        # Imported here: the check reads these values, so it imports this module.
+        from spindle.program.columns import column_problems
+
+        return column_problems(self)
 
     @property
     def connectors(self) -> tuple[Connector, ...]:

@@ -38,6 +38,10 @@ from spindle.runtime.translate import table_ddl_schema, translated
 LAYOUTS = {Linear: "zset", Aggregate: "groups"}
 """The stored layout each shape is maintained in; views that recompute keep `rows`."""
 
+SPARK_REASONS = {"UNRESOLVED_COLUMN": "UnknownColumn", "AMBIGUOUS_REFERENCE": "AmbiguousColumn"}
+"""Spark's analysis error classes with a reason of their own (the program layer's, for what its
+column check leaves to Spark); any other failure to evaluate a view is `UnsupportedSql`."""
+
 _names = itertools.count()
 
 
@@ -187,8 +191,9 @@ class Views:
         try:
             return self.spark.sql(sql)
         except Exception as error:  # Spark's AnalysisException and friends
+            condition = str(getattr(error, "getCondition", lambda: None)() or "")
             raise SpindleError(
-                reason="UnsupportedSql",
+                reason=SPARK_REASONS.get(condition.split(".")[0], "UnsupportedSql"),
                 message=f"Spark cannot evaluate view '{view.name}' ({view.where}): "
                 f"{str(error).splitlines()[0]}",
                 details=view.located,

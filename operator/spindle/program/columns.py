@@ -1,0 +1,276 @@
+"""Column references checked against what each view reads, before anything runs.
+
+A misspelt column used to pass `spindle diff`, `plan` and `apply`, reach approval, and fail in
+the driver with Spark's message at the view's first line. Here each view's query is qualified
+(sqlglot) against the columns of the tables and views it reads, in dependency order, and every
+column reference that names no column of its sources is `UnknownColumn`, and one that names a
+column of two sources is `AmbiguousColumn`, at the reference's own line and column.
+
+The check only refuses what Spark would refuse too. Where it cannot know a scope's columns (a
+table function, `UNNEST`, a source whose columns it could not work out, a query sqlglot cannot
+qualify) it checks nothing there. Names compare case-insensitively, as Spark's analyzer does by
+default; a select alias is a name too (Spark resolves lateral, GROUP BY and ORDER BY aliases).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.schema import MappingSchema
+
+from spindle.program.dialect import DIALECT
+from spindle.program.model import Position, Program, Unrunnable, View
+from spindle.program.statements import split
+
+_Columns = tuple[str, ...] | None
+"""A relation's column names, or None when they cannot be known here."""
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One name a scope can qualify a column with, and that source's columns."""
+
+    name: str
+    relation: str
+    columns: _Columns
+    semi: bool = False
+    """Of a semi or anti join: its columns are the join condition's only."""
+
+    def has(self, column: str) -> bool:
+        return self.columns is not None and column.lower() in (c.lower() for c in self.columns)
+
+
+def column_problems(program: Program) -> tuple[Unrunnable, ...]:
+    """Every view's first unknown or ambiguous column reference, in the program's view order."""
+    known: dict[str, _Columns] = {
+        name: tuple(c.name for c in table.columns) for name, table in program.tables.items()
+    }
+    statements = {s.text: s for s in split(program.text)}
+    problems: list[Unrunnable] = []
+    for view in program.views.values():
+        qualified = _qualified(view, known)
+        if qualified is None:
+            known[view.name] = None
+            continue
+        known[view.name] = _outputs(qualified)
+        statement = statements.get(view.text)
+        problem = next(_problems(view, qualified, known), None)
+        if problem is not None and statement is not None:
+            offset, reason, message, details = problem
+            where = statement.locate(offset) if offset >= 0 else view.position
+            problems.append(_located(where, reason, message, details))
+    return tuple(problems)
+
+
+def _located(where: Position, reason: str, message: str, details: dict[str, object]) -> Unrunnable:
+    return Unrunnable(
+        reason=reason,
+        message=f"{message} (line {where.line}, column {where.column})",
+        details={"line": where.line, "column": where.column, **details},
+    )
+
+
+def _qualified(view: View, known: Mapping[str, _Columns]) -> exp.Query | None:
+    """The view's query with columns qualified and stars expanded, or None when sqlglot cannot
+    qualify it (then nothing is checked, and its readers see unknown columns)."""
+    reads = {name: known.get(name) for name in view.dependencies}
+    if any(columns is None for columns in reads.values()):
+        return None
+    schema = MappingSchema(
+        {name: {c: "UNKNOWN" for c in columns or ()} for name, columns in reads.items()},
+        dialect=DIALECT,
+        normalize=False,
+    )
+    try:
+        tree = qualify(
+            view.query.copy(),
+            schema=schema,
+            dialect=DIALECT,
+            validate_qualify_columns=False,
+            allow_partial_qualification=True,
+            quote_identifiers=False,
+            identify=False,
+        )
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError, IndexError):
+        return None
+    return tree if isinstance(tree, exp.Query) else None
+
+
+def _outputs(query: exp.Expr) -> _Columns:
+    """The names of a qualified query's columns, or None when one has no name or is a star."""
+    first = query
+    while isinstance(first, exp.SetOperation):
+        first = first.this
+    if not isinstance(first, exp.Select):
+        return None
+    names = []
+    for index, select in enumerate(first.selects):
+        name = select.alias_or_name
+        if isinstance(select, exp.Star) or select.is_star or name in ("", f"_col_{index}"):
+            return None  # qualify names an unnamed expression `_col_<i>`; Spark names it else
+        names.append(name)
+    return tuple(names)
+
+
+def _sources(scope: Scope, known: Mapping[str, _Columns]) -> list[_Source] | None:
+    """What the scope's columns can come from (a semi or anti join's table too: its columns
+    are visible in the join condition), or None when one of them is opaque here."""
+    select = scope.expression
+    found: list[_Source] = []
+    if select.args.get("laterals"):
+        return None  # LATERAL VIEW explode(...): its columns are not known here
+    for joined in (select.args.get("from_"), *select.args.get("joins", ())):
+        if joined is None:
+            continue
+        node = joined.this
+        if not isinstance(node, exp.Table | exp.Subquery):
+            return None  # a table function, UNNEST, VALUES, LATERAL: columns not known here
+        name = node.alias_or_name
+        source = scope.sources.get(name)
+        if isinstance(source, Scope):
+            columns = _outputs(source.expression)
+        elif isinstance(source, exp.Table) and isinstance(node, exp.Table):
+            columns = known.get(node.name)
+        else:
+            return None
+        if columns is None:
+            return None
+        semi = isinstance(joined, exp.Join) and joined.kind.upper() in ("SEMI", "ANTI")
+        found.append(
+            _Source(name, node.name if isinstance(node, exp.Table) else name, columns, semi)
+        )
+    return found
+
+
+def _aliases(selects: Sequence[exp.Expr], column: exp.Column) -> set[str]:
+    """The select aliases a column may name: not the one it is part of (qualify aliases every
+    select item, `scroe AS scroe` too)."""
+    own = column.find_ancestor(exp.Alias)
+    return {s.alias.lower() for s in selects if isinstance(s, exp.Alias) and s is not own}
+
+
+def _problems(
+    view: View, query: exp.Query, known: Mapping[str, _Columns]
+) -> Iterator[tuple[int, str, str, dict[str, object]]]:
+    for scope in traverse_scope(query):
+        if not isinstance(scope.expression, exp.Select):
+            continue
+        chain = [scope, *_outer(scope)]
+        levels: list[list[_Source]] = []
+        for each in chain:
+            level = _sources(each, known)
+            if not level:  # opaque (None), or no sources (`SELECT 1`)
+                break
+            levels.append(level)
+        if len(levels) < len(chain):
+            continue
+        selects = [
+            s
+            for each in chain
+            if isinstance(each.expression, exp.Query)
+            for s in each.expression.selects
+        ]
+        for column in scope.columns:
+            problem = _problem(view, column, levels, _aliases(selects, column))
+            if problem is not None:
+                yield problem
+
+
+def _outer(scope: Scope) -> Iterator[Scope]:
+    """The scopes a subquery's columns may also come from (a correlated subquery's)."""
+    while scope.is_subquery and scope.parent is not None:
+        scope = scope.parent
+        yield scope
+
+
+def _problem(
+    view: View, column: exp.Column, levels: Sequence[Sequence[_Source]], aliases: set[str]
+) -> tuple[int, str, str, dict[str, object]] | None:
+    """What is wrong with one reference, given its scope's sources and then those of each
+    scope around it (a subquery's column resolves in the nearest scope that has it)."""
+    if column.args.get("db") is not None or isinstance(column.this, exp.Star):
+        return None  # `a.b.c` may be a struct's field: Spark decides
+    name, qualifier, offset = column.name, column.table, _offset(column)
+    sources = [s for level in levels for s in level]
+    if qualifier:
+        matching = [s for s in sources if s.name.lower() == qualifier.lower()]
+        if not matching:
+            if qualifier.lower() in aliases or any(s.has(qualifier) for s in sources):
+                return None  # `s.field` of a struct column `s`: Spark decides
+            named = ", ".join(sorted(s.name for s in sources))
+            return (
+                offset,
+                "UnknownColumn",
+                f"View '{view.name}' reads {qualifier}.{name}, but nothing it reads is named "
+                f"'{qualifier}' (it reads {named}). Fix the name, or give the relation that "
+                "alias",
+                {"view": view.name, "reference": name, "relation": qualifier},
+            )
+        source = matching[0]
+        if source.has(name):
+            return None
+        return (
+            offset,
+            "UnknownColumn",
+            f"View '{view.name}' reads {qualifier}.{name}, but {_described(source)} has no "
+            f"column '{name}'.{_suggestion(name, source.columns or ())} Fix the name, or add "
+            f"the column to '{source.relation}'",
+            {"view": view.name, "reference": name, "relation": source.relation},
+        )
+    if name.lower() in aliases:
+        return None
+    for level in levels:
+        having = [s for s in level if s.has(name)]
+        if not having:
+            continue
+        selected = [s for s in having if not s.semi]
+        if len(selected) < 2:
+            return None
+        return (
+            offset,
+            "AmbiguousColumn",
+            f"View '{view.name}' reads column '{name}', which "
+            f"{' and '.join(_described(s) for s in selected)} "
+            f"{'both' if len(selected) == 2 else 'all'} have. Qualify it, for "
+            f"example {selected[0].name}.{name}",
+            {"view": view.name, "reference": name},
+        )
+    candidates = [c for s in sources for c in s.columns or ()]
+    readable = ", ".join(sorted({_described(s) for s in sources}))
+    return (
+        offset,
+        "UnknownColumn",
+        f"View '{view.name}' reads column '{name}', which none of what it reads has "
+        f"({readable}).{_suggestion(name, candidates)} Fix the name, or add the column",
+        {"view": view.name, "reference": name},
+    )
+
+
+def _described(source: _Source) -> str:
+    if source.name.lower() == source.relation.lower():
+        return f"'{source.relation}'"
+    return f"'{source.relation}' (as {source.name})"
+
+
+def _suggestion(name: str, candidates: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in candidates], n=1)
+    if not close:
+        return ""
+    spelled = next(c for c in candidates if c.lower() == close[0])
+    return f" Did you mean '{spelled}'?"
+
+
+def _offset(column: exp.Column) -> int:
+    """Where the reference starts in the statement (its qualifier, if any), or -1."""
+    starts = [
+        int(part.meta["start"])
+        for part in (column, *column.parts)
+        if part._meta and "start" in part.meta
+    ]
+    return min(starts, default=-1)

@@ -1,0 +1,83 @@
+"""The column check (`program.columns`) against Spark's analyzer: it refuses a program only
+where Spark would fail it too, and each refusal is Spark's kind of failure.
+
+Every case of `tests/unit/column_cases.py` is analyzed by Spark as the runtime would run it
+(translated by `runtime.translate`, over empty relations of the declared types), and so is every
+program of the fingerprint corpus (the examples, the golden plan cases and generated programs of
+every statement form): a program Spark analyzes cleanly must pass the check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spindle.errors import SpindleError
+from spindle.program import Program, parse_program
+from spindle.runtime.maintain import spark_types, table_schema
+from spindle.runtime.translate import view_sql
+from tests.unit.column_cases import CASES, Case
+from tests.unit.test_columns import program_of
+
+CORPUS = Path(__file__).parents[1] / "golden" / "fingerprints" / "programs"
+SPARK_CLASSES = {"UnknownColumn": "UNRESOLVED_COLUMN", "AmbiguousColumn": "AMBIGUOUS_REFERENCE"}
+"""The error class of Spark's analyzer for each reason of the check."""
+
+
+def spark_failure(spark: Any, program: Program) -> str | None:
+    """The error class of the first view Spark cannot analyze, or None when all analyze. The
+    relations are empty temporary views in a session of their own."""
+    from pyspark.errors import AnalysisException
+
+    session = spark.newSession()
+    schemas: dict[str, dict[str, str]] = {}
+    for table in program.tables.values():
+        frame = session.createDataFrame([], table_schema(table))
+        frame.createOrReplaceTempView(f"`{table.name}`")
+        schemas[table.name] = spark_types(frame)
+    for view in program.views.values():
+        try:
+            frame = session.sql(view_sql(view, program, schemas).sql)
+        except AnalysisException as error:
+            return str(error.getCondition() or error)
+        frame.createOrReplaceTempView(f"`{view.name}`")
+        schemas[view.name] = spark_types(frame)
+    return None
+
+
+def check(program: Program) -> str | None:
+    try:
+        program.refuse_unrunnable()
+    except SpindleError as error:
+        return error.reason
+    return None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.query for c in CASES])
+def test_each_verdict_is_sparks(spark: Any, case: Case) -> None:
+    program = parse_program(program_of(case.query))
+    failure = spark_failure(spark, program)
+    if case.reason is None:
+        assert failure is None
+    else:
+        assert failure is not None and failure.startswith(SPARK_CLASSES[case.reason])
+    assert check(program) == case.reason
+
+
+def test_no_program_spark_analyzes_is_refused(spark: Any) -> None:
+    analyzed = refused = 0
+    for path in sorted(CORPUS.glob("*.sql")):
+        try:
+            program = parse_program(path.read_text())
+            failure = spark_failure(spark, program)
+        except SpindleError:  # types or constructs the runtime refuses: not this check's
+            continue
+        if failure is None:
+            analyzed += 1
+            assert check(program) is None, path.name
+        elif check(program) is not None:
+            refused += 1
+    assert analyzed >= 150  # the corpus is what Spindle runs: nearly all of it analyzes
+    print(f"corpus: {analyzed} programs analyzed by Spark and passed; {refused} refused by both")

@@ -1,0 +1,96 @@
+"""Queries and what Spindle's column check says of them: input → expected.
+
+Each case is a view's query over the tables in `TABLES`, the reason the check gives (None: it
+passes) and the reference it points at (the first occurrence of that text in the query). The unit
+tests check the verdicts; the integration test checks every verdict against Spark's analyzer,
+so a case here is also a claim about Spark: a query marked None runs, one with a reason fails.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TABLES = """\
+create table t (id int, name varchar, score int, ts timestamp) with ('materialized' = 'true');
+create table u (id int, city varchar, "Mixed" int) with ('materialized' = 'true');
+create materialized view named as select name, count(*) as n from t group by name;
+create materialized view unnamed as select name, count(*) from t group by name;
+"""
+"""Two tables, a view whose columns are all named, and one with a column Spark names itself."""
+
+
+class Case(NamedTuple):
+    query: str
+    reason: str | None
+    at: str = ""
+
+
+CASES: tuple[Case, ...] = (
+    # Projections, filters, aliases: Spark resolves select aliases in later items, GROUP BY,
+    # HAVING and ORDER BY.
+    Case("select id, name from t", None),
+    Case("select ID, Name from t", None),
+    Case("select s.id from t as s", None),
+    Case("select t.* from t", None),
+    Case("select score + 1 as s1, s1 * 2 as s2 from t", None),
+    Case("select upper(name) as name from t where name like 'a%'", None),
+    Case("select name, count(*) as n from t group by name having n > 1", None),
+    Case("select name as nm, count(*) as c from t group by nm order by nm", None),
+    Case("select name, max(score) as m from t group by name order by m desc", None),
+    Case("select name, count(*) filter (where score > 1) as c from t group by name", None),
+    Case("select distinct name from t", None),
+    Case("select case when score > 1 then name else 'x' end as c from t", None),
+    Case("select cast(score as double) as d, current_date as today from t", None),
+    Case("select date_trunc('hour', ts) as h, count(*) as c from t group by 1", None),
+    # Joins.
+    Case("select t.id, u.city from t join u on t.id = u.id", None),
+    Case("select t.*, u.city from t join u on t.id = u.id", None),
+    Case("select id, city from t join u using (id)", None),
+    Case("select coalesce(t.id, u.id) as id from t full outer join u on t.id = u.id", None),
+    Case("select id from t left semi join u on t.id = u.id", None),
+    Case("select id from t left anti join u on t.id = u.id", None),
+    Case("select id from t left semi join u on t.id = u.idd", "UnknownColumn", "u.idd"),
+    Case("select name from t join (select id as tid from u) x on t.id = x.tid", None),
+    # Subqueries, CTEs, set operations, windows.
+    Case("select * from (select id, score from t) x where x.score > 1", None),
+    Case("select n from (select name as n from t)", None),
+    Case("with c as (select id, score from t) select c.id, score from c", None),
+    Case("with a as (select * from t), b as (select id, name from a) select b.name from b", None),
+    Case("select id from t where exists (select 1 from u where u.id = t.id)", None),
+    Case("select id from t where id in (select id from u where city = name)", None),
+    Case("select id, (select max(city) from u where u.id = t.id) as c from t", None),
+    Case("select id from t where id not in (select id from u)", None),
+    Case("select id from t where exists (select 1 from u where id = 1)", None),
+    Case("select name from t where exists (select 1 from u join t as w on u.id = w.id)", None),
+    Case("select id from t union all select id from u", None),
+    Case("select name, lag(score) over (partition by name order by ts) as prev from t", None),
+    Case("select id, sum(score) over w as s from t window w as (partition by name)", None),
+    # Quoted names: Spark compares names case-insensitively by default.
+    Case("select mixed from u", None),
+    Case('select "Mixed" from u', None),
+    # Views over views.
+    Case("select name, n from named where n > 1", None),
+    Case("select * from unnamed", None),
+    # What the check cannot know, it leaves to Spark.
+    Case("select transform(array(score), x -> x + 1) as a from t", None),
+    Case("select id, explode(array(score, id)) as e from t", None),
+    Case("select a, b from (values (1, 2)) as v(a, b)", None),
+    # Refused: a column no source has, a source that is not there, a column two sources have.
+    Case("select scroe from t", "UnknownColumn", "scroe"),
+    Case("select t.scroe from t", "UnknownColumn", "t.scroe"),
+    Case("select nam from t where score > 1", "UnknownColumn", "nam"),
+    Case("select id from t group by nam", "UnknownColumn", "nam"),
+    Case("select name from t order by scroe", "UnknownColumn", "scroe"),
+    Case("select x.id from t as y", "UnknownColumn", "x.id"),
+    Case("select t.id from t join u on t.id = u.idd", "UnknownColumn", "u.idd"),
+    Case("select id from t join u on t.id = u.id", "AmbiguousColumn", "id"),
+    Case("select name from t, u where t.id = u.id and city = nme", "UnknownColumn", "nme"),
+    Case(
+        "select id from t where exists (select 1 from u where u.idd = t.id)",
+        "UnknownColumn",
+        "u.idd",
+    ),
+    Case("with c as (select id from t) select c.score from c", "UnknownColumn", "c.score"),
+    Case("select n, m from named", "UnknownColumn", "m"),
+    Case("select id from t union all select idd from u", "UnknownColumn", "idd"),
+)

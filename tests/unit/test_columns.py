@@ -1,0 +1,100 @@
+"""A view's column references are checked against what it reads (`program.columns`): a
+misspelt column is refused at `diff`, `plan`, `apply` and in the operator, at its own line and
+column, instead of failing the driver after approval. The cases are in `column_cases.py`; the
+integration test holds each verdict against Spark's analyzer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spindle.api import Phase
+from spindle.cli.main import main
+from spindle.errors import SpindleError
+from spindle.lifecycle import decide
+from spindle.program import parse_program
+from tests.unit.column_cases import CASES, TABLES, Case
+from tests.unit.test_lifecycle import checkpoint, observe, spec
+
+VIEW_LINE = TABLES.count("\n") + 2  # the query's line: after the tables and `create view v as`
+
+
+def program_of(query: str) -> str:
+    return f"{TABLES}create view v as\n{query};\n"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.query for c in CASES])
+def test_a_column_reference_is_checked_against_what_the_view_reads(case: Case) -> None:
+    program = parse_program(program_of(case.query))  # parsing alone never checks columns
+    if case.reason is None:
+        program.refuse_unrunnable()
+        return
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    error = raised.value
+    where = (error.details["line"], error.details["column"])
+    assert (error.reason, where) == (case.reason, (VIEW_LINE, case.query.index(case.at) + 1))
+    assert error.details["view"] == "v"
+    assert f"(line {VIEW_LINE}, column {where[1]})" in error.message
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("select t.scroe from t", "'t' has no column 'scroe'. Did you mean 'score'?"),
+        ("select nme from t", "none of what it reads has ('t'). Did you mean 'name'?"),
+        ("select s.nme from t as s", "'t' (as s) has no column 'nme'. Did you mean 'name'?"),
+        ("select x.id from t as y", "nothing it reads is named 'x' (it reads y)"),
+        ("select id from t, u", "'t' and 'u' both have. Qualify it, for example t.id"),
+    ],
+)
+def test_the_message_says_what_to_write(query: str, says: str) -> None:
+    with pytest.raises(SpindleError) as raised:
+        parse_program(program_of(query)).refuse_unrunnable()
+    assert says in raised.value.message
+
+
+def test_a_reference_is_located_in_its_own_statement() -> None:
+    text = (
+        "create table t (id int, name varchar);\n\n"
+        "-- a comment\n"
+        "create view first as select id from t;\n"
+        "create view second as\n"
+        "  select id,\n"
+        "         nmae\n"
+        "  from t;\n"
+    )
+    with pytest.raises(SpindleError) as raised:
+        parse_program(text).refuse_unrunnable()
+    assert (raised.value.details["line"], raised.value.details["column"]) == (7, 10)
+    assert raised.value.details["view"] == "second"
+
+
+def test_the_specs_program_is_refused_and_a_checkpointed_one_still_reads() -> None:
+    bad = program_of("select scroe from t")
+    refused = decide(observe(spec=spec(bad)))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "UnknownColumn")
+    kept = decide(observe(spec=spec(program_of("select score from t")), checkpoint=checkpoint(bad)))
+    assert (kept.phase, kept.reason) == (Phase.AWAITING_APPROVAL, "AwaitingApproval")
+
+
+def test_diff_refuses_the_new_program_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad, good = tmp_path / "bad.sql", tmp_path / "good.sql"
+    bad.write_text(program_of("select scroe from t"))
+    good.write_text(program_of("select score from t"))
+    assert main(["diff", str(bad), str(good)]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(good), str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "UnknownColumn" in err and f"line {VIEW_LINE}, column 8" in err
+
+
+def test_a_program_spark_has_run_is_not_second_guessed() -> None:
+    """After an upgrade, a running pipeline whose checkpoint holds the spec's very program keeps
+    running even if the check would refuse it: Spark has analyzed it already."""
+    ran = program_of("select scroe from t")
+    kept = decide(observe(spec=spec(ran), checkpoint=checkpoint(ran)))
+    assert kept.phase is not Phase.FAILED and kept.reason != "UnknownColumn"

@@ -35,6 +35,7 @@ LOCATED_REASONS = frozenset(
         "InvalidConnectors",
         "UnknownColumn",
         "AmbiguousColumn",
+        "UnsupportedType",
         "NestingTooDeep",
         "NameTooLong",
     }

@@ -17,7 +17,7 @@ from spindle.errors import SpindleError
 from spindle.local.adhoc import parse_insert, write_batch
 from spindle.local.values import CONVERTERS
 from spindle.program import parse_program
-from spindle.runtime.translate import SPARK_TYPES
+from spindle.program.types import STORED_TYPES
 
 PROGRAM = parse_program(
     """
@@ -476,7 +476,7 @@ def test_a_refused_value_is_named_in_the_details() -> None:
 
 def test_every_type_the_runtime_reads_has_a_converter_but_binary() -> None:
     """A declared type the runtime can run is one ad-hoc inserts check (no binary literal)."""
-    assert set(SPARK_TYPES) - {"VARBINARY", "BINARY"} <= set(CONVERTERS)
+    assert set(STORED_TYPES) - {"VARBINARY", "BINARY"} <= set(CONVERTERS)
 
 
 def test_the_batch_is_json_lines_the_runtime_reads_exactly(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ NAMES = sorted(p.name for p in CASES.iterdir() if (p / "expected.json").exists()
 def outcome(data: bytes) -> dict[str, Any]:
     try:
         program = parse_program(program_text(data))
+        program.refuse_unrunnable()  # as for a program to run: what the runtime would refuse
         diff = make_plan(old=None, new=program).to_json()["program_diff"]
     except SpindleError as error:
         return {

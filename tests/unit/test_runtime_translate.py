@@ -20,16 +20,16 @@ SCHEMAS = {"grades": {"student_id": "INT", "class": "STRING", "grade": "DECIMAL(
 
 @pytest.mark.parametrize(
     ("declared", "spark"),
-    [("INTEGER", "INT"), ("varchar(20)", "STRING"), ("NUMERIC(5, 2)", "DECIMAL(5, 2)")],
+    [("INT", "INT"), ("varchar(20)", "STRING"), ("NUMERIC(5, 2)", "DECIMAL(5, 2)")],
 )
 def test_declared_types_map_to_spark_types(declared: str, spark: str) -> None:
     assert spark_type(declared) == spark
 
 
-def test_an_unknown_type_is_unsupported_sql() -> None:
+def test_an_unknown_type_is_unsupported_type() -> None:
     with pytest.raises(SpindleError) as unknown:
         spark_type("GEOMETRY")
-    assert unknown.value.reason == "UnsupportedSql" and "DECIMAL(p, s)" in unknown.value.message
+    assert unknown.value.reason == "UnsupportedType" and "DECIMAL(p, s)" in unknown.value.message
 
 
 def test_table_schema_is_spark_ddl() -> None:

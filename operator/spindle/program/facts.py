@@ -23,7 +23,13 @@ from spindle.program.model import Column, Reference
 from spindle.program.statements import Statement
 from spindle.program.syntax import Problem, invalid, parsed
 
-_TYPE_ALIASES = {"TEXT": "VARCHAR", "STRING": "VARCHAR"}
+_TYPE_ALIASES = {  # Feldera's names for types sqlglot keeps under another name
+    "TEXT": "VARCHAR",
+    "STRING": "VARCHAR",
+    "DATETIME": "TIMESTAMP",
+    "FLOAT32": "FLOAT",
+    "FLOAT64": "DOUBLE",
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class TableFacts:
     name: str
     name_offset: int
     columns: tuple[Column, ...]
+    column_offsets: tuple[int, ...]
+    """Where each column's name starts in the statement."""
     primary_key: tuple[str, ...]
     properties: tuple[tuple[str, str], ...]
 
@@ -91,6 +99,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
         raise invalid("CREATE TABLE needs a column list and no AS query; declare the columns")
     table = schema.this
     columns: list[Column] = []
+    offsets: list[int] = []
     primary_key: list[str] = []
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
@@ -115,6 +124,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             if not isinstance(kind_node, exp.DataType):
                 raise invalid(f"column '{item.name}' has no type; give it one")
             columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness.get(element)))
+            offsets.append(_meta_offset(item.this))
         elif isinstance(item, exp.PrimaryKey):
             primary_key.extend(
                 e.name for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)
@@ -125,6 +135,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
         name=table.name,
         name_offset=_meta_offset(table),
         columns=tuple(columns),
+        column_offsets=tuple(offsets),
         primary_key=tuple(primary_key),
         properties=_string_properties(create),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from spindle.errors import SpindleError, located
@@ -12,6 +12,7 @@ from spindle.program.formats import check_inputs
 from spindle.program.limits import check_program
 from spindle.program.model import Direction, Function, Position, Program, Table, Unrunnable, View
 from spindle.program.statements import Statement, split
+from spindle.program.types import type_problem
 
 _TRUE = {"true", "1", "yes", "on"}
 
@@ -30,6 +31,28 @@ def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: P
         column=where.column,
         name=name,
     )
+
+
+def _unstorable(
+    statement: Statement, typed: Iterable[tuple[int, str, str]], *, owner: str
+) -> list[Unrunnable]:
+    """`UnsupportedType` for each (offset, column, declared type) Spindle cannot store."""
+    found: list[Unrunnable] = []
+    for offset, column, declared in typed:
+        problem = type_problem(declared)
+        if problem is not None:
+            where = statement.locate(offset)
+            error = located(
+                reason="UnsupportedType",
+                message=f"Column '{owner}.{column}': {problem}",
+                line=where.line,
+                column=where.column,
+                relation=owner,
+                name=column,
+                type=declared,
+            )
+            found.append(Unrunnable(error.reason, error.message, error.details))
+    return found
 
 
 def _topological(views: dict[str, View]) -> dict[str, View]:
@@ -96,6 +119,11 @@ def parse_program(text: str) -> Program:
             )
             warnings.extend(notes)
             unrunnable.extend(refused)
+            typed = [
+                (offset, column.name, column.type)
+                for offset, column in zip(facts.column_offsets, facts.columns, strict=True)
+            ]
+            unrunnable.extend(_unstorable(statement, typed, owner=facts.name))
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,

@@ -1,7 +1,7 @@
 """Spindle SQL to Spark SQL: table schemas, view queries (UDFs inlined), and AVG semantics.
 
 Rules, as tables rather than branches:
-- `SPARK_TYPES` maps declared column types to Spark types.
+- `spindle.program.types.STORED_TYPES` maps declared column types to Spark types.
 - `UNSUPPORTED` lists constructs Spark cannot evaluate the way Spindle means them; they fail at
   plan time with `UnsupportedSql` and a line and column, never deep inside Spark.
 - AVG over DECIMAL(p, s) keeps the argument's type, rounding half up to scale s (SQL standard /
@@ -10,7 +10,6 @@ Rules, as tables rather than branches:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,49 +21,25 @@ from sqlglot.schema import MappingSchema
 
 from spindle.errors import SpindleError, located
 from spindle.program import Function, Program, Table, View
-
-SPARK_TYPES: dict[str, str] = {
-    "TINYINT": "TINYINT",
-    "SMALLINT": "SMALLINT",
-    "INT": "INT",
-    "INTEGER": "INT",
-    "BIGINT": "BIGINT",
-    "BOOLEAN": "BOOLEAN",
-    "REAL": "FLOAT",
-    "FLOAT": "DOUBLE",
-    "DOUBLE": "DOUBLE",
-    "VARCHAR": "STRING",
-    "CHAR": "STRING",
-    "TEXT": "STRING",
-    "STRING": "STRING",
-    "DATE": "DATE",
-    "TIMESTAMP": "TIMESTAMP",
-    "VARBINARY": "BINARY",
-    "BINARY": "BINARY",
-}
+from spindle.program.types import stored_type, type_problem
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
     exp.Lateral: "LATERAL",
     exp.Pivot: "PIVOT",
 }
 
-_DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")  # a declared type string, not SQL text
-
 
 def spark_type(declared: str) -> str:
-    """The Spark type for a declared column type; `UnsupportedSql` for unknown ones."""
-    upper = declared.upper()
-    if _DECIMAL.match(upper) or upper.startswith("NUMERIC("):
-        return upper.replace("NUMERIC", "DECIMAL")
-    base = upper.split("(", 1)[0].strip()
-    if base in SPARK_TYPES:
-        return SPARK_TYPES[base]
-    raise SpindleError(
-        reason="UnsupportedSql",
-        message=f"Column type {declared} is not supported; use one of "
-        f"{', '.join(sorted(set(SPARK_TYPES)))} or DECIMAL(p, s).",
-        details={"type": declared},
-    )
+    """The Spark type storing a declared column type (`spindle.program.types`); the program
+    refuses the others as `UnsupportedType` before anything runs, so this is a guard."""
+    stored = stored_type(declared)
+    if stored is None:
+        raise SpindleError(
+            reason="UnsupportedType",
+            message=type_problem(declared) or f"Spindle cannot store type {declared}",
+            details={"type": declared},
+        )
+    return stored
 
 
 def table_ddl_schema(table: Table) -> str:

@@ -1,0 +1,109 @@
+"""Which declared column types Spindle can store, and as what Spark type.
+
+A table column of a type Spark or Delta cannot hold (TIME, an INTERVAL, a UUID, an unsigned
+integer, an ARRAY, DECIMAL without a precision) used to pass `spindle diff`, `plan` and `apply`,
+reach approval, and fail in the driver without a line or column. The table below is the one list
+of what is stored: the program refuses anything else as `UnsupportedType`, at the column, before
+anything runs, with what to declare instead; the runtime reads the same table.
+
+Types are the canonical SQL `spindle.program.facts` gives columns (`DECIMAL(5, 2)`,
+`VARCHAR(20)`, `INTERVAL DAY`, `MAP<INT, INT>`), so aliases arrive already resolved (NUMERIC is
+DECIMAL, INT8 is BIGINT, TEXT is VARCHAR).
+"""
+
+from __future__ import annotations
+
+import re
+
+STORED_TYPES: dict[str, str] = {
+    "TINYINT": "TINYINT",
+    "SMALLINT": "SMALLINT",
+    "INT": "INT",
+    "BIGINT": "BIGINT",
+    "BOOLEAN": "BOOLEAN",
+    "FLOAT": "DOUBLE",  # REAL and FLOAT4 too: sqlglot reads them as FLOAT (Calcite's FLOAT)
+    "DOUBLE": "DOUBLE",
+    "VARCHAR": "STRING",
+    "CHAR": "STRING",
+    "DATE": "DATE",
+    "TIMESTAMP": "TIMESTAMP",
+    "VARBINARY": "BINARY",
+    "BINARY": "BINARY",
+}
+"""A canonical declared type's name (without its length or precision) and the Spark type
+storing it. DECIMAL(p, s) is stored as itself, DECIMAL(p) as DECIMAL(p, 0)."""
+
+INSTEAD: dict[str, str] = {
+    "DECIMAL": "give it a precision, and a scale for digits after the point: DECIMAL(10, 2)",
+    "TIMESTAMPTZ": "declare TIMESTAMP and store instants in UTC",
+    "TIMESTAMPLTZ": "declare TIMESTAMP and store instants in UTC",
+    "TIME": "declare TIMESTAMP (a time on a fixed date) or VARCHAR",
+    "INTERVAL": "declare BIGINT and store a count of seconds (or months)",
+    "UUID": "declare VARCHAR, or BINARY(16)",
+    "JSON": "declare VARCHAR and read fields with get_json_object",
+    "VARIANT": "declare VARCHAR and read fields with get_json_object",
+    "UTINYINT": "declare SMALLINT, which holds every TINYINT UNSIGNED value",
+    "USMALLINT": "declare INT, which holds every SMALLINT UNSIGNED value",
+    "UINT": "declare BIGINT, which holds every INT UNSIGNED value",
+    "UBIGINT": "declare DECIMAL(20, 0), which holds every BIGINT UNSIGNED value",
+    "UNSIGNED": "declare BIGINT, which holds every INT UNSIGNED value",
+    "ARRAY": "nested types are not stored yet; use one row per element, or a VARCHAR",
+    "MAP": "nested types are not stored yet; use one row per entry, or a VARCHAR",
+    "STRUCT": "nested types are not stored yet; use one column per field",
+    "ROW": "nested types are not stored yet; use one column per field",
+    "BIT": "declare BOOLEAN or BINARY",
+}
+"""What to declare instead of a type Spindle cannot store, by the type's name."""
+
+MAX_DECIMAL_PRECISION = 38
+"""Spark's, and Feldera's."""
+
+_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*")
+_DECIMAL = re.compile(r"^DECIMAL\((\d+)(?:,\s*(\d+))?\)$")  # a canonical type, not SQL text
+
+
+def _name(declared: str) -> str:
+    match = _NAME.match(declared.upper())
+    return match.group(0) if match else declared.upper()
+
+
+def _bounded(digits: str) -> int:
+    """A whole number of at most a few digits, or one past any precision for a longer one."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 3 else MAX_DECIMAL_PRECISION + 1
+
+
+def stored_type(declared: str) -> str | None:
+    """The Spark type that stores a declared column type, or None when none can."""
+    upper = declared.upper().replace("NUMERIC", "DECIMAL")
+    decimal = _DECIMAL.match(upper)
+    if decimal:
+        # digits, not int(): a fuzzed precision of 5,000 digits is too long for int()
+        precision, scale = (_bounded(decimal.group(1)), _bounded(decimal.group(2) or "0"))
+        if 1 <= precision <= MAX_DECIMAL_PRECISION and scale <= precision:
+            return f"DECIMAL({precision}, {scale})"
+        return None
+    if "<" in upper or " " in upper.split("(", 1)[0].strip():  # MAP<...>, INTERVAL DAY
+        return None
+    return STORED_TYPES.get(_name(upper))
+
+
+def type_problem(declared: str) -> str | None:
+    """Why a declared type cannot be stored and what to declare instead; None when it can."""
+    if stored_type(declared) is not None:
+        return None
+    shown = declared if len(declared) <= 60 else f"{declared[:57]}..."
+    if _DECIMAL.match(declared.upper().replace("NUMERIC", "DECIMAL")):
+        instead = (
+            f"DECIMAL(p, s) needs a precision p from 1 to {MAX_DECIMAL_PRECISION} and a scale s "
+            "from 0 to p, for example DECIMAL(10, 2)"
+        )
+    else:
+        instead = INSTEAD.get(
+            _name(declared), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
+        )
+    return f"Spindle cannot store type {shown}; {instead}"
+    instead = INSTEAD.get(_name(declared))
+    if instead is None:
+        instead = f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
+    return f"Spindle cannot store type {shown}; {instead}"

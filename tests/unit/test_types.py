@@ -1,0 +1,139 @@
+"""Declared column types (`program.types`): what each is stored as, and the ones Spindle cannot
+store refused at `diff`, `plan`, `apply` and in the operator, at the column, with what to declare
+instead, instead of failing the driver after approval without a line. The integration test
+`test_types_spark.py` stores a row of every accepted type in Delta."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spindle.api import Phase
+from spindle.cli.main import main
+from spindle.errors import SpindleError
+from spindle.lifecycle import decide
+from spindle.program import parse_program
+from spindle.program.types import STORED_TYPES, stored_type
+from tests.unit.test_lifecycle import observe, spec
+
+STORED: list[tuple[str, str, str]] = [  # as written -> canonical type -> Spark type storing it
+    ("int", "INT", "INT"),
+    ("integer", "INT", "INT"),
+    ("int4", "INT", "INT"),
+    ("int8", "BIGINT", "BIGINT"),  # Feldera's and Postgres's; sqlglot's default reads TINYINT
+    ("int64", "BIGINT", "BIGINT"),
+    ("bigint", "BIGINT", "BIGINT"),
+    ("smallint", "SMALLINT", "SMALLINT"),
+    ("int2", "SMALLINT", "SMALLINT"),
+    ("tinyint", "TINYINT", "TINYINT"),
+    ("boolean", "BOOLEAN", "BOOLEAN"),
+    ("bool", "BOOLEAN", "BOOLEAN"),
+    ("decimal(5, 2)", "DECIMAL(5, 2)", "DECIMAL(5, 2)"),
+    ("numeric(38, 0)", "DECIMAL(38, 0)", "DECIMAL(38, 0)"),
+    ("dec(12)", "DECIMAL(12)", "DECIMAL(12, 0)"),
+    ("number(5, 5)", "DECIMAL(5, 5)", "DECIMAL(5, 5)"),
+    ("real", "FLOAT", "DOUBLE"),
+    ("float", "FLOAT", "DOUBLE"),
+    ("float32", "FLOAT", "DOUBLE"),
+    ("double", "DOUBLE", "DOUBLE"),
+    ("double precision", "DOUBLE", "DOUBLE"),
+    ("float64", "DOUBLE", "DOUBLE"),
+    ("float8", "DOUBLE", "DOUBLE"),
+    ("varchar", "VARCHAR", "STRING"),
+    ("varchar(20)", "VARCHAR(20)", "STRING"),
+    ("character varying(5)", "VARCHAR(5)", "STRING"),
+    ("text", "VARCHAR", "STRING"),
+    ("string", "VARCHAR", "STRING"),
+    ("char(3)", "CHAR(3)", "STRING"),
+    ("date", "DATE", "DATE"),
+    ("timestamp", "TIMESTAMP", "TIMESTAMP"),
+    ("timestamp(3)", "TIMESTAMP(3)", "TIMESTAMP"),
+    ("timestamp without time zone", "TIMESTAMP", "TIMESTAMP"),
+    ("datetime", "TIMESTAMP", "TIMESTAMP"),  # Feldera's alias
+    ("varbinary", "VARBINARY", "BINARY"),
+    ("binary(16)", "BINARY(16)", "BINARY"),
+    ("bytea", "VARBINARY", "BINARY"),
+]
+
+REFUSED: list[tuple[str, str]] = [  # as written -> what the message tells the user to declare
+    ("time", "declare TIMESTAMP (a time on a fixed date) or VARCHAR"),
+    ("timestamp with time zone", "declare TIMESTAMP and store instants in UTC"),
+    ("interval", "declare BIGINT and store a count of seconds"),
+    ("interval day", "declare BIGINT and store a count of seconds"),
+    ("uuid", "declare VARCHAR, or BINARY(16)"),
+    ("json", "declare VARCHAR and read fields with get_json_object"),
+    ("tinyint unsigned", "declare SMALLINT, which holds every TINYINT UNSIGNED value"),
+    ("int unsigned", "declare BIGINT, which holds every INT UNSIGNED value"),
+    ("bigint unsigned", "declare DECIMAL(20, 0), which holds every BIGINT UNSIGNED value"),
+    ("map<int, varchar>", "use one row per entry"),
+    ("array<int>", "use one row per element"),
+    ("struct<a int>", "use one column per field"),
+    ("bit", "declare BOOLEAN or BINARY"),
+    ("decimal", "give it a precision, and a scale for digits after the point: DECIMAL(10, 2)"),
+    ("numeric", "give it a precision"),
+    ("decimal(39, 2)", "a precision p from 1 to 38 and a scale s from 0 to p"),
+    ("decimal(5, 7)", "a precision p from 1 to 38 and a scale s from 0 to p"),
+    ("decimal(0, 0)", "a precision p from 1 to 38"),
+    ("geometry", "declare one of BIGINT, BINARY, BOOLEAN, CHAR, DATE, DOUBLE, FLOAT, INT,"),
+]
+
+
+def table(declared: str) -> str:
+    return f"create table t (\n  id int,\n  x {declared}\n);\ncreate view v as select id from t;\n"
+
+
+@pytest.mark.parametrize(("declared", "canonical", "spark"), STORED, ids=[s[0] for s in STORED])
+def test_a_declared_type_is_stored_as_its_spark_type(
+    declared: str, canonical: str, spark: str
+) -> None:
+    program = parse_program(table(declared))
+    program.refuse_unrunnable()
+    assert program.tables["t"].columns[1].type == canonical
+    assert stored_type(canonical) == spark
+
+
+@pytest.mark.parametrize(("declared", "instead"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_a_type_spindle_cannot_store_is_refused_at_the_column(declared: str, instead: str) -> None:
+    program = parse_program(table(declared))  # it still parses: a checkpoint's program reads
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    error = raised.value
+    assert error.reason == "UnsupportedType"
+    assert (error.details["line"], error.details["column"]) == (3, 3)
+    assert error.message.startswith("Column 't.x': Spindle cannot store type ")
+    assert instead in error.message and error.message.endswith("(line 3, column 3)")
+    assert (error.details["relation"], error.details["name"]) == ("t", "x")
+
+
+def test_every_stored_name_is_one_a_program_can_hold() -> None:
+    """The table holds canonical names only: an alias in it could never match a column."""
+    for name in STORED_TYPES:
+        program = parse_program(f"create table t (x {name});")
+        assert program.tables["t"].columns[0].type == name
+
+
+def test_each_unstorable_column_is_refused_in_program_order() -> None:
+    program = parse_program(
+        "create table a (id int, at time);\ncreate table b (\n  id int,\n  n int unsigned);\n"
+    )
+    problems = [(u.details["relation"], u.details["line"]) for u in program.unrunnable]
+    assert problems == [("a", 1), ("b", 4)]
+
+
+def test_the_specs_program_is_refused_by_the_operator() -> None:
+    refused = decide(observe(spec=spec(table("time"))))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "UnsupportedType")
+    assert "line 3, column 3" in refused.message
+
+
+def test_diff_refuses_an_unstorable_type_on_the_new_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
+    good.write_text(table("timestamp"))
+    bad.write_text(table("timestamp with time zone"))
+    assert main(["diff", str(good), str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "UnsupportedType" in err and "line 3, column 3" in err
+    assert main(["diff", str(bad), str(good)]) == 0

@@ -31,12 +31,14 @@ GRADES = """insert into grades values
 class Cli:
     def __init__(self, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
         self.home, self.capsys = home, capsys
+        self.err = ""
 
     def __call__(self, *args: str, expect: int = 0) -> str:
         self.capsys.readouterr()
         code = main([*args, "--home", str(self.home)])
         out = self.capsys.readouterr()
         assert code == expect, out.out + out.err
+        self.err = out.err  # progress lines
         return out.out
 
     def json(self, *args: str) -> Any:

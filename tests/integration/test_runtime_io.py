@@ -821,3 +821,33 @@ def test_a_query_spark_cannot_analyze_prints_no_java_stack_trace(
         spark.sql("select nope from range(1)").collect()
     err = capfd.readouterr().err  # Spindle says the error itself, with its first line
     assert "UNRESOLVED_COLUMN" not in err and "\tat org.apache.spark" not in err, err
+
+
+def test_an_input_with_nothing_to_read_says_so_once_and_reads_what_arrives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped input path used to wait silently forever: the run says, once per connector,
+    which input has read nothing and whether its path exists; rows that arrive are read."""
+    empty, missing = tmp_path / "empty", tmp_path / "inbxo"
+    empty.mkdir()
+    connectors = [
+        {
+            "name": name,
+            "transport": {"name": "file_input", "config": {"path": str(path)}},
+            "format": {"name": "json"},
+        }
+        for name, path in (("empty", empty), ("typo", missing))
+    ]
+    sql = (
+        f"create table t (id bigint) with ('connectors' = '{json.dumps(connectors)}');\n"
+        "create materialized view c as select count(*) as n from t;"
+    )
+    cli = Cli(tmp_path / "home", capsys)
+    cli("local", "apply", "-f", str(manifest(tmp_path, sql, "waits")))
+    said = cli("local", "run", "waits", "--until-idle") + cli.err
+    assert said.count(f"Input t.typo: {missing} does not exist yet;") == 1
+    assert said.count(f"Input t.empty: {empty} has nothing to read yet;") == 1
+    (empty / "1.json").write_text('{"id": 1}\n')
+    said = cli("local", "run", "waits", "--until-idle") + cli.err
+    assert "t.empty" not in said and said.count("Input t.typo:") == 1
+    assert cli.json("query", "waits", "SELECT n FROM c") == [{"n": 1}]

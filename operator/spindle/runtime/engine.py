@@ -17,6 +17,7 @@ import contextlib
 import datetime
 import functools
 import gc
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent import futures
@@ -104,6 +105,8 @@ class Runtime:
     pinned pipeline's next plan compares like with like."""
     input_records_read: int = 0
     compaction: compaction.Compaction = field(default_factory=compaction.Compaction)
+    waiting: set[str] = field(default_factory=set)
+    """The input connectors reported waiting for their first rows (once per connector)."""
 
     # -- paths and schemas -------------------------------------------------------------------
 
@@ -330,7 +333,19 @@ class Runtime:
             frame, offset = source.poll(self.spark, previous.offset if previous else None)
             if frame is not None:
                 polled[key] = (frame, offset)
+            elif previous is None or previous.offset is None:
+                self._waiting(key, source)
         return polled
+
+    def _waiting(self, key: str, source: Input) -> None:
+        """Say once that an input that never read anything has nothing to read (a mistyped
+        path would otherwise wait silently forever); ad-hoc inserts wait quietly."""
+        if key in self.waiting or key.endswith(ADHOC):
+            return
+        self.waiting.add(key)
+        where = storage.local_path(source.location)
+        missing = where is not None and not os.path.exists(where)
+        self.report("input-waiting", connector=key, location=source.location, missing=missing)
 
     def _ingest(
         self,

@@ -63,6 +63,12 @@ def reporter(say: Say) -> Callable[..., None]:
                 say(f"Consolidated {relation}: {files} files into {into}, cancelled rows removed.")
             else:
                 say(f"Compacted {relation}: {files} small files into {into}.")
+        elif event == "input-waiting":
+            what = "does not exist yet" if fields["missing"] else "has nothing to read yet"
+            say(
+                f"Input {fields['connector']}: {fields['location']} {what}; its rows are read "
+                "when files arrive there (check the connector's path if you expected some now)."
+            )
         elif event == "rollback":
             say(
                 f"Rolled back {fields['relation']} to version {fields['version']} "

@@ -374,6 +374,48 @@ def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
 
 
 @pytest.mark.parametrize(
+    ("config", "lines", "rows"),
+    [
+        ({"header": "false"}, ["a,1", "b,2"], {("a", 1): 1, ("b", 2): 1}),
+        ({"headers": False}, ["a,1", "b,2"], {("a", 1): 1, ("b", 2): 1}),  # Feldera's name
+        ({}, ["K,V", "a,1"], {("a", 1): 1}),  # names compare case-insensitively
+        ({"header": True}, ["key,value", "a,1"], {("a", 1): 1}),  # skipped, as Feldera does
+        ({"headers": True}, ["a,0", "b,2"], {("b", 2): 1}),
+    ],
+)
+def test_a_csv_header_is_skipped_only_where_one_is_declared_or_found(
+    tmp_path: Path, spark: Any, config: dict[str, Any], lines: list[str], rows: dict[Any, int]
+) -> None:
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "csv", **config)
+    write_lines(inbox / "1.csv", lines, mtime=1_000_000)
+    pipeline.step()
+    assert pipeline.rows("c") == Counter(rows)
+
+
+@pytest.mark.parametrize(
+    ("lines", "found"),
+    [
+        (["a,1", "b,2"], "it reads `a, 1`, the columns are `k, v`"),  # no header: row 1 was lost
+        (["v,k", "1,a"], "it reads `v, k`, the columns are `k, v`"),  # v was read into k
+        (["k,v,extra", "a,1,x"], "it has 3 fields for 2 columns"),
+    ],
+)
+def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_unset(
+    tmp_path: Path, spark: Any, lines: list[str], found: str
+) -> None:
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "csv")
+    write_lines(inbox / "1.csv", lines, mtime=1_000_000)
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord", failed.value.message
+    assert failed.value.message.startswith(
+        f"Connector c.in: line 1 of file:{inbox / '1.csv'} is not a header naming the table's "
+        f"columns in order ({found}); files without a header line need \"header\": false"
+    )
+    assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+
+
+@pytest.mark.parametrize(
     ("fmt", "config", "lines", "problem", "said"),
     [
         ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2", ""),

@@ -40,7 +40,20 @@ def connector(fmt: dict[str, Any] | None) -> Connector:
         ),
         (
             {"name": "csv", "config": {"weight_column": "w", "header": "false"}},
-            InputFormat(name="csv", weight_column="w", header=False),
+            InputFormat(name="csv", weight_column="w", header=False, header_checked=False),
+        ),
+        ({"name": "csv"}, InputFormat(name="csv", header=True, header_checked=True)),
+        (
+            {"name": "csv", "config": {"header": True}},
+            InputFormat(name="csv", header=True, header_checked=False),
+        ),
+        (  # Feldera's name for it
+            {"name": "csv", "config": {"headers": False}},
+            InputFormat(name="csv", header=False, header_checked=False),
+        ),
+        (
+            {"name": "csv", "config": {"headers": "true", "header": "TRUE"}},
+            InputFormat(name="csv", header=True, header_checked=False),
         ),
         (
             {"name": "parquet", "config": {"op_column": "op"}},
@@ -70,6 +83,8 @@ def test_which_formats_carry_deletes() -> None:
         ({"name": "csv", "config": {"weight_column": 3}}, "must be a column name"),
         ({"name": "parquet", "config": {"op_column": "V"}}, "is a column of the table"),
         ({"name": "csv", "config": {"header": "yes"}}, "header must be true or false"),
+        ({"name": "csv", "config": {"headers": 1}}, "headers must be true or false (got 1)"),
+        ({"name": "csv", "config": {"header": True, "headers": False}}, "disagree; set one"),
     ],
 )
 def test_a_wrong_format_config_is_refused(fmt: dict[str, Any], says: str) -> None:

@@ -12,8 +12,13 @@ columns, before any file is opened (`runtime.connectors` reads accordingly).
 A weight of +n inserts the row n times, -n deletes it n times, 0 does nothing.
 
 The weight or operation column is consumed: it is not one of the table's columns (in CSV it is
-the last column of a line, after the table's). Other config keys are left to the reader (for
-example CSV's `header`).
+the last column of a line, after the table's).
+
+CSV files start with a header line unless `header` (or Feldera's `headers`) is false. Left
+unset, the header must name the table's columns in order (case-insensitively), and a file
+whose first line does not (a file without a header, columns in another order) fails the step
+rather than lose its first row; set explicitly to true, the first line is skipped whatever it
+holds, as Feldera skips it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ READ_BY_SPINDLE = frozenset({"file_input"})
 """Transports whose `format` Spindle itself reads (others are refused when run, not parsed)."""
 CHANGE_COLUMNS = ("weight_column", "op_column")
 """Config keys naming the column that says insert or delete (CSV and Parquet)."""
+HEADER_KEYS = ("header", "headers")
+"""CSV config keys saying whether files start with a header line: Spindle's, Feldera's."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,12 @@ class InputFormat:
     weight_column: str | None = None
     op_column: str | None = None
     header: bool = True
-    """CSV only: the first line names the columns (and is skipped)."""
+    """CSV only: each file's first line is a header (and is skipped)."""
+    header_checked: bool = True
+    """CSV only: whether the header must name the table's columns, in order (Spindle's default,
+    when the config says nothing: a file without a header line fails instead of silently
+    losing its first row). A header set explicitly (`header`, or Feldera's `headers`) is
+    skipped whatever it holds, as Feldera skips it."""
 
     @property
     def change_column(self) -> str | None:
@@ -111,15 +123,19 @@ def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat
                 f"{key} '{value}' is a column of the table; the {key.split('_')[0]} column is "
                 "consumed by the input, so give it a name the table does not use.",
             )
-    header = str(config.get("header", True)).lower()
-    if header not in ("true", "false"):
-        raise _invalid(connector, f"header must be true or false (got {config['header']!r}).")
+    given = {key: str(config[key]).lower() for key in HEADER_KEYS if key in config}
+    for key, value in given.items():
+        if value not in ("true", "false"):
+            raise _invalid(connector, f"{key} must be true or false (got {config[key]!r}).")
+    if len(set(given.values())) > 1:
+        raise _invalid(connector, "header and headers (Feldera's name for it) disagree; set one.")
     return InputFormat(
         name=name,
         update_format=str(update),
         weight_column=named.get("weight_column"),
         op_column=named.get("op_column"),
-        header=header == "true",
+        header=next(iter(given.values()), "true") == "true",
+        header_checked=not given,
     )
 
 

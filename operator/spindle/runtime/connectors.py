@@ -205,6 +205,8 @@ class FileInput:
             )
         if fmt.name == "csv":
             reader = reader.option("header", str(fmt.header).lower())
+            if fmt.header and fmt.header_checked:  # Spark checks each file's header
+                reader = reader.option("enforceSchema", "false")
         records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
         if guarded:
             # a change column's own check says more (`_check`: "has no integer weight")
@@ -531,6 +533,17 @@ def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleErr
     nearest = sorted(sources.values(), key=lambda source: -len(source.location))
     for source in nearest:  # where locations nest, the innermost is the file's input
         if storage.within(failed, source.location):
+            header = semantics.csv_header_mismatch(error)
+            if header is not None and isinstance(source, FileInput):
+                return _invalid_record(
+                    connector=source.connector,
+                    file=failed,
+                    unit="line",
+                    number=1,
+                    problem=f"is not a header naming the table's columns in order ({header}); "
+                    'files without a header line need "header": false in the format\'s config, '
+                    'and "header": true skips the first line whatever it holds',
+                )
             action: Action = "read a file" if isinstance(source, FileInput) else "read a table"
             return _refusal(action, source.connector, failed, error)
     return None

@@ -151,6 +151,25 @@ def raised(error: BaseException, mark: str) -> list[str] | None:
     return fields[1:] if fields[0] == mark else None
 
 
+_CSV_HEADER = ("CSV header does not conform", "Number of column in CSV header")
+
+
+def csv_header_mismatch(error: BaseException) -> str | None:
+    """What Spark found in a CSV file's header that does not name the schema's columns (its
+    header check, `enforceSchema` off), as `header: ...; columns: ...`; None for other errors."""
+    for cause in java_causes(error):
+        text = str(cause.getMessage() or "")
+        if text.startswith(_CSV_HEADER):
+            found = dict(
+                line.strip().split(": ", 1) for line in text.splitlines() if ": " in line.strip()
+            )
+            if "Header" in found and "Schema" in found:
+                return f"it reads `{found['Header']}`, the columns are `{found['Schema']}`"
+            fields, _, size = found.get("Header length", "?").partition(", schema size: ")
+            return f"it has {fields} fields for {size or 'a different number of'} columns"
+    return None
+
+
 def failed_file(error: BaseException) -> str | None:
     """The file Spark names when it failed to read one (`FAILED_READ_FILE.*`: corrupt, not in
     the format read, gone), as it spells it; None for any other error."""

@@ -381,6 +381,8 @@ def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
         ({}, ["K,V", "a,1"], {("a", 1): 1}),  # names compare case-insensitively
         ({"header": True}, ["key,value", "a,1"], {("a", 1): 1}),  # skipped, as Feldera does
         ({"headers": True}, ["a,0", "b,2"], {("b", 2): 1}),
+        ({"delimiter": ";"}, ["k;v", "a,b;1"], {("a,b", 1): 1}),  # Feldera's delimiter
+        ({"delimiter": "\t", "headers": False}, ["a\t1"], {("a", 1): 1}),
     ],
 )
 def test_a_csv_header_is_skipped_only_where_one_is_declared_or_found(

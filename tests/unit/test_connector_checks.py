@@ -98,6 +98,15 @@ WARNED = [
         "max_files_per_step is not a whole number above 0 (got 0); it is ignored",
     ),
     (table(entry(bogus=1)), "Spindle does not read 'bogus'; it is ignored"),
+    (
+        table(entry(format={"name": "csv", "config": {"hedaer": False}})),
+        "Spindle does not read 'hedaer' of its format config (did you mean 'header'?); it is "
+        "ignored",
+    ),
+    (
+        table(entry(format={"name": "csv", "config": {"quote": "|"}})),
+        "Spindle does not read 'quote' of its format config; it is ignored",
+    ),
 ]
 
 

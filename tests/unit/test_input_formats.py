@@ -55,6 +55,7 @@ def connector(fmt: dict[str, Any] | None) -> Connector:
             {"name": "csv", "config": {"headers": "true", "header": "TRUE"}},
             InputFormat(name="csv", header=True, header_checked=False),
         ),
+        ({"name": "csv", "config": {"delimiter": "|"}}, InputFormat(name="csv", delimiter="|")),
         (
             {"name": "parquet", "config": {"op_column": "op"}},
             InputFormat(name="parquet", op_column="op"),
@@ -85,6 +86,10 @@ def test_which_formats_carry_deletes() -> None:
         ({"name": "csv", "config": {"header": "yes"}}, "header must be true or false"),
         ({"name": "csv", "config": {"headers": 1}}, "headers must be true or false (got 1)"),
         ({"name": "csv", "config": {"header": True, "headers": False}}, "disagree; set one"),
+        ({"name": "csv", "config": {"delimiter": ";;"}}, "one ASCII character (got ';;')"),
+        ({"name": "csv", "config": {"delimiter": "é"}}, "one ASCII character (got 'é')"),
+        ({"name": "csv", "config": {"delimiter": 9}}, "one ASCII character (got 9)"),
+        ({"name": "csv", "config": {"delimiter": '"'}}, "cannot be '\"': CSV uses it already"),
     ],
 )
 def test_a_wrong_format_config_is_refused(fmt: dict[str, Any], says: str) -> None:

@@ -41,6 +41,8 @@ CHANGE_COLUMNS = ("weight_column", "op_column")
 """Config keys naming the column that says insert or delete (CSV and Parquet)."""
 HEADER_KEYS = ("header", "headers")
 """CSV config keys saying whether files start with a header line: Spindle's, Feldera's."""
+CONFIG_KEYS = frozenset({"update_format", *CHANGE_COLUMNS, *HEADER_KEYS, "delimiter"})
+"""The `format.config` keys Spindle reads: a key a typo away from one of them warns."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class InputFormat:
     op_column: str | None = None
     header: bool = True
     """CSV only: each file's first line is a header (and is skipped)."""
+    delimiter: str = ","
+    """CSV only: the field delimiter (Feldera's `delimiter`), one ASCII character."""
     header_checked: bool = True
     """CSV only: whether the header must name the table's columns, in order (Spindle's default,
     when the config says nothing: a file without a header line fails instead of silently
@@ -129,12 +133,18 @@ def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat
             raise _invalid(connector, f"{key} must be true or false (got {config[key]!r}).")
     if len(set(given.values())) > 1:
         raise _invalid(connector, "header and headers (Feldera's name for it) disagree; set one.")
+    delimiter = config.get("delimiter", ",")
+    if not (isinstance(delimiter, str) and len(delimiter) == 1 and delimiter.isascii()):
+        raise _invalid(connector, f"delimiter must be one ASCII character (got {delimiter!r}).")
+    if delimiter in ('"', "\n", "\r"):
+        raise _invalid(connector, f"delimiter cannot be {delimiter!r}: CSV uses it already.")
     return InputFormat(
         name=name,
         update_format=str(update),
         weight_column=named.get("weight_column"),
         op_column=named.get("op_column"),
         header=next(iter(given.values()), "true") == "true",
+        delimiter=delimiter,
         header_checked=not given,
     )
 

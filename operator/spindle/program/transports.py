@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spindle.program.formats import CONFIG_KEYS as FORMAT_KEYS
 from spindle.program.model import Direction
 
 FLOW_CONTROL_KNOBS = frozenset(
@@ -71,8 +72,8 @@ _SERVES = {
 }
 
 
-def _near(key: str, known: frozenset[str] | tuple[str, ...]) -> str | None:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.85)
+def _near(key: str, known: frozenset[str] | tuple[str, ...], *, cutoff: float = 0.85) -> str | None:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=cutoff)
     return close[0] if close else None
 
 
@@ -126,4 +127,11 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
             typo = _near(key, READ_KEYS)
             hint = f" (did you mean '{typo}'?)" if typo else ""
             said.append(f"Spindle does not read '{key}'{hint}")
+    fmt = entry.get("format")
+    options = fmt.get("config") if isinstance(fmt, Mapping) else None
+    for key in options if isinstance(options, Mapping) else ():
+        if key not in FORMAT_KEYS:
+            typo = _near(key, FORMAT_KEYS, cutoff=0.8)  # hedaer: header
+            hint = f" (did you mean '{typo}'?)" if typo else ""
+            said.append(f"Spindle does not read '{key}' of its format config{hint}")
     return said

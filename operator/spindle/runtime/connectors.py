@@ -204,7 +204,7 @@ class FileInput:
                 "columnNameOfCorruptRecord", CORRUPT
             )
         if fmt.name == "csv":
-            reader = reader.option("header", str(fmt.header).lower())
+            reader = reader.option("header", str(fmt.header).lower()).option("sep", fmt.delimiter)
             if fmt.header and fmt.header_checked:  # Spark checks each file's header
                 reader = reader.option("enforceSchema", "false")
         records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)

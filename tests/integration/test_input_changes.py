@@ -412,7 +412,7 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
     assert failed.value.reason == "InvalidInputRecord", failed.value.message
     assert failed.value.message.startswith(
         f"Connector c.in: line 1 of file:{inbox / '1.csv'} is not a header naming the table's "
-        f"columns in order ({found}); files without a header line need \"header\": false"
+        f'columns in order ({found}); files without a header line need "header": false'
     )
     assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
 

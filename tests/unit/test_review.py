@@ -13,6 +13,7 @@ from spindle.api import PipelineSpec
 from spindle.checkpoint import Manifest, RateRecord, StateRecord
 from spindle.checkpoint.objects import open_objects
 from spindle.checkpoint.statistics import delta_size, needs_sizes, stored_sizes
+from spindle.cli.render import estimate_lines
 from spindle.lifecycle import Observation, decide
 from spindle.plan import Rate, Stored, StoredSize, make_plan
 from spindle.program import parse_program
@@ -123,6 +124,42 @@ def test_a_truncated_table_is_read_empty_and_an_evolved_one_in_full() -> None:
         old=parse_program(CHAIN), new=parse_program(evolved), stored=Stored(sizes=SIZES)
     )
     assert plan.estimate is not None and plan.estimate.reads == ("a", "u")
+
+
+def test_the_estimate_names_the_tables_a_change_empties_and_the_inputs_read_again() -> None:
+    """A breaking schema change drops a table's stored rows: the review says so, with their
+    count, and which inputs are read again from their start (its own, and modified ones)."""
+    feed = """'connectors' = '[{"name": "f", "transport": {"name": "file_input",
+      "config": {"path": "/in/u"}}, "format": {"name": "json"}}]'"""
+    old = CHAIN.replace(
+        "with ('materialized' = 'true');\ncreate table gone",
+        "with ('materialized' = 'true', " + feed + ");\ncreate table gone",
+        1,
+    )
+    assert old != CHAIN
+    truncated = old.replace("u (id bigint, w int)", "u (id bigint, w bigint)")
+    plan = make_plan(
+        old=parse_program(old), new=parse_program(truncated), stored=Stored(sizes=SIZES)
+    )
+    assert plan.estimate is not None
+    assert plan.estimate.emptied == (("u", SIZES["u"].rows),)
+    assert plan.estimate.restarted == ("u.f",)
+    body = plan.estimate.to_json()
+    assert body["tablesEmptied"] == [{"name": "u", "storedRows": SIZES["u"].rows}]
+    assert body["inputsRestarted"] == ["u.f"]
+    lines = estimate_lines(body)
+    assert "  tables emptied by the change: u (5 stored rows dropped)" in lines
+    assert "  inputs read again from their start after the bootstrap: u.f" in lines
+    evolved = old.replace("u (id bigint, w int)", "u (id bigint, w int, note varchar)")
+    kept = make_plan(old=parse_program(old), new=parse_program(evolved), stored=Stored(sizes=SIZES))
+    assert kept.estimate is not None and (kept.estimate.emptied, kept.estimate.restarted) == (
+        (),
+        (),
+    )
+    assert not any(
+        "emptied" in line or "read again" in line
+        for line in estimate_lines(kept.estimate.to_json())
+    )
 
 
 def test_duration_uses_the_latest_bootstrap_rate_then_the_step_rate() -> None:

@@ -74,8 +74,9 @@ class PendingChange(_Status):
         default=None,
         description="What approving costs, from the checkpoint's Delta statistics (no Spark "
         "job): views to evaluate, stored rows and bytes they read, rows read from connectors "
-        "(always 0), outputs and what happens to them, and a duration from the throughput "
-        "earlier checkpoints recorded ('unknown' with no history).",
+        "(always 0), outputs and what happens to them, tables emptied by a breaking schema "
+        "change with their stored rows, inputs read again from their start, and a duration "
+        "from the throughput earlier checkpoints recorded ('unknown' with no history).",
     )
     reason: str | None = Field(
         default=None, description="'restate' when views are recomputed on request."

@@ -100,7 +100,10 @@ def query_diffs(plan: ChangePlan) -> list[str]:
 
 
 def _count(value: Any, unit: str) -> str:
-    return "unknown" if value is None else f"{value:,} {unit}"
+    """`1 row`, `2,000 rows` or `unknown`, for a plural `unit`."""
+    if value is None:
+        return "unknown"
+    return f"{value:,} {unit.removesuffix('s') if value == 1 else unit}"
 
 
 def estimate_lines(estimate: dict[str, Any]) -> list[str]:
@@ -119,6 +122,17 @@ def estimate_lines(estimate: dict[str, Any]) -> list[str]:
         f"  rows read from connectors: {estimate.get('connectorRows', 0)} "
         f"({estimate.get('connectorRowsNote')})",
     ]
+    emptied = estimate.get("tablesEmptied") or []
+    if emptied:
+        dropped = ", ".join(
+            f"{t['name']} ({_count(t.get('storedRows'), 'stored rows')} dropped)" for t in emptied
+        )
+        lines.append(f"  tables emptied by the change: {dropped}")
+    if estimate.get("inputsRestarted"):
+        lines.append(
+            "  inputs read again from their start after the bootstrap: "
+            + ", ".join(estimate["inputsRestarted"])
+        )
     if estimate.get("sizesUnknown"):
         lines.append(
             f"  no statistics for: {', '.join(estimate['sizesUnknown'])} (no checkpoint, or its "

@@ -59,6 +59,12 @@ class Estimate:
     """What happens to them: replaced, appended to, or left alone (`silent`)."""
     seconds: float | None
     rate: Rate | None
+    emptied: tuple[tuple[str, int | None], ...] = ()
+    """Modified tables whose stored rows the bootstrap drops (a breaking schema change), each
+    with its stored row count (None: unknown)."""
+    restarted: tuple[str, ...] = ()
+    """Input connectors read again from their start once the bootstrap committed (added,
+    modified, or of an emptied table)."""
 
     @property
     def connector_rows(self) -> int:
@@ -96,6 +102,8 @@ class Estimate:
             "throughput": None
             if rate is None or rate.rows_per_second is None
             else {"from": rate.kind, "rowsPerSecond": round(rate.rows_per_second, 1)},
+            "tablesEmptied": [{"name": n, "storedRows": rows} for n, rows in self.emptied],
+            "inputsRestarted": list(self.restarted),
         }
 
 
@@ -124,10 +132,13 @@ def make_estimate(
     sizes: Mapping[str, StoredSize] | None,
     rates: tuple[Rate, ...] = (),
     outputs_mode: str = "replace",
+    emptied: tuple[str, ...] = (),
+    restarted: tuple[str, ...] = (),
 ) -> Estimate:
     """The estimate of evaluating `views` of `new`, reading the checkpointed relations of
-    `kept` that they read. Duration: rows over the rate of the latest bootstrap recorded, else
-    of the latest step; unknown with no history or unknown sizes."""
+    `kept` that they read, and emptying the tables of `emptied` (their stored rows dropped).
+    Duration: rows over the rate of the latest bootstrap recorded, else of the latest step;
+    unknown with no history or unknown sizes."""
     reads = stored_reads(new=new, views=views, kept=kept)
     known = {n: sizes[n] for n in reads if sizes is not None and n in sizes}
     unknown = tuple(n for n in reads if n not in known or known[n].rows is None)
@@ -149,4 +160,6 @@ def make_estimate(
         outputs_mode=outputs_mode,
         seconds=seconds,
         rate=rate if speed is not None else None,
+        emptied=tuple((n, sizes[n].rows if sizes and n in sizes else None) for n in emptied),
+        restarted=restarted,
     )

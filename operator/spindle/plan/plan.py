@@ -254,5 +254,7 @@ def make_plan(
         sizes=given.sizes,
         rates=given.rates,
         outputs_mode=given.outputs_mode,
+        emptied=plan.tables_to_truncate,
+        restarted=plan.connectors_to_reset,
     )
     return replace(plan, estimate=estimate)

@@ -36,6 +36,7 @@ LOCATED_REASONS = frozenset(
         "UnknownColumn",
         "AmbiguousColumn",
         "UnsupportedType",
+        "UnknownFunction",
         "NestingTooDeep",
         "NameTooLong",
     }

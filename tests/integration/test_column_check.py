@@ -22,7 +22,11 @@ from tests.unit.column_cases import CASES, Case
 from tests.unit.test_columns import program_of
 
 CORPUS = Path(__file__).parents[1] / "golden" / "fingerprints" / "programs"
-SPARK_CLASSES = {"UnknownColumn": "UNRESOLVED_COLUMN", "AmbiguousColumn": "AMBIGUOUS_REFERENCE"}
+SPARK_CLASSES = {
+    "UnknownColumn": "UNRESOLVED_COLUMN",
+    "AmbiguousColumn": "AMBIGUOUS_REFERENCE",
+    "UnknownFunction": "UNRESOLVED_ROUTINE",
+}
 """The error class of Spark's analyzer for each reason of the check."""
 
 

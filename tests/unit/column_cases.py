@@ -1,4 +1,4 @@
-"""Queries and what Spindle's column check says of them: input → expected.
+"""Queries and what Spindle's reference checks (columns, function calls) say of them.
 
 Each case is a view's query over the tables in `TABLES`, the reason the check gives (None: it
 passes) and the reference it points at (the first occurrence of that text in the query). The unit
@@ -15,8 +15,10 @@ create table t (id int, name varchar, score int, ts timestamp) with ('materializ
 create table u (id int, city varchar, "Mixed" int) with ('materialized' = 'true');
 create materialized view named as select name, count(*) as n from t group by name;
 create materialized view unnamed as select name, count(*) from t group by name;
+create function bump(g int) returns int as g + 1;
 """
-"""Two tables, a view whose columns are all named, and one with a column Spark names itself."""
+"""Two tables, a view whose columns are all named, one with a column Spark names itself, and a
+function."""
 
 
 class Case(NamedTuple):
@@ -93,4 +95,18 @@ CASES: tuple[Case, ...] = (
     Case("with c as (select id from t) select c.score from c", "UnknownColumn", "c.score"),
     Case("select n, m from named", "UnknownColumn", "m"),
     Case("select id from t union all select idd from u", "UnknownColumn", "idd"),
+    # Function calls: a Spark built-in (sqlglot knows it or not), or one the program declares.
+    Case("select bump(score) as b, BUMP(id) as c from t", None),
+    Case("select date_format(ts, 'yyyy') as d, get_json_object(name, '$.a') as j from t", None),
+    Case("select percentile_approx(score, 0.5) as p, count_if(score > 1) as c from t", None),
+    Case("select levenshtein(name, 'a') as l, nvl2(name, 1, 0) as n from t", None),
+    Case("select avgg(score) as a from t", "UnknownFunction", "avgg"),
+    Case("select AVGG(score) as a from t", "UnknownFunction", "AVGG"),
+    Case("select id, frobnicate(name) as f from t where id > 0", "UnknownFunction", "frobnicate"),
+    Case("select id from t where bumpp(score) > 1", "UnknownFunction", "bumpp"),
+    Case(
+        "select id from t where exists (select 1 from u where lenght(city) > 1)",
+        "UnknownFunction",
+        "lenght",
+    ),
 )

@@ -404,7 +404,7 @@ def situation(observed: Observation) -> Situation | Decision:
     ran = checkpoint is not None and checkpoint.program.text == observed.spec.sql
     try:
         program = _parsed(observed.spec.sql)
-        program.refuse_unrunnable(columns=not ran)  # the runtime would refuse it
+        program.refuse_unrunnable(references=not ran)  # the runtime would refuse it
     except SpindleError as error:
         return failed(error.reason, error.message, stop=active)
     if checkpoint is not None:

@@ -175,22 +175,26 @@ class Program:
     def relation(self, name: str) -> Table | View | None:
         return self.tables.get(name) or self.views.get(name)
 
-    def refuse_unrunnable(self, *, columns: bool = True) -> None:
-        """Raise the first problem the runtime would meet: one of `unrunnable` (connectors),
-        then, with `columns`, an unknown or ambiguous column (`spindle.program.columns`, worked
-        out on first use). For the program that is to run, not one read back; `columns=False`
-        for one Spark has already run (the checkpoint's): Spark's verdict stands."""
+    def refuse_unrunnable(self, *, references: bool = True) -> None:
+        """Raise the first problem the runtime would meet: one of `unrunnable` (connectors,
+        column types), then, with `references`, the first in the text of the column
+        references (`spindle.program.columns`) and function calls (`spindle.program.calls`)
+        Spark could not resolve, worked out on first use. For the program that is to run, not
+        one read back; `references=False` for one Spark has already run (the checkpoint's):
+        Spark's verdict stands."""
         if self.unrunnable:
             raise self.unrunnable[0].error()
-        if columns and self._column_problems:
-            raise self._column_problems[0].error()
+        if references and self._reference_problems:
+            raise self._reference_problems[0].error()
 
     @cached_property
-    def _column_problems(self) -> tuple[Unrunnable, ...]:
-        # Imported here: the check reads these values, so it imports this module.
+    def _reference_problems(self) -> tuple[Unrunnable, ...]:
+        # Imported here: the checks read these values, so they import this module.
+        from spindle.program.calls import call_problems
         from spindle.program.columns import column_problems
 
-        return column_problems(self)
+        found = (*column_problems(self), *call_problems(self))
+        return tuple(sorted(found, key=lambda u: (u.details["line"], u.details["column"])))
 
     @property
     def connectors(self) -> tuple[Connector, ...]:

@@ -38,9 +38,13 @@ from spindle.runtime.translate import table_ddl_schema, translated
 LAYOUTS = {Linear: "zset", Aggregate: "groups"}
 """The stored layout each shape is maintained in; views that recompute keep `rows`."""
 
-SPARK_REASONS = {"UNRESOLVED_COLUMN": "UnknownColumn", "AMBIGUOUS_REFERENCE": "AmbiguousColumn"}
+SPARK_REASONS = {
+    "UNRESOLVED_COLUMN": "UnknownColumn",
+    "AMBIGUOUS_REFERENCE": "AmbiguousColumn",
+    "UNRESOLVED_ROUTINE": "UnknownFunction",
+}
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
-column check leaves to Spark); any other failure to evaluate a view is `UnsupportedSql`."""
+reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""
 
 _names = itertools.count()
 

@@ -1,0 +1,69 @@
+"""Function calls checked against Spark's built-ins and the program's own functions.
+
+A misspelt function (`avgg(grade)`) used to pass `spindle diff`, `plan` and `apply`, reach
+approval, and fail in the driver with Spark's message at the view's first line. Here every call
+sqlglot does not know as a function of its own (an `Anonymous` call, rendered to Spark by its
+name) must name a Spark built-in (`spindle.program.spark_functions`) or a function the program
+declares; any other is `UnknownFunction`, at the call's line and column, with the closest name.
+
+Only what Spark refuses too: a call sqlglot knows (`AVG`, `LEVENSHTEIN`) is left to Spark, and
+so are qualified names (`catalog.fn(...)`) and table functions in FROM.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+from sqlglot import exp
+
+from spindle.program.model import Program, Unrunnable
+from spindle.program.spark_functions import SPARK_FUNCTIONS
+from spindle.program.statements import split
+
+
+def call_problems(program: Program) -> tuple[Unrunnable, ...]:
+    """Each view's and function's first call of a function that does not exist, in order."""
+    declared = frozenset(program.functions)
+    statements = {s.text: s for s in split(program.text)}
+    problems: list[Unrunnable] = []
+    owners = [
+        *(("View", v.name, v.text, v.query) for v in program.views.values()),
+        *(("Function", f.name, f.text, f.body) for f in program.functions.values()),
+    ]
+    for kind, name, text, tree in owners:
+        call = min(_unknown_calls(tree, declared), key=_start, default=None)
+        statement = statements.get(text)
+        if call is None or statement is None:
+            continue
+        called = call.name.lower()
+        where = statement.locate(_start(call))
+        close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        problems.append(
+            Unrunnable(
+                reason="UnknownFunction",
+                message=f"{kind} '{name}' calls '{called}', which is neither a Spark function "
+                f"nor one the program declares.{hint} (line {where.line}, column {where.column})",
+                details={
+                    "line": where.line,
+                    "column": where.column,
+                    kind.lower(): name,
+                    "call": called,
+                },
+            )
+        )
+    return tuple(problems)
+
+
+def _start(call: exp.Expr) -> int:
+    return int(call.meta.get("start", 0))
+
+
+def _unknown_calls(tree: exp.Expr, declared: frozenset[str]) -> Iterator[exp.Anonymous]:
+    for call in tree.find_all(exp.Anonymous):
+        if isinstance(call.parent, exp.Dot | exp.Table) or call.meta.get("start") is None:
+            continue  # a qualified name, or a table function: Spark's to resolve
+        name = call.name.lower()
+        if name not in SPARK_FUNCTIONS and name not in declared:
+            yield call

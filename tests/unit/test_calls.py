@@ -1,0 +1,64 @@
+"""Function calls are checked against Spark's built-ins and the program's functions
+(`program.calls`): a misspelt function is refused at `diff`, `plan`, `apply` and in the
+operator, at the call, with the closest name. Verdicts on queries are cases of
+`column_cases.py` (held against Spark's analyzer); these are the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from spindle.api import Phase
+from spindle.errors import SpindleError
+from spindle.lifecycle import decide
+from spindle.program import parse_program
+from tests.unit.test_lifecycle import checkpoint, observe, spec
+
+TABLE = "create table t (id int, grade decimal(5, 2));\n"
+
+
+def refusal(text: str) -> SpindleError:
+    with pytest.raises(SpindleError) as raised:
+        parse_program(text).refuse_unrunnable()
+    return raised.value
+
+
+def test_the_message_names_the_call_and_the_closest_function() -> None:
+    error = refusal(TABLE + "create view v as select avgg(grade) as a from t;\n")
+    assert error.reason == "UnknownFunction"
+    assert error.message == (
+        "View 'v' calls 'avgg', which is neither a Spark function nor one the program declares. "
+        "Did you mean 'avg'? (line 2, column 25)"
+    )
+    assert error.details == {"line": 2, "column": 25, "view": "v", "call": "avgg"}
+
+
+def test_a_functions_body_is_checked_and_a_declared_function_is_suggested() -> None:
+    error = refusal(
+        TABLE + "create function bump(g int) returns int as g + 1;\n"
+        "create function twice(g int) returns int as\n  bumpp(bumpp(g));\n"
+    )
+    assert (error.details["function"], error.details["call"]) == ("twice", "bumpp")
+    assert "calls 'bumpp'" in error.message and "Did you mean 'bump'?" in error.message
+    assert (error.details["line"], error.details["column"]) == (4, 3)
+
+
+def test_the_first_problem_in_the_text_is_reported() -> None:
+    error = refusal(
+        TABLE + "create view v as select frobnicate(id) as f, scroe from t;\n"
+        "create view w as select nme from t;\n"
+    )
+    assert (error.reason, error.details["line"]) == ("UnknownFunction", 2)
+    error = refusal(TABLE + "create view v as select scroe, frobnicate(id) as f from t;\n")
+    assert error.reason == "UnknownColumn"
+
+
+def test_a_qualified_call_is_left_to_spark() -> None:
+    parse_program(TABLE + "create view v as select my.fn(id) as f from t;\n").refuse_unrunnable()
+
+
+def test_the_operator_refuses_it_and_leaves_a_program_spark_ran_alone() -> None:
+    bad = TABLE + "create view v as select avgg(grade) as a from t;\n"
+    refused = decide(observe(spec=spec(bad)))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "UnknownFunction")
+    kept = decide(observe(spec=spec(bad), checkpoint=checkpoint(bad)))
+    assert kept.phase is not Phase.FAILED

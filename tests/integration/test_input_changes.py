@@ -103,6 +103,39 @@ class Pipeline:
         return found
 
 
+def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: Any) -> None:
+    """`"update_format": "insert_delete"` on a JSON file output: Feldera's lines, an update
+    as a delete of the old row and an insert of the new one."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    feldera = {
+        **file_output(out),
+        "format": {"name": "json", "config": {"update_format": "insert_delete"}},
+    }
+    sql = (
+        f"create table t (id int not null primary key, v int) with "
+        f"('connectors' = '{insert_delete(inbox)}');\n"
+        f"create materialized view big with ('connectors' = '{connectors(feldera)}') "
+        "as select id, v from t where v > 1;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    first = [{"insert": {"id": 1, "v": 5}}, {"insert": {"id": 2, "v": 7}}]
+    write_lines(inbox / "1.jsonl", first, mtime=1_000_000)
+    pipeline.step()
+    write_lines(
+        inbox / "2.jsonl",
+        [{"insert": {"id": 1, "v": 6}}, {"delete": {"id": 2, "v": 7}}],
+        mtime=1_000_100,
+    )
+    pipeline.step()
+    second = [{"delete": {"id": 1, "v": 5}}, {"insert": {"id": 1, "v": 6}}]
+    second.append({"delete": {"id": 2, "v": 7}})
+    written = [
+        sorted(json.dumps(json.loads(line)) for line in path.read_text().splitlines())
+        for path in sorted(out.glob("*.jsonl"))
+    ]
+    assert written == [sorted(map(json.dumps, first)), sorted(map(json.dumps, second))]
+
+
 def _empty() -> Any:
     from pyspark.sql.types import StructType
 

@@ -10,20 +10,29 @@ import pytest
 
 from spindle.errors import SpindleError
 from spindle.program import Connector, Direction, parse_program
-from spindle.program.formats import InputFormat, input_format, invalid_record
+from spindle.program.formats import (
+    InputFormat,
+    input_format,
+    invalid_record,
+    output_update_format,
+)
 
 COLUMNS = ("id", "v")
 
 
-def connector(fmt: dict[str, Any] | None) -> Connector:
-    config: dict[str, Any] = {"transport": {"name": "file_input", "config": {"path": "/in"}}}
+def connector(fmt: dict[str, Any] | None, *, direction: Direction = Direction.INPUT) -> Connector:
+    """A file input `t.src` (or a file output `v.out`) with format `fmt`."""
+    kind = "input" if direction is Direction.INPUT else "output"
+    transport = f"file_{kind}"
+    config: dict[str, Any] = {"transport": {"name": transport, "config": {"path": f"/{kind}"}}}
     if fmt is not None:
         config["format"] = fmt
+    relation, name = ("t", "src") if direction is Direction.INPUT else ("v", "out")
     return Connector(
-        relation="t",
-        name="src",
-        direction=Direction.INPUT,
-        transport="file_input",
+        relation=relation,
+        name=name,
+        direction=direction,
+        transport=transport,
         config=config,
         comparable="",
     )
@@ -127,3 +136,33 @@ def test_a_wrong_file_input_format_fails_parsing_at_the_table() -> None:
 def test_formats_of_transports_spindle_does_not_read_are_not_judged_when_parsing() -> None:
     kafka = {"name": "k", "transport": {"name": "kafka_input"}, "format": {"name": "avro"}}
     parse_program(f"create table t (id int) with ('connectors' = '{json.dumps([kafka])}');")
+
+
+def output(fmt: dict[str, Any]) -> Connector:
+    return connector(fmt, direction=Direction.OUTPUT)
+
+
+def test_an_output_writes_weights_or_feldera_insert_delete() -> None:
+    assert output_update_format(output({"name": "json"})) is None
+    assert output_update_format(output({"name": "csv", "config": {"header": True}})) is None
+    insert_delete = {"name": "json", "config": {"update_format": "insert_delete"}}
+    assert output_update_format(output(insert_delete)) == "insert_delete"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "says"),
+    [
+        ({"name": "json", "config": {"update_format": "weighted"}}, "not supported for an output"),
+        ({"name": "csv", "config": {"update_format": "insert_delete"}}, "applies to json only"),
+    ],
+)
+def test_a_wrong_output_format_fails_parsing_at_the_view(fmt: dict[str, Any], says: str) -> None:
+    entry = {"name": "out", **output(fmt).config}
+    text = (
+        "create table t (id int);\n"
+        f"create view v with ('connectors' = '{json.dumps([entry])}') as select id from t;"
+    )
+    with pytest.raises(SpindleError) as refused:
+        parse_program(text)
+    assert refused.value.reason == "InvalidConnectors" and says in refused.value.message
+    assert (refused.value.details["line"], refused.value.details["column"]) == (2, 13)

@@ -1,6 +1,7 @@
-"""What an input connector's `format` means: how its files are read, and how a record says
-whether it inserts or deletes a row. Pure: decided from the connector's JSON and its table's
-columns, before any file is opened (`runtime.connectors` reads accordingly).
+"""What a file connector's `format` means: how an input's files are read, how a record says
+whether it inserts or deletes a row, and how an output writes its changes. Pure: decided from
+the connector's JSON and its table's columns, before any file is opened (`runtime.connectors`
+reads and writes accordingly).
 
 | format | `format.config` | a record is |
 |---|---|---|
@@ -19,6 +20,9 @@ unset, the header must name the table's columns in order (case-insensitively), a
 whose first line does not (a file without a header, columns in another order) fails the step
 rather than lose its first row; set explicitly to true, the first line is skipped whatever it
 holds, as Feldera skips it.
+
+A file output writes each change as the view's row and its `weight` (+1, -1); a JSON output
+with `"update_format": "insert_delete"` writes Feldera's `{"insert": row}` / `{"delete": row}`.
 """
 
 from __future__ import annotations
@@ -28,15 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.errors import SpindleError, located
-from spindle.program.model import Connector, Table
+from spindle.program.model import Connector, Table, View
 
 FORMATS = ("json", "csv", "parquet")
 UPDATE_FORMATS = ("raw", "insert_delete")
 """JSON update formats Spindle reads (Feldera also has `weighted`, `debezium`, `snowflake`)."""
 OPERATIONS: Mapping[str, int] = {"insert": 1, "delete": -1}
 """Values of an `op_column`, and the weight each one means."""
-READ_BY_SPINDLE = frozenset({"file_input"})
-"""Transports whose `format` Spindle itself reads (others are refused when run, not parsed)."""
+OUTPUT_UPDATE_FORMATS = ("insert_delete",)
+"""JSON update formats a file output writes besides its default (rows with a `weight`)."""
 CHANGE_COLUMNS = ("weight_column", "op_column")
 """Config keys naming the column that says insert or delete (CSV and Parquet)."""
 HEADER_KEYS = ("header", "headers")
@@ -149,21 +153,45 @@ def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat
     )
 
 
-def check_inputs(table: Table) -> None:
-    """Validate the formats of `table`'s file inputs when the program is parsed, so a wrong
-    config fails `spindle plan` at the table's declaration, not the first step."""
-    columns = [c.name for c in table.columns]
-    for connector in table.connectors:
-        if connector.transport not in READ_BY_SPINDLE:
-            continue
+def output_update_format(connector: Connector) -> str | None:
+    """The validated update format of a file output: None (each line a row and its `weight`,
+    +1 or -1) or `insert_delete` (Feldera's: `{"insert": row}` / `{"delete": row}`)."""
+    name, config = format_name(connector)
+    update = config.get("update_format")
+    if update is None:
+        return None
+    if name != "json":
+        raise _invalid(
+            connector,
+            f"update_format applies to json only; a {name} output's rows carry a weight column.",
+        )
+    if update not in OUTPUT_UPDATE_FORMATS:
+        raise _invalid(
+            connector,
+            f"update_format {update!r} is not supported for an output; use 'insert_delete' "
+            '({"insert": row} / {"delete": row} per line), or leave it out for rows with a '
+            "weight column.",
+        )
+    return str(update)
+
+
+def check_formats(relation: Table | View) -> None:
+    """Validate the formats of a table's file inputs and a view's file outputs when the
+    program is parsed, so a wrong config fails `spindle plan` at the relation's declaration,
+    not the first step."""
+    columns = [c.name for c in relation.columns] if isinstance(relation, Table) else []
+    for connector in relation.connectors:
         try:
-            input_format(connector, columns=columns)
+            if connector.transport == "file_input":
+                input_format(connector, columns=columns)
+            elif connector.transport == "file_output":
+                output_update_format(connector)
         except SpindleError as error:
             raise located(
                 reason=error.reason,
                 message=error.message.rstrip("."),
-                line=table.position.line,
-                column=table.position.column,
+                line=relation.position.line,
+                column=relation.position.column,
                 **error.details,
             ) from None
 

@@ -44,7 +44,13 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spindle.errors import SpindleError
 from spindle.program import Connector
-from spindle.program.formats import OPERATIONS, InputFormat, format_name, input_format
+from spindle.program.formats import (
+    OPERATIONS,
+    InputFormat,
+    format_name,
+    input_format,
+    output_update_format,
+)
 from spindle.program.formats import invalid_record as _invalid_record
 from spindle.program.transports import TRANSPORTS, whole_number
 from spindle.runtime import file_offsets, semantics, storage
@@ -554,12 +560,24 @@ class FileOutput:
     connector: str
     path: str
     format: str
+    update_format: str | None = None
+    """None: each line is a row and its `weight`; `insert_delete`: `{"insert": row}` or
+    `{"delete": row}` (JSON only, `program.formats.output_update_format`)."""
+
+    def _shaped(self, frame: DataFrame) -> DataFrame:
+        if self.update_format != "insert_delete":
+            return frame
+        row = F.struct(*[column(c) for c in frame.columns if c != "weight"])
+        weight = column("weight")
+        return frame.select(
+            F.when(weight > 0, row).alias("insert"), F.when(weight < 0, row).alias("delete")
+        )
 
     def _write(self, spark: SparkSession, frame: DataFrame, *, sequence: int, tag: str) -> None:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
         with _refused("write", self.connector, self.path):
             storage.delete(spark, staging)
-            frame.coalesce(1).write.mode("overwrite").format(self.format).option(
+            self._shaped(frame).coalesce(1).write.mode("overwrite").format(self.format).option(
                 "header", "true"
             ).save(staging)
             parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
@@ -634,7 +652,8 @@ def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = 
     a failed step may have written to before it, and must not be skipped for that."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
-        return FileOutput(connector.key, _location(connector), name)
+        update = output_update_format(connector)
+        return FileOutput(connector.key, _location(connector), name, update)
     if connector.transport == "delta_table_output":
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:

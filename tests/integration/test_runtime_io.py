@@ -851,3 +851,21 @@ def test_an_input_with_nothing_to_read_says_so_once_and_reads_what_arrives(
     said = cli("local", "run", "waits", "--until-idle") + cli.err
     assert "t.empty" not in said and said.count("Input t.typo:") == 1
     assert cli.json("query", "waits", "SELECT n FROM c") == [{"n": 1}]
+
+
+def test_spark_leaves_no_warehouse_directory_where_it_is_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown function makes Spark look the catalog up, which created `spark-warehouse/` in
+    the working directory: a user's project, or a driver pod's root."""
+    sql = "create table t (id bigint) with ('materialized' = 'true');"
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    cli = Cli(home, capsys)
+    cli("local", "apply", "-f", str(manifest(tmp_path, sql, "tidy")))
+    cli("local", "run", "tidy", "--until-idle")
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd() / "operator")}
+    query = [*CLI, "query", "tidy", "select avgg(id) from t", "--no-server", "--home", str(home)]
+    ran = subprocess.run(query, cwd=project, capture_output=True, text=True, env=env, timeout=300)
+    assert ran.returncode == 1 and "UNRESOLVED_ROUTINE" in ran.stderr, ran.stderr
+    assert list(project.iterdir()) == []

@@ -59,6 +59,10 @@ def _quiet_query_context() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+WAREHOUSE = Path(tempfile.gettempdir()) / f"spindle-spark-warehouse-{os.getuid()}"
+"""Spark's warehouse directory: empty, out of the working directory."""
+
+
 def _class_path() -> str:
     """Jars on the JVM class path directly: unlike `spark.jars`, nothing is copied per session
     (the AWS SDK bundle alone is 600 MB). The Spark image sets SPINDLE_SPARK_JARS."""
@@ -78,6 +82,10 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # Spindle keeps no catalog tables, but Spark creates its warehouse directory (by
+        # default `spark-warehouse/` in the working directory: a user's project, or a driver
+        # pod's root) when a query looks a name up in the catalog, as an unknown function does.
+        "spark.sql.warehouse.dir": WAREHOUSE.as_uri(),
         # small machines: the serial GC. Not C1 only: a driver runs for hours, and planning the
         # change queries of every step is ~30% slower without C2 (measured on the oracle test)
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseSerialGC",

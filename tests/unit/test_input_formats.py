@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from spindle.api import Phase
 from spindle.errors import SpindleError
+from spindle.lifecycle import decide
 from spindle.program import Connector, Direction, parse_program
 from spindle.program.formats import (
     InputFormat,
@@ -16,6 +18,7 @@ from spindle.program.formats import (
     invalid_record,
     output_update_format,
 )
+from tests.unit.test_lifecycle import checkpoint, observe, spec
 
 COLUMNS = ("id", "v")
 
@@ -118,7 +121,7 @@ def test_a_bad_record_names_connector_file_and_line() -> None:
     assert error.details == {"connector": "t.src", "file": "/in/a.jsonl", "line": 3}
 
 
-def test_a_wrong_file_input_format_fails_parsing_at_the_table() -> None:
+def test_a_wrong_file_input_format_is_refused_at_the_table() -> None:
     text = (
         "create table t (id int, v int) with ('connectors' = '"
         + json.dumps(
@@ -126,8 +129,9 @@ def test_a_wrong_file_input_format_fails_parsing_at_the_table() -> None:
         )
         + "');"
     )
+    program = parse_program(text)  # it parses: a checkpoint's program that has it still reads
     with pytest.raises(SpindleError) as refused:
-        parse_program(text)
+        program.refuse_unrunnable()
     assert refused.value.reason == "InvalidConnectors"
     assert "op_column 'v' is a column of the table" in refused.value.message
     assert refused.value.details["line"] == 1 and refused.value.details["connector"] == "t.src"
@@ -156,13 +160,29 @@ def test_an_output_writes_weights_or_feldera_insert_delete() -> None:
         ({"name": "csv", "config": {"update_format": "insert_delete"}}, "applies to json only"),
     ],
 )
-def test_a_wrong_output_format_fails_parsing_at_the_view(fmt: dict[str, Any], says: str) -> None:
+def test_a_wrong_output_format_is_refused_at_the_view(fmt: dict[str, Any], says: str) -> None:
+    """Refused for a program to run; one that ran before Spindle read the key still reads."""
     entry = {"name": "out", **output(fmt).config}
     text = (
         "create table t (id int);\n"
         f"create view v with ('connectors' = '{json.dumps([entry])}') as select id from t;"
     )
+    program = parse_program(text)
     with pytest.raises(SpindleError) as refused:
-        parse_program(text)
+        program.refuse_unrunnable()
     assert refused.value.reason == "InvalidConnectors" and says in refused.value.message
     assert (refused.value.details["line"], refused.value.details["column"]) == (2, 13)
+
+
+def test_a_checkpointed_program_whose_format_config_was_ignored_still_reads() -> None:
+    """An output `update_format` (or a CSV `delimiter`) Spindle ignored before it read the key:
+    the program ran, so its checkpoint must stay readable; only a program to run is refused."""
+    weighted = {"name": "json", "config": {"update_format": "weighted"}}
+    entry = json.dumps([{"name": "out", **output(weighted).config}])
+    table = "create table t (id int) with ('materialized' = 'true');\n"
+    ran = f"{table}create view v with ('connectors' = '{entry}') as select id from t;"
+    changed = f"{table}create view v as select id + 1 as id from t;"
+    kept = decide(observe(spec=spec(changed), checkpoint=checkpoint(ran)))
+    assert (kept.phase, kept.reason) == (Phase.AWAITING_APPROVAL, "AwaitingApproval")
+    refused = decide(observe(spec=spec(ran)))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "InvalidConnectors")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.errors import SpindleError, located
-from spindle.program.model import Connector, Table, View
+from spindle.program.model import Connector, Table, Unrunnable, View
 
 FORMATS = ("json", "csv", "parquet")
 UPDATE_FORMATS = ("raw", "insert_delete")
@@ -175,11 +175,13 @@ def output_update_format(connector: Connector) -> str | None:
     return str(update)
 
 
-def check_formats(relation: Table | View) -> None:
-    """Validate the formats of a table's file inputs and a view's file outputs when the
-    program is parsed, so a wrong config fails `spindle plan` at the relation's declaration,
-    not the first step."""
+def format_problems(relation: Table | View) -> list[Unrunnable]:
+    """The format problems of a table's file inputs and a view's file outputs, located at the
+    relation's declaration, so a wrong config fails `spindle plan`, not the first step. Not a
+    parse error: a checkpoint's program that has one (it ran, its config ignored, before Spindle
+    read that key) still reads."""
     columns = [c.name for c in relation.columns] if isinstance(relation, Table) else []
+    found: list[Unrunnable] = []
     for connector in relation.connectors:
         try:
             if connector.transport == "file_input":
@@ -187,13 +189,15 @@ def check_formats(relation: Table | View) -> None:
             elif connector.transport == "file_output":
                 output_update_format(connector)
         except SpindleError as error:
-            raise located(
+            where = located(
                 reason=error.reason,
                 message=error.message.rstrip("."),
                 line=relation.position.line,
                 column=relation.position.column,
                 **error.details,
-            ) from None
+            )
+            found.append(Unrunnable(where.reason, where.message, where.details))
+    return found
 
 
 def invalid_record(

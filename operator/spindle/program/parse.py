@@ -8,7 +8,7 @@ from dataclasses import replace
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
-from spindle.program.formats import check_formats
+from spindle.program.formats import format_problems
 from spindle.program.limits import check_program
 from spindle.program.model import Direction, Function, Position, Program, Table, Unrunnable, View
 from spindle.program.statements import Statement, split
@@ -134,7 +134,7 @@ def parse_program(text: str) -> Program:
                 position=position,
                 text=statement.text,
             )
-            check_formats(tables[facts.name])
+            unrunnable.extend(format_problems(tables[facts.name]))
         elif isinstance(facts, ViewFacts):
             connectors, notes, refused = parse_connectors(
                 relation=facts.name,
@@ -155,7 +155,7 @@ def parse_program(text: str) -> Program:
                 text=statement.text,
                 canonical=facts.canonical,
             )
-            check_formats(views[facts.name])
+            unrunnable.extend(format_problems(views[facts.name]))
         else:
             functions[facts.name] = Function(
                 name=facts.name,

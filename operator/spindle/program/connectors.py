@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from spindle.errors import SpindleError, located
+from spindle.program.formats import compared_format
 from spindle.program.model import Connector, Direction, Position, Unrunnable
 from spindle.program.transports import FLOW_CONTROL_KNOBS, entry_problems
 
@@ -116,6 +117,8 @@ def _connectors(
             for k, v in entry.items()
             if k != "name" and not (direction is Direction.INPUT and k in FLOW_CONTROL_KNOBS)
         }
+        if direction is Direction.INPUT and "format" in compared:
+            compared["format"] = compared_format(compared["format"])
         connectors.append(
             Connector(
                 relation=relation,

@@ -153,6 +153,21 @@ def input_format(connector: Connector, *, columns: Sequence[str]) -> InputFormat
     )
 
 
+def compared_format(fmt: Any) -> Any:
+    """An input's `format` as connector changes compare it: a header declared true, under
+    either key, is the default (both skip each file's first line; only the default checks it
+    first), so declaring it is no change, and restarts no input."""
+    config = fmt.get("config") if isinstance(fmt, Mapping) else None
+    if not isinstance(config, Mapping) or not any(k in config for k in HEADER_KEYS):
+        return fmt
+    kept = {k: v for k, v in config.items() if k not in HEADER_KEYS}
+    values = sorted({str(config[k]).lower() for k in HEADER_KEYS if k in config})
+    if values != ["true"]:
+        kept["header"] = values[0] if len(values) == 1 else values
+    compared = {k: v for k, v in fmt.items() if k != "config"}
+    return {**compared, "config": kept} if kept else compared
+
+
 def output_update_format(connector: Connector) -> str | None:
     """The validated update format of a file output: None (each line a row and its `weight`,
     +1 or -1) or `insert_delete` (Feldera's: `{"insert": row}` / `{"delete": row}`)."""

@@ -5,9 +5,12 @@ operator, at the call, with the closest name. Verdicts on queries are cases of
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spindle.api import Phase
+from spindle.cli.main import main
 from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.program import parse_program
@@ -62,3 +65,23 @@ def test_the_operator_refuses_it_and_leaves_a_program_spark_ran_alone() -> None:
     assert (refused.phase, refused.reason) == (Phase.FAILED, "UnknownFunction")
     kept = decide(observe(spec=spec(bad), checkpoint=checkpoint(bad)))
     assert kept.phase is not Phase.FAILED
+
+
+def test_every_problem_is_listed_not_only_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A program with three mistakes is fixed in one round: the refusal lists them all, in the
+    order the runtime would meet them (what cannot run, then references, in text order)."""
+    text = (
+        "create table t (id int, at time);\n"
+        "create view v as select scroe from t;\n"
+        "create view w as select avgg(id) as a from t;\n"
+    )
+    error = refusal(text)
+    assert (error.reason, error.details["problems"]) == ("UnsupportedType", 3)
+    assert [m.split("'")[1] for m in error.details["more"]] == ["v", "w"]
+    (tmp_path / "new.sql").write_text(text)
+    (tmp_path / "old.sql").write_text(TABLE)
+    assert main(["diff", str(tmp_path / "old.sql"), str(tmp_path / "new.sql")]) == 1
+    said = capsys.readouterr().err
+    assert said.count("  also: ") == 2 and "(line 3, column 25)" in said

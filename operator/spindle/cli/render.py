@@ -274,6 +274,12 @@ def print_error(error: SpindleError, *, as_json: bool) -> None:
 
     err = console(stderr=True)
     err.print(f"[red]error[/] [bold]{error.reason}[/]: {escape(error.message)}", markup=True)
+    more = error.details.get("more") or []
+    for message in more:
+        err.print(f"  also: {message}", markup=False)
+    left = int(error.details.get("problems") or 0) - 1 - len(more)
+    if left > 0:
+        err.print(f"  and {left} more")
 
 
 def add_limit(command: argparse.ArgumentParser) -> None:

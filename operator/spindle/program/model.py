@@ -179,13 +179,18 @@ class Program:
         """Raise the first problem the runtime would meet: one of `unrunnable` (connectors,
         column types), then, with `references`, the first in the text of the column
         references (`spindle.program.columns`) and function calls (`spindle.program.calls`)
-        Spark could not resolve, worked out on first use. For the program that is to run, not
-        one read back; `references=False` for one Spark has already run (the checkpoint's):
-        Spark's verdict stands."""
-        if self.unrunnable:
-            raise self.unrunnable[0].error()
-        if references and self._reference_problems:
-            raise self._reference_problems[0].error()
+        Spark could not resolve, worked out on first use. The error's `details.more` lists
+        the messages of the others (up to `MORE_PROBLEMS`), `details.problems` counts them
+        all. For the program that is to run, not one read back; `references=False` for one
+        Spark has already run (the checkpoint's): Spark's verdict stands."""
+        found = (*self.unrunnable, *(self._reference_problems if references else ()))
+        if not found:
+            return
+        error = found[0].error()
+        if len(found) > 1:  # the others too, as a compiler lists them: one fix, not one per run
+            error.details["problems"] = len(found)
+            error.details["more"] = [u.message for u in found[1 : MORE_PROBLEMS + 1]]
+        raise error
 
     @cached_property
     def _reference_problems(self) -> tuple[Unrunnable, ...]:
@@ -204,6 +209,10 @@ class Program:
         for view in self.views.values():
             found.extend(view.connectors)
         return tuple(found)
+
+
+MORE_PROBLEMS = 20
+"""How many problems after the first a refusal lists (`details.more`)."""
 
 
 @dataclass(frozen=True)

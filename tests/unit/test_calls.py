@@ -80,6 +80,8 @@ def test_every_problem_is_listed_not_only_the_first(
     error = refusal(text)
     assert (error.reason, error.details["problems"]) == ("UnsupportedType", 3)
     assert [m.split("'")[1] for m in error.details["more"]] == ["v", "w"]
+    refused = decide(observe(spec=spec(text)))
+    assert refused.message.endswith(" The first of 3 problems; `spindle plan -f` lists them all.")
     (tmp_path / "new.sql").write_text(text)
     (tmp_path / "old.sql").write_text(TABLE)
     assert main(["diff", str(tmp_path / "old.sql"), str(tmp_path / "new.sql")]) == 1

@@ -55,6 +55,35 @@ def test_plan_uses_spec_storage_and_explains_when_there_is_none(
     assert json.loads(capsys.readouterr().out)["error_code"] == "StorageNotConfigured"
 
 
+@pytest.mark.parametrize(
+    ("sql", "reason", "also"),
+    [
+        ("create table t (id int);\ncreate view v as selec id from t;", "InvalidProgram", 0),
+        (
+            "create table t (id int, at time);\ncreate view v as select scroe, avgg(id) from t;",
+            "UnsupportedType",
+            2,
+        ),
+    ],
+)
+def test_plan_fails_a_program_that_cannot_run_and_lists_every_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sql: str, reason: str, also: int
+) -> None:
+    """A GitOps check must fail on a program the operator would refuse: `plan` said "No
+    approval needed (InvalidProgram)" and exited 0."""
+    document = yaml.safe_load((EXAMPLE / "pipeline-v1.yaml").read_text())
+    document["spec"]["sql"] = sql
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+    uri = (tmp_path / "root").as_uri()
+    assert main(["plan", "-f", str(manifest), "--checkpoint", uri]) == 1
+    said = capsys.readouterr()
+    assert f"error {reason}: " in said.err and "No approval needed" not in said.out
+    assert said.err.count("  also: ") == also
+    assert main(["plan", "-f", str(manifest), "--checkpoint", uri, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["error_code"] == reason
+
+
 def _pinned(tmp_path: Path, version: str | None) -> str:
     document = yaml.safe_load((EXAMPLE / "pipeline-v1.yaml").read_text())
     if version is not None:
@@ -101,8 +130,8 @@ def test_runtime_pinning_against_a_checkpoint_written_by_runtime_a(
     assert under_b_pinned.pending_change is None
     assert under_b_pinned.plan is not None and under_b_pinned.plan.changes == {}
 
-    assert main(["plan", "-f", _pinned(tmp_path, "v0"), "--checkpoint", uri, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["reason"] == "InvalidSpec"
+    assert main(["plan", "-f", _pinned(tmp_path, "v0"), "--checkpoint", uri, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["error_code"] == "InvalidSpec"
 
 
 def test_plan_shows_the_estimate_and_plans_a_restate_annotation(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from spindle.api import Phase
 from spindle.api.types import RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
@@ -21,6 +22,7 @@ from spindle.cli import render
 from spindle.cli.local import read_manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle import Observation, decide
+from spindle.program import parse_program
 from spindle.versions import RUNTIME_VERSION
 
 
@@ -61,10 +63,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         and needs_sizes(checkpoint, sql=spec.sql, runtime=runtime, restate=restate)
         else None
     )
+    # every problem of the program, as `spindle diff` lists them (the lifecycle names the first)
+    ran = checkpoint is not None and checkpoint.program.text == spec.sql
+    parse_program(spec.sql).refuse_unrunnable(references=not ran)
     observed = Observation(
         spec=spec, generation=0, checkpoint=checkpoint, restate=restate, sizes=sizes
     )
     decision = decide(observed)
+    if decision.phase is Phase.FAILED:  # e.g. a spec that does not validate: never "no change"
+        raise SpindleError(reason=decision.reason, message=decision.message or decision.reason)
     body: dict[str, Any] = {
         "changeId": decision.pending_change.id if decision.pending_change else None,
         "checkpoint": checkpoint.id if checkpoint else None,

@@ -406,7 +406,9 @@ def situation(observed: Observation) -> Situation | Decision:
         program = _parsed(observed.spec.sql)
         program.refuse_unrunnable(references=not ran)  # the runtime would refuse it
     except SpindleError as error:
-        return failed(error.reason, error.message, stop=active)
+        count = int(error.details.get("problems") or 1)
+        more = f" The first of {count} problems; `spindle plan -f` lists them all." * (count > 1)
+        return failed(error.reason, error.message + more, stop=active)
     if checkpoint is not None:
         try:
             _parsed(checkpoint.program.text)

@@ -82,6 +82,8 @@ def test_plan_fails_a_program_that_cannot_run_and_lists_every_problem(
     assert said.err.count("  also: ") == also
     assert main(["plan", "-f", str(manifest), "--checkpoint", uri, "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["error_code"] == reason
+    assert main(["plan", "-f", str(manifest)]) == 1  # no storage: the program is still checked
+    assert f"error {reason}: " in capsys.readouterr().err
 
 
 def _pinned(tmp_path: Path, version: str | None) -> str:

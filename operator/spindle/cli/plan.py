@@ -32,7 +32,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     storage = spec.storage
     uri = args.checkpoint
     if uri is None:
-        if storage is None:
+        if storage is None:  # no checkpoint to plan against: the program's problems first
+            parse_program(spec.sql).refuse_unrunnable()
             raise SpindleError(
                 reason="StorageNotConfigured",
                 message="The manifest has no spec.storage; pass --checkpoint URI (the "

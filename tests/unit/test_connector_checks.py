@@ -6,6 +6,7 @@ checkpointed program that has it still reads. What the runtime would ignore warn
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from spindle.api import Phase
 from spindle.cli.main import main
-from spindle.lifecycle import decide
+from spindle.lifecycle import conclude, decide
 from spindle.program import parse_program
 from tests.unit.test_lifecycle import V1, checkpoint, observe, spec
 
@@ -157,3 +158,19 @@ def test_diff_refuses_the_new_program_only(
     capsys.readouterr()
     assert main(["diff", str(good), str(bad)]) == 1
     assert "InvalidConnectors" in capsys.readouterr().err
+
+
+def test_the_operator_posts_what_the_program_warns_of_once_per_generation() -> None:
+    """`spindle diff` printed the warnings; a user of `kubectl apply` saw none of them."""
+    typo = table(entry(format={"name": "csv", "config": {"hedaer": False}}))
+    observed = observe(spec=spec(typo), checkpoint=None)
+    decision = decide(observed)
+    first = conclude(decision, observed, driver=None, now="t1")
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "ProgramWarnings")]
+    assert "did you mean 'header'?" in first.events[0].message
+    again = conclude(decision, replace(observed, previous=first.status), driver=None, now="t2")
+    assert again.events == ()
+    edited = replace(observed, generation=observed.generation + 1, previous=first.status)
+    assert [e.reason for e in conclude(decide(edited), edited, driver=None, now="t3").events] == [
+        "ProgramWarnings"
+    ]

@@ -167,7 +167,23 @@ def _news(decision: Decision, observed: Observation, ignored: Event | None) -> t
     warns = decision.phase is Phase.FAILED or decision.reason == RETRYING
     if warns and decision.reason != before:
         news.append(Event("Warning", decision.reason, decision.message))
+    program = decision.program
+    new_generation = previous is None or previous.observed_generation != observed.generation
+    if program is not None and program.warnings and new_generation:
+        news.append(_program_warnings(program.warnings))
     return tuple(news)
+
+
+PROGRAM_WARNINGS = "ProgramWarnings"
+"""The Event reason of what the program's parse warned of (a connector key Spindle does not
+read, an unnamed connector), once per generation: `spindle diff` prints them, and the operator
+had no way to show them."""
+
+
+def _program_warnings(warnings: tuple[str, ...]) -> Event:
+    shown = "; ".join(warnings[:5])
+    more = f" (and {len(warnings) - 5} more)" if len(warnings) > 5 else ""
+    return Event("Warning", PROGRAM_WARNINGS, f"{shown}{more}")
 
 
 def conclude(

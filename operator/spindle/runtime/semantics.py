@@ -156,7 +156,8 @@ _CSV_HEADER = ("CSV header does not conform", "Number of column in CSV header")
 
 def csv_header_mismatch(error: BaseException) -> str | None:
     """What Spark found in a CSV file's header that does not name the schema's columns (its
-    header check, `enforceSchema` off), as `header: ...; columns: ...`; None for other errors."""
+    header check, `enforceSchema` off), said for a user (`it reads ..., the columns are ...`);
+    None for any other error."""
     for cause in java_causes(error):
         text = str(cause.getMessage() or "")
         if text.startswith(_CSV_HEADER):

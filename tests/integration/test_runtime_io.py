@@ -155,7 +155,8 @@ def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
 @pytest.mark.parametrize(
     ("query", "reason"),
     [
-        ("select no_such_function(v) as x from t", "UnsupportedSql"),
+        # what no check of the program layer looks for: an aggregate without its GROUP BY
+        ("select id, sum(v) as s from t", "UnsupportedSql"),
         # a column the program layer's check cannot see (the derived table's second column
         # is unnamed), so Spark's analyzer finds it: its reason is still the check's
         ("select cnt from (select id, count(*) from t group by id) x", "UnknownColumn"),

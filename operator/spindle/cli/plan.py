@@ -64,15 +64,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         and needs_sizes(checkpoint, sql=spec.sql, runtime=runtime, restate=restate)
         else None
     )
-    # every problem of the program, as `spindle diff` lists them (the lifecycle names the first)
-    ran = checkpoint is not None and checkpoint.program.text == spec.sql
-    parse_program(spec.sql).refuse_unrunnable(references=not ran)
     observed = Observation(
         spec=spec, generation=0, checkpoint=checkpoint, restate=restate, sizes=sizes
     )
     decision = decide(observed)
-    if decision.phase is Phase.FAILED:  # e.g. a spec that does not validate: never "no change"
-        raise SpindleError(reason=decision.reason, message=decision.message or decision.reason)
+    if decision.phase is Phase.FAILED:  # never "no change": every problem of the program, as
+        # `spindle diff` lists them (the lifecycle names the first), else the decision's reason
+        parse_program(spec.sql).refuse_unrunnable(references=not observed.spark_ran)
+        raise decision.refusal()
     body: dict[str, Any] = {
         "changeId": decision.pending_change.id if decision.pending_change else None,
         "checkpoint": checkpoint.id if checkpoint else None,

@@ -94,6 +94,12 @@ class Observation:
     previewing: ObservedDriver | None = None
     """The preview pod serving `preview_request`, if there is one."""
 
+    @property
+    def spark_ran(self) -> bool:
+        """Whether the spec's program is the checkpoint's: Spark has run it, so the program
+        layer's reference checks do not second-guess it (after an upgrade, say)."""
+        return self.checkpoint is not None and self.checkpoint.program.text == self.spec.sql
+
 
 def request_change(request: str) -> str:
     """The change id a preview request (`<change id>[@label]`) names."""

@@ -401,10 +401,9 @@ def situation(observed: Observation) -> Situation | Decision:
         )
     active = observed.driver is not None and observed.driver.active
     checkpoint = observed.checkpoint
-    ran = checkpoint is not None and checkpoint.program.text == observed.spec.sql
     try:
         program = _parsed(observed.spec.sql)
-        program.refuse_unrunnable(references=not ran)  # the runtime would refuse it
+        program.refuse_unrunnable(references=not observed.spark_ran)  # what the runtime refuses
     except SpindleError as error:
         count = int(error.details.get("problems") or 1)
         more = f" The first of {count} problems; `spindle plan -f` lists them all." * (count > 1)

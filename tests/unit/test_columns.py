@@ -79,16 +79,22 @@ def test_the_specs_program_is_refused_and_a_checkpointed_one_still_reads() -> No
     assert (kept.phase, kept.reason) == (Phase.AWAITING_APPROVAL, "AwaitingApproval")
 
 
+def diff_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], *, good: str, bad: str) -> str:
+    """What `spindle diff` says of `bad` as the new program (it exits 1); as the old one it
+    diffs (exit 0): a checkpointed program is never refused."""
+    (tmp_path / "bad.sql").write_text(bad)
+    (tmp_path / "good.sql").write_text(good)
+    assert main(["diff", str(tmp_path / "bad.sql"), str(tmp_path / "good.sql")]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(tmp_path / "good.sql"), str(tmp_path / "bad.sql")]) == 1
+    return capsys.readouterr().err
+
+
 def test_diff_refuses_the_new_program_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad, good = tmp_path / "bad.sql", tmp_path / "good.sql"
-    bad.write_text(program_of("select scroe from t"))
-    good.write_text(program_of("select score from t"))
-    assert main(["diff", str(bad), str(good)]) == 0
-    capsys.readouterr()
-    assert main(["diff", str(good), str(bad)]) == 1
-    err = capsys.readouterr().err
+    good, bad = program_of("select score from t"), program_of("select scroe from t")
+    err = diff_refusal(tmp_path, capsys, good=good, bad=bad)
     assert "UnknownColumn" in err and f"line {VIEW_LINE}, column 8" in err
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from spindle.api import Phase
-from spindle.cli.main import main
 from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.program import parse_program
 from spindle.program.types import STORED_TYPES, stored_type
+from tests.unit.test_columns import diff_refusal
 from tests.unit.test_lifecycle import observe, spec
 
 STORED: list[tuple[str, str, str]] = [  # as written -> canonical type -> Spark type storing it
@@ -130,10 +130,6 @@ def test_the_specs_program_is_refused_by_the_operator() -> None:
 def test_diff_refuses_an_unstorable_type_on_the_new_side(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
-    good.write_text(table("timestamp"))
-    bad.write_text(table("timestamp with time zone"))
-    assert main(["diff", str(good), str(bad)]) == 1
-    err = capsys.readouterr().err
+    good, bad = table("timestamp"), table("timestamp with time zone")
+    err = diff_refusal(tmp_path, capsys, good=good, bad=bad)
     assert "UnsupportedType" in err and "line 3, column 3" in err
-    assert main(["diff", str(bad), str(good)]) == 0

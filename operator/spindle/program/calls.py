@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
+from spindle.errors import located
 from spindle.program.model import Program, Unrunnable
 from spindle.program.spark_functions import SPARK_FUNCTIONS
 from spindle.program.statements import split
@@ -40,19 +41,15 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
         where = statement.locate(_start(call))
         close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
-        problems.append(
-            Unrunnable(
-                reason="UnknownFunction",
-                message=f"{kind} '{name}' calls '{called}', which is neither a Spark function "
-                f"nor one the program declares.{hint} (line {where.line}, column {where.column})",
-                details={
-                    "line": where.line,
-                    "column": where.column,
-                    kind.lower(): name,
-                    "call": called,
-                },
-            )
+        error = located(
+            reason="UnknownFunction",
+            message=f"{kind} '{name}' calls '{called}', which is neither a Spark function nor one "
+            f"the program declares.{hint}",
+            line=where.line,
+            column=where.column,
+            **{kind.lower(): name, "call": called},
         )
+        problems.append(Unrunnable.of(error))
     return tuple(problems)
 
 

@@ -24,6 +24,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
+from spindle.errors import located
 from spindle.program.dialect import DIALECT
 from spindle.program.model import Position, Program, Unrunnable, View
 from spindle.program.statements import split
@@ -69,10 +70,8 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
 
 
 def _located(where: Position, reason: str, message: str, details: dict[str, object]) -> Unrunnable:
-    return Unrunnable(
-        reason=reason,
-        message=f"{message} (line {where.line}, column {where.column})",
-        details={"line": where.line, "column": where.column, **details},
+    return Unrunnable.of(
+        located(reason=reason, message=message, line=where.line, column=where.column, **details)
     )
 
 

@@ -110,7 +110,7 @@ def _connectors(
         problem, notes = entry_problems(entry, label=f"connector '{name}'", direction=direction)
         if problem is not None:
             refused = invalid(problem, shape=False, connector=name)
-            problems.append(Unrunnable(refused.reason, refused.message, refused.details))
+            problems.append(Unrunnable.of(refused))
         warnings.extend(f"'{relation}': {note}" for note in notes)
         compared = {
             k: v

@@ -211,7 +211,7 @@ def format_problems(relation: Table | View) -> list[Unrunnable]:
                 column=relation.position.column,
                 **error.details,
             )
-            found.append(Unrunnable(where.reason, where.message, where.details))
+            found.append(Unrunnable.of(where))
     return found
 
 

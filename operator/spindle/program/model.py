@@ -226,6 +226,11 @@ class Unrunnable:
     def error(self) -> SpindleError:
         return SpindleError(reason=self.reason, message=self.message, details=dict(self.details))
 
+    @classmethod
+    def of(cls, error: SpindleError) -> Unrunnable:
+        """The problem `error` says (built with `errors.located` for one in SQL text)."""
+        return cls(error.reason, error.message, error.details)
+
 
 def _tree(text: str) -> exp.Create:
     # Imported here: parsing builds these values, so it imports this module.

@@ -51,7 +51,7 @@ def _unstorable(
                 name=column,
                 type=declared,
             )
-            found.append(Unrunnable(error.reason, error.message, error.details))
+            found.append(Unrunnable.of(error))
     return found
 
 

@@ -122,16 +122,28 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     limit = entry.get("max_files_per_step")
     if "max_files_per_step" in entry and not whole_number(limit, 1):
         said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
-    for key in entry:
-        if key not in ENTRY_KEYS:
-            typo = _near(key, READ_KEYS)
-            hint = f" (did you mean '{typo}'?)" if typo else ""
-            said.append(f"Spindle does not read '{key}'{hint}")
+    said += _unread(entry, accepted=ENTRY_KEYS, read=READ_KEYS, where="", cutoff=0.85)
     fmt = entry.get("format")
     options = fmt.get("config") if isinstance(fmt, Mapping) else None
-    for key in options if isinstance(options, Mapping) else ():
-        if key not in FORMAT_KEYS:
-            typo = _near(key, FORMAT_KEYS, cutoff=0.8)  # hedaer: header
+    if isinstance(options, Mapping):  # hedaer: header (0.83 alike)
+        where = " of its format config"
+        said += _unread(options, accepted=FORMAT_KEYS, read=FORMAT_KEYS, where=where, cutoff=0.8)
+    return said
+
+
+def _unread(
+    keys: Mapping[str, Any],
+    *,
+    accepted: frozenset[str],
+    read: frozenset[str],
+    where: str,
+    cutoff: float,
+) -> list[str]:
+    """A warning for each key not `accepted`, naming the key of `read` it is a typo of."""
+    said = []
+    for key in keys:
+        if key not in accepted:
+            typo = _near(key, read, cutoff=cutoff)
             hint = f" (did you mean '{typo}'?)" if typo else ""
-            said.append(f"Spindle does not read '{key}' of its format config{hint}")
+            said.append(f"Spindle does not read '{key}'{where}{hint}")
     return said

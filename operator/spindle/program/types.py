@@ -62,9 +62,14 @@ _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*")
 _DECIMAL = re.compile(r"^DECIMAL\((\d+)(?:,\s*(\d+))?\)$")  # a canonical type, not SQL text
 
 
-def _name(declared: str) -> str:
-    match = _NAME.match(declared.upper())
-    return match.group(0) if match else declared.upper()
+def _upper(declared: str) -> str:
+    """The type in capitals, NUMERIC read as DECIMAL (a caller may pass either)."""
+    return declared.upper().replace("NUMERIC", "DECIMAL")
+
+
+def _name(upper: str) -> str:
+    match = _NAME.match(upper)
+    return match.group(0) if match else upper
 
 
 def _bounded(digits: str) -> int:
@@ -75,7 +80,7 @@ def _bounded(digits: str) -> int:
 
 def stored_type(declared: str) -> str | None:
     """The Spark type that stores a declared column type, or None when none can."""
-    upper = declared.upper().replace("NUMERIC", "DECIMAL")
+    upper = _upper(declared)
     decimal = _DECIMAL.match(upper)
     if decimal:
         # digits, not int(): a fuzzed precision of 5,000 digits is too long for int()
@@ -93,17 +98,14 @@ def type_problem(declared: str) -> str | None:
     if stored_type(declared) is not None:
         return None
     shown = declared if len(declared) <= 60 else f"{declared[:57]}..."
-    if _DECIMAL.match(declared.upper().replace("NUMERIC", "DECIMAL")):
+    upper = _upper(declared)
+    if _DECIMAL.match(upper):
         instead = (
             f"DECIMAL(p, s) needs a precision p from 1 to {MAX_DECIMAL_PRECISION} and a scale s "
             "from 0 to p, for example DECIMAL(10, 2)"
         )
     else:
         instead = INSTEAD.get(
-            _name(declared), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
+            _name(upper), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
         )
-    return f"Spindle cannot store type {shown}; {instead}"
-    instead = INSTEAD.get(_name(declared))
-    if instead is None:
-        instead = f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
     return f"Spindle cannot store type {shown}; {instead}"

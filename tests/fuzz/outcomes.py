@@ -37,6 +37,7 @@ LOCATED_REASONS = frozenset(
         "AmbiguousColumn",
         "UnsupportedType",
         "UnknownFunction",
+        "UngroupedColumn",
         "NestingTooDeep",
         "NameTooLong",
     }

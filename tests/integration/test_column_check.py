@@ -23,9 +23,10 @@ from tests.unit.test_columns import program_of
 
 CORPUS = Path(__file__).parents[1] / "golden" / "fingerprints" / "programs"
 SPARK_CLASSES = {
-    "UnknownColumn": "UNRESOLVED_COLUMN",
-    "AmbiguousColumn": "AMBIGUOUS_REFERENCE",
-    "UnknownFunction": "UNRESOLVED_ROUTINE",
+    "UnknownColumn": ("UNRESOLVED_COLUMN",),
+    "AmbiguousColumn": ("AMBIGUOUS_REFERENCE",),
+    "UnknownFunction": ("UNRESOLVED_ROUTINE",),
+    "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY"),
 }
 """The error class of Spark's analyzer for each reason of the check."""
 

@@ -155,8 +155,11 @@ def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
 @pytest.mark.parametrize(
     ("query", "reason"),
     [
-        # what no check of the program layer looks for: an aggregate without its GROUP BY
-        ("select id, sum(v) as s from t", "UnsupportedSql"),
+        # what no check of the program layer looks for: operands of types that do not mix
+        ("select id, v + array(1) as s from t", "UnsupportedSql"),
+        # a grouping the program layer leaves to Spark (the columns it reads are all grouped,
+        # the expression is not): Spark's refusal has the check's reason
+        ("select id * v as p, count(*) as n from t group by id + v", "UngroupedColumn"),
         # a column the program layer's check cannot see (the derived table's second column
         # is unnamed), so Spark's analyzer finds it: its reason is still the check's
         ("select cnt from (select id, count(*) from t group by id) x", "UnknownColumn"),

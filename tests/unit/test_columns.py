@@ -8,12 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlglot
 
 from spindle.api import Phase
 from spindle.cli.main import main
 from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.program import parse_program
+from spindle.program.dialect import DIALECT
+from spindle.program.grouping import is_aggregate
+from spindle.program.spark_functions import SPARK_AGGREGATES
 from tests.unit.column_cases import CASES, TABLES, Case
 from tests.unit.test_lifecycle import checkpoint, observe, spec
 
@@ -104,3 +108,34 @@ def test_a_program_spark_has_run_is_not_second_guessed() -> None:
     ran = program_of("select scroe from t")
     kept = decide(observe(spec=spec(ran), checkpoint=checkpoint(ran)))
     assert kept.phase is not Phase.FAILED and kept.reason != "UnknownColumn"
+
+
+@pytest.mark.parametrize("name", sorted(SPARK_AGGREGATES))
+def test_each_of_sparks_aggregates_is_read_as_one(name: str) -> None:
+    """A call of any of Spark's aggregate functions, as sqlglot parses it, counts as an
+    aggregate: one read as a scalar would have its columns refused as ungrouped."""
+    calls = []
+    for arguments in ("score", "score, 0.5", "score, 0.5, 1", "score, 0.5, 1, 2"):
+        try:
+            tree = sqlglot.parse_one(f"select {name}({arguments}) from t", dialect=DIALECT)
+        except sqlglot.errors.ParseError:
+            continue  # not this many arguments
+        calls.append(tree.selects[0])
+    assert calls and all(is_aggregate(call) for call in calls)
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        (
+            "select name, score, count(*) as c from t group by name",
+            "neither in its GROUP BY nor inside an aggregate. Add score to the GROUP BY, "
+            "aggregate it (for example MAX(score)), or use ANY_VALUE(score)",
+        ),
+        ("select name, count(*) as c from t", "beside aggregates, without a GROUP BY. Add GROUP"),
+    ],
+)
+def test_an_ungrouped_column_says_how_to_group_it(query: str, says: str) -> None:
+    with pytest.raises(SpindleError) as raised:
+        parse_program(program_of(query)).refuse_unrunnable()
+    assert says in raised.value.message

@@ -26,6 +26,7 @@ from sqlglot.schema import MappingSchema
 
 from spindle.errors import located
 from spindle.program.dialect import DIALECT
+from spindle.program.grouping import ungrouped
 from spindle.program.model import Position, Program, Unrunnable, View
 from spindle.program.statements import split
 
@@ -48,11 +49,13 @@ class _Source:
 
 
 def column_problems(program: Program) -> tuple[Unrunnable, ...]:
-    """Every view's first unknown or ambiguous column reference, in the program's view order."""
+    """Every view's first unknown or ambiguous column reference, or else its first column an
+    aggregate neither groups nor aggregates (`spindle.program.grouping`), in view order."""
     known: dict[str, _Columns] = {
         name: tuple(c.name for c in table.columns) for name, table in program.tables.items()
     }
     statements = {s.text: s for s in split(program.text)}
+    declared = frozenset(program.functions)
     problems: list[Unrunnable] = []
     for view in program.views.values():
         qualified = _qualified(view, known)
@@ -61,12 +64,24 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             continue
         known[view.name] = _outputs(qualified)
         statement = statements.get(view.text)
-        problem = next(_problems(view, qualified, known), None)
+        problem = next(_problems(view, qualified, known), None) or _ungrouped(
+            view, qualified, declared
+        )
         if problem is not None and statement is not None:
             offset, reason, message, details = problem
             where = statement.locate(offset) if offset >= 0 else view.position
             problems.append(_located(where, reason, message, details))
     return tuple(problems)
+
+
+def _ungrouped(
+    view: View, query: exp.Query, declared: frozenset[str]
+) -> tuple[int, str, str, dict[str, object]] | None:
+    found = ungrouped(view.name, query, declared=declared)
+    if found is None:
+        return None
+    column, reason, message, details = found
+    return _offset(column), reason, message, details
 
 
 def _located(where: Position, reason: str, message: str, details: dict[str, object]) -> Unrunnable:

@@ -1,10 +1,12 @@
-"""The names of Spark's built-in functions (`SHOW SYSTEM FUNCTIONS` of the pinned PySpark).
+"""The names of Spark's built-in functions (`SHOW SYSTEM FUNCTIONS` of the pinned PySpark), and
+of those that aggregate.
 
 Data, not code: the program layer checks a view's function calls against it without Spark
-(`spindle.program.calls`). `tests/integration/test_function_check.py` compares it with the
-running Spark's list, so a PySpark upgrade that adds or drops a function fails there until this
-is regenerated (`python -m tests.integration.test_function_check`). Operators (`+`, `<=>`) are
-left out: they are never called by name.
+(`spindle.program.calls`), and the columns of its aggregating queries
+(`spindle.program.grouping`). `tests/integration/test_function_check.py` compares both lists
+with the running Spark's, so a PySpark upgrade that adds or drops a function fails there until
+they are regenerated (`python -m tests.integration.test_function_check`). Operators (`+`, `<=>`)
+are left out: they are never called by name.
 """
 
 from __future__ import annotations
@@ -84,4 +86,24 @@ _NAMES = """
     xpath_int xpath_long xpath_number xpath_short xpath_string xxhash64 year zeroifnull zip_with
 """
 
+_AGGREGATES = """
+    any any_value approx_count_distinct approx_percentile approx_top_k approx_top_k_accumulate
+    approx_top_k_combine array_agg avg bit_and bit_or bit_xor bitmap_and_agg bitmap_construct_agg
+    bitmap_or_agg bool_and bool_or collect_list collect_set corr count count_if count_min_sketch
+    covar_pop covar_samp every first first_value grouping grouping_id histogram_numeric
+    hll_sketch_agg hll_union_agg kll_merge_agg_bigint kll_merge_agg_double kll_merge_agg_float
+    kll_sketch_agg_bigint kll_sketch_agg_double kll_sketch_agg_float kurtosis last last_value
+    listagg max max_by mean measure median min min_by mode percentile percentile_approx
+    percentile_cont percentile_disc regr_avgx regr_avgy regr_count regr_intercept regr_r2 regr_slope
+    regr_sxx regr_sxy regr_syy schema_of_variant_agg skewness some std stddev stddev_pop stddev_samp
+    string_agg sum theta_intersection_agg theta_sketch_agg theta_union_agg try_avg try_sum
+    tuple_intersection_agg_double tuple_intersection_agg_integer tuple_sketch_agg_double
+    tuple_sketch_agg_integer tuple_union_agg_double tuple_union_agg_integer var_pop var_samp
+    variance vector_avg vector_sum
+"""
+
 SPARK_FUNCTIONS: frozenset[str] = frozenset(_NAMES.split())
+
+SPARK_AGGREGATES: frozenset[str] = frozenset(_AGGREGATES.split())
+"""Those of `SPARK_FUNCTIONS` that aggregate (Spark's group `agg_funcs`): the program layer
+reads a call of one as an aggregate (`spindle.program.grouping`)."""

@@ -42,6 +42,8 @@ SPARK_REASONS = {
     "UNRESOLVED_COLUMN": "UnknownColumn",
     "AMBIGUOUS_REFERENCE": "AmbiguousColumn",
     "UNRESOLVED_ROUTINE": "UnknownFunction",
+    "MISSING_AGGREGATION": "UngroupedColumn",
+    "MISSING_GROUP_BY": "UngroupedColumn",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
 reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""

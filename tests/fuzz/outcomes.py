@@ -38,6 +38,7 @@ LOCATED_REASONS = frozenset(
         "UnsupportedType",
         "UnknownFunction",
         "UngroupedColumn",
+        "DuplicateColumn",
         "NestingTooDeep",
         "NameTooLong",
     }

@@ -22,11 +22,16 @@ from tests.unit.column_cases import CASES, Case
 from tests.unit.test_columns import program_of
 
 CORPUS = Path(__file__).parents[1] / "golden" / "fingerprints" / "programs"
+DUPLICATE = "DUPLICATE_COLUMN_NAMES"
+"""Not an error class of Spark's analyzer: it evaluates a query whose columns share a name
+(case-insensitively), whose result no view can store (its columns are stored, and read, by
+name); `spark_failure` says this of such a view."""
 SPARK_CLASSES = {
     "UnknownColumn": ("UNRESOLVED_COLUMN",),
     "AmbiguousColumn": ("AMBIGUOUS_REFERENCE",),
     "UnknownFunction": ("UNRESOLVED_ROUTINE",),
     "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY"),
+    "DuplicateColumn": (DUPLICATE,),
 }
 """The error class of Spark's analyzer for each reason of the check."""
 
@@ -47,6 +52,9 @@ def spark_failure(spark: Any, program: Program) -> str | None:
             frame = session.sql(view_sql(view, program, schemas).sql)
         except AnalysisException as error:
             return str(error.getCondition() or error)
+        names = [c.lower() for c in frame.columns]
+        if len(set(names)) < len(names):
+            return DUPLICATE
         frame.createOrReplaceTempView(f"`{view.name}`")
         schemas[view.name] = spark_types(frame)
     return None

@@ -18,6 +18,7 @@ import yaml
 
 from spindle.errors import SpindleError
 from spindle.local.home import LocalPipeline
+from spindle.program import parse_program
 from tests.integration.test_grades import Cli
 from tests.waiting import wait_for
 
@@ -183,6 +184,21 @@ def test_sql_spark_refuses_fails_before_anything_is_written(
     assert f"error {reason}:" in err and "'bad' (line 3, column 13)" in err
     assert LocalPipeline(tmp_path / "home", "bad").store().latest() is None
     assert json.loads(cli("local", "status", "bad", "--json"))["phase"] == "Failed"
+
+
+def test_a_view_whose_columns_spark_names_alike_is_refused_not_stored(spark: Any) -> None:
+    """Two columns of one name (case-insensitively) are evaluated by Spark, but no view can
+    store them: the program layer refuses those it can see (`program.columns`), the runtime
+    any other, as the user's error rather than a Spindle bug."""
+    from spindle.runtime.maintain import Views
+
+    program = parse_program("create table t (id bigint);\ncreate view v as select id from t;")
+    views = Views(spark, program, str)
+    with pytest.raises(SpindleError) as raised:
+        views.query(program.views["v"], "select 1 as id, 2 as ID")
+    error = raised.value
+    assert error.reason == "DuplicateColumn" and "has two columns named 'ID'" in error.message
+    assert (error.details["line"], error.details["column"]) == (2, 13)
 
 
 def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_it(

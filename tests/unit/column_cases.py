@@ -134,6 +134,14 @@ CASES: tuple[Case, ...] = (
     Case("select name, transform(collect_list(score), x -> x + 1) as l from t group by name",
          None),
     Case("select score, sum(score) over () as s from t", None),
+    # Output columns: each named once (Spark evaluates the query, but a view's columns are
+    # stored and read by name).
+    Case("select t.id, u.id from t join u on t.id = u.id", "DuplicateColumn", "u.id"),
+    Case("select id, name as ID from t", "DuplicateColumn", "name as ID"),
+    Case("select name, upper(name) as Name from t", "DuplicateColumn", "upper(name)"),
+    Case("select t.id, u.id as uid from t join u on t.id = u.id", None),
+    Case("select x.n from (select id as n, id as n2 from t) x", None),
+    Case("select id, score from t union all select id, id from u", None),
     # Function calls: a Spark built-in (sqlglot knows it or not), or one the program declares.
     Case("select bump(score) as b, BUMP(id) as c from t", None),
     Case("select date_format(ts, 'yyyy') as d, get_json_object(name, '$.a') as j from t", None),

@@ -133,3 +133,19 @@ def test_diff_refuses_an_unstorable_type_on_the_new_side(
     good, bad = table("timestamp"), table("timestamp with time zone")
     err = diff_refusal(tmp_path, capsys, good=good, bad=bad)
     assert "UnsupportedType" in err and "line 3, column 3" in err
+
+
+def test_a_column_declared_twice_is_refused_at_its_second_declaration() -> None:
+    """Spark compares names case-insensitively: `id` and `ID` are one column to it."""
+    program = parse_program("create table t (\n  id int,\n  name varchar,\n  ID bigint);\n")
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()  # it still parses: a checkpoint's program reads
+    error = raised.value
+    assert (error.reason, error.details["line"], error.details["column"]) == (
+        "DuplicateColumn",
+        4,
+        3,
+    )
+    assert error.message.startswith(
+        "Table 't' declares column 'id' twice (first at line 2); rename"
+    )

@@ -4,7 +4,9 @@ A misspelt column used to pass `spindle diff`, `plan` and `apply`, reach approva
 the driver with Spark's message at the view's first line. Here each view's query is qualified
 (sqlglot) against the columns of the tables and views it reads, in dependency order, and every
 column reference that names no column of its sources is `UnknownColumn`, and one that names a
-column of two sources is `AmbiguousColumn`, at the reference's own line and column.
+column of two sources is `AmbiguousColumn`, at the reference's own line and column. A view's
+output column named as an earlier one is (`SELECT s.id, t.id`) is `DuplicateColumn`: Spark
+evaluates such a query, but a view's columns are stored and read by name.
 
 The check only refuses what Spark would refuse too. Where it cannot know a scope's columns (a
 table function, `UNNEST`, a source whose columns it could not work out, a query sqlglot cannot
@@ -50,7 +52,8 @@ class _Source:
 
 def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Every view's first unknown or ambiguous column reference, or else its first column an
-    aggregate neither groups nor aggregates (`spindle.program.grouping`), in view order."""
+    aggregate neither groups nor aggregates (`spindle.program.grouping`), or else its first
+    output column named as an earlier one is, in view order."""
     known: dict[str, _Columns] = {
         name: tuple(c.name for c in table.columns) for name, table in program.tables.items()
     }
@@ -64,8 +67,10 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             continue
         known[view.name] = _outputs(qualified)
         statement = statements.get(view.text)
-        problem = next(_problems(view, qualified, known), None) or _ungrouped(
-            view, qualified, declared
+        problem = (
+            next(_problems(view, qualified, known), None)
+            or _ungrouped(view, qualified, declared)
+            or _repeated(view, qualified)
         )
         if problem is not None and statement is not None:
             offset, reason, message, details = problem
@@ -81,7 +86,40 @@ def _ungrouped(
     if found is None:
         return None
     column, reason, message, details = found
-    return _offset(column), reason, message, details
+    return _start(column), reason, message, details
+
+
+def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
+    """The view's second output column of a name an earlier one has (as Spark compares names:
+    case-insensitively): a view's columns are stored, and read, by name."""
+    first = query
+    while isinstance(first, exp.SetOperation):
+        first = first.this
+    if not isinstance(first, exp.Select):
+        return None
+    seen: dict[str, int] = {}
+    for index, select in enumerate(first.selects):
+        name = select.alias_or_name
+        if isinstance(select, exp.Star) or select.is_star or name in ("", f"_col_{index}"):
+            continue  # named by Spark, or not known here
+        if name.lower() not in seen:
+            seen[name.lower()] = index
+            continue
+        return (
+            _start(select),
+            "DuplicateColumn",
+            f"View '{view.name}' has two columns named '{name}' (its columns "
+            f"{seen[name.lower()] + 1} and {index + 1}); a view's columns are stored and read "
+            f"by name. Give one another name (... AS {name}_2)",
+            {"view": view.name, "name": name},
+        )
+    return None
+
+
+def _start(node: exp.Expr) -> int:
+    """Where the text of `node` starts in its statement, or -1 (a column a star stands for)."""
+    starts = [int(n.meta["start"]) for n in node.walk() if n._meta and "start" in n.meta]
+    return min(starts, default=-1)
 
 
 def _located(where: Position, reason: str, message: str, details: dict[str, object]) -> Unrunnable:
@@ -210,7 +248,7 @@ def _problem(
     scope around it (a subquery's column resolves in the nearest scope that has it)."""
     if column.args.get("db") is not None or isinstance(column.this, exp.Star):
         return None  # `a.b.c` may be a struct's field: Spark decides
-    name, qualifier, offset = column.name, column.table, _offset(column)
+    name, qualifier, offset = column.name, column.table, _start(column)
     sources = [s for level in levels for s in level]
     if qualifier:
         matching = [s for s in sources if s.name.lower() == qualifier.lower()]
@@ -278,13 +316,3 @@ def _suggestion(name: str, candidates: Sequence[str]) -> str:
         return ""
     spelled = next(c for c in candidates if c.lower() == close[0])
     return f" Did you mean '{spelled}'?"
-
-
-def _offset(column: exp.Column) -> int:
-    """Where the reference starts in the statement (its qualifier, if any), or -1."""
-    starts = [
-        int(part.meta["start"])
-        for part in (column, *column.parts)
-        if part._meta and "start" in part.meta
-    ]
-    return min(starts, default=-1)

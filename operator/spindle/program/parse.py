@@ -55,6 +55,30 @@ def _unstorable(
     return found
 
 
+def _repeated(
+    statement: Statement, named: Iterable[tuple[int, str]], *, owner: str
+) -> list[Unrunnable]:
+    """`DuplicateColumn` for each (offset, column) whose name an earlier column of the table
+    has (case-insensitively, as Spark compares names)."""
+    found: list[Unrunnable] = []
+    seen: dict[str, int] = {}
+    for offset, column in named:
+        first = seen.setdefault(column.lower(), offset)
+        if first != offset:
+            where = statement.locate(offset)
+            error = located(
+                reason="DuplicateColumn",
+                message=f"Table '{owner}' declares column '{column}' twice (first at line "
+                f"{statement.locate(first).line}); rename or remove one of them",
+                line=where.line,
+                column=where.column,
+                relation=owner,
+                name=column,
+            )
+            found.append(Unrunnable.of(error))
+    return found
+
+
 def _topological(views: dict[str, View]) -> dict[str, View]:
     """Views ordered so that every view follows the views it reads; cycles are errors. Depth
     first without recursion: a chain of thousands of views is an ordinary program."""
@@ -124,6 +148,8 @@ def parse_program(text: str) -> Program:
                 for offset, column in zip(facts.column_offsets, facts.columns, strict=True)
             ]
             unrunnable.extend(_unstorable(statement, typed, owner=facts.name))
+            named = [(offset, name) for offset, name, _ in typed]
+            unrunnable.extend(_repeated(statement, named, owner=facts.name))
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,

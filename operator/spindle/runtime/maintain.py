@@ -195,7 +195,7 @@ class Views:
 
     def query(self, view: View, sql: str) -> DataFrame:
         try:
-            return self.spark.sql(sql)
+            frame = self.spark.sql(sql)
         except Exception as error:  # Spark's AnalysisException and friends
             condition = str(getattr(error, "getCondition", lambda: None)() or "")
             raise SpindleError(
@@ -204,6 +204,17 @@ class Views:
                 f"{str(error).splitlines()[0]}",
                 details=view.located,
             ) from None
+        names = [c.lower() for c in frame.columns]
+        repeated = next((c for i, c in enumerate(frame.columns) if c.lower() in names[:i]), None)
+        if repeated is not None:  # e.g. two `count(*)`: Spark names both `count(1)`
+            raise SpindleError(
+                reason="DuplicateColumn",
+                message=f"View '{view.name}' ({view.where}) has two columns named "
+                f"'{repeated}'; a view's columns are stored and read by name. Give one "
+                "another name (... AS another_name)",
+                details=view.located,
+            )
+        return frame
 
     # -- whole evaluation ------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ LOCATED_REASONS = frozenset(
         "UnknownFunction",
         "UngroupedColumn",
         "DuplicateColumn",
+        "ColumnCountMismatch",
         "NestingTooDeep",
         "NameTooLong",
     }

@@ -32,6 +32,7 @@ SPARK_CLASSES = {
     "UnknownFunction": ("UNRESOLVED_ROUTINE",),
     "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY"),
     "DuplicateColumn": (DUPLICATE,),
+    "ColumnCountMismatch": ("NUM_COLUMNS_MISMATCH",),
 }
 """The error class of Spark's analyzer for each reason of the check."""
 

@@ -142,6 +142,19 @@ CASES: tuple[Case, ...] = (
     Case("select t.id, u.id as uid from t join u on t.id = u.id", None),
     Case("select x.n from (select id as n, id as n2 from t) x", None),
     Case("select id, score from t union all select id, id from u", None),
+    # Set operations: each input selects as many columns as the first.
+    Case("select id from t union all select id, city from u", "ColumnCountMismatch", "city"),
+    Case("select id, name from t union select id from u", "ColumnCountMismatch", "id from u"),
+    Case("select id from t intersect select id, city from u", "ColumnCountMismatch", "city"),
+    Case("select id from t except all select id, city from u", "ColumnCountMismatch", "city"),
+    Case(
+        "select id from t union all select id from u union all select id, 1 as one from t",
+        "ColumnCountMismatch",
+        "1 as one",
+    ),
+    Case("select * from t union all select id, city from u", "ColumnCountMismatch", "id, city"),
+    Case("select id, name, score from t union all select * from u", None),
+    Case("select id from t union all (select id from u union all select id from t)", None),
     # Function calls: a Spark built-in (sqlglot knows it or not), or one the program declares.
     Case("select bump(score) as b, BUMP(id) as c from t", None),
     Case("select date_format(ts, 'yyyy') as d, get_json_object(name, '$.a') as j from t", None),

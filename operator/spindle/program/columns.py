@@ -6,7 +6,8 @@ the driver with Spark's message at the view's first line. Here each view's query
 column reference that names no column of its sources is `UnknownColumn`, and one that names a
 column of two sources is `AmbiguousColumn`, at the reference's own line and column. A view's
 output column named as an earlier one is (`SELECT s.id, t.id`) is `DuplicateColumn`: Spark
-evaluates such a query, but a view's columns are stored and read by name.
+evaluates such a query, but a view's columns are stored and read by name. A UNION, INTERSECT
+or EXCEPT whose inputs select different numbers of columns is `ColumnCountMismatch`.
 
 The check only refuses what Spark would refuse too. Where it cannot know a scope's columns (a
 table function, `UNNEST`, a source whose columns it could not work out, a query sqlglot cannot
@@ -71,6 +72,7 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             next(_problems(view, qualified, known), None)
             or _ungrouped(view, qualified, declared)
             or _repeated(view, qualified)
+            or _mismatched(view, qualified)
         )
         if problem is not None and statement is not None:
             offset, reason, message, details = problem
@@ -114,6 +116,44 @@ def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, ob
             {"view": view.name, "name": name},
         )
     return None
+
+
+def _mismatched(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
+    """The first UNION, INTERSECT or EXCEPT whose inputs select different numbers of columns
+    (where both are known: no star is left that sqlglot could not expand)."""
+    for operation in query.find_all(exp.SetOperation):
+        if operation.args.get("by_name"):
+            continue  # UNION BY NAME: Spark matches the inputs' columns by name
+        first, second = _input(operation.this), _input(operation.expression)
+        if first is None or second is None or len(first.selects) == len(second.selects):
+            continue
+        left, right = len(first.selects), len(second.selects)
+        kind = operation.key.upper() + ("" if operation.args.get("distinct") else " ALL")
+        return (
+            _start(second.selects[left] if right > left else second),
+            "ColumnCountMismatch",
+            f"View '{view.name}': the {kind}'s first input has {_columns(left)} and its second "
+            f"{_columns(right)}. Each input must select as many columns as the first, in the "
+            "same order",
+            {"view": view.name, "first": left, "second": right},
+        )
+    return None
+
+
+def _input(node: exp.Expr) -> exp.Select | None:
+    """The SELECT whose columns a set operation's input has, or None when their number is not
+    known here (a star sqlglot could not expand)."""
+    while isinstance(node, exp.Subquery | exp.SetOperation):
+        node = node.this
+    if not isinstance(node, exp.Select) or any(
+        isinstance(s, exp.Star) or s.is_star for s in node.selects
+    ):
+        return None
+    return node
+
+
+def _columns(count: int) -> str:
+    return f"{count} column{'s' if count != 1 else ''}"
 
 
 def _start(node: exp.Expr) -> int:

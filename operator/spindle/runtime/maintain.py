@@ -44,6 +44,7 @@ SPARK_REASONS = {
     "UNRESOLVED_ROUTINE": "UnknownFunction",
     "MISSING_AGGREGATION": "UngroupedColumn",
     "MISSING_GROUP_BY": "UngroupedColumn",
+    "NUM_COLUMNS_MISMATCH": "ColumnCountMismatch",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
 reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""

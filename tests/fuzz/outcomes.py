@@ -40,6 +40,7 @@ LOCATED_REASONS = frozenset(
         "UngroupedColumn",
         "DuplicateColumn",
         "ColumnCountMismatch",
+        "LocationConflict",
         "NestingTooDeep",
         "NameTooLong",
     }

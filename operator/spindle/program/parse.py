@@ -10,7 +10,17 @@ from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
 from spindle.program.formats import format_problems
 from spindle.program.limits import check_program
-from spindle.program.model import Direction, Function, Position, Program, Table, Unrunnable, View
+from spindle.program.locations import location_problems
+from spindle.program.model import (
+    Connector,
+    Direction,
+    Function,
+    Position,
+    Program,
+    Table,
+    Unrunnable,
+    View,
+)
 from spindle.program.statements import Statement, split
 from spindle.program.types import type_problem
 
@@ -124,6 +134,7 @@ def parse_program(text: str) -> Program:
     warnings: list[str] = []
     unrunnable: list[Unrunnable] = []
     positions: dict[str, Position] = {}
+    connected: list[tuple[Position, tuple[Connector, ...]]] = []  # in the program's order
 
     for statement in split(text):
         facts = analyze(statement)
@@ -161,6 +172,7 @@ def parse_program(text: str) -> Program:
                 text=statement.text,
             )
             unrunnable.extend(format_problems(tables[facts.name]))
+            connected.append((position, connectors))
         elif isinstance(facts, ViewFacts):
             connectors, notes, refused = parse_connectors(
                 relation=facts.name,
@@ -182,6 +194,7 @@ def parse_program(text: str) -> Program:
                 canonical=facts.canonical,
             )
             unrunnable.extend(format_problems(views[facts.name]))
+            connected.append((position, connectors))
         else:
             functions[facts.name] = Function(
                 name=facts.name,
@@ -213,6 +226,7 @@ def parse_program(text: str) -> Program:
         udfs = tuple(sorted({c.name for c in facts.calls if c.name in functions}))
         views[name] = replace(views[name], functions=udfs)
 
+    unrunnable.extend(location_problems(connected))
     return Program(
         text=text,
         tables=tables,

@@ -52,6 +52,7 @@ from spindle.program.formats import (
     output_update_format,
 )
 from spindle.program.formats import invalid_record as _invalid_record
+from spindle.program.locations import location
 from spindle.program.transports import TRANSPORTS, whole_number
 from spindle.runtime import file_offsets, semantics, storage
 from spindle.runtime.change_sql import WEIGHT
@@ -69,12 +70,10 @@ _FILE_BITS = 40
 def _location(connector: Connector) -> str:
     """Where a connector's transport reads or writes: the first of its location keys set
     (`program.transports.TRANSPORTS`)."""
-    config = connector.transport_config
+    found = location(connector)
+    if found is not None:
+        return storage.spark_uri(found)
     keys = TRANSPORTS[connector.transport].location
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, str) and value:
-            return storage.spark_uri(value)
     raise SpindleError(
         reason="InvalidConnectors",
         message=f"Connector {connector.key}: transport config needs '{keys[0]}'.",

@@ -41,6 +41,7 @@ LOCATED_REASONS = frozenset(
         "DuplicateColumn",
         "ColumnCountMismatch",
         "LocationConflict",
+        "MisplacedAggregate",
         "NestingTooDeep",
         "NameTooLong",
     }

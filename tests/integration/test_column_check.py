@@ -27,10 +27,11 @@ DUPLICATE = "DUPLICATE_COLUMN_NAMES"
 (case-insensitively), whose result no view can store (its columns are stored, and read, by
 name); `spark_failure` says this of such a view."""
 SPARK_CLASSES = {
-    "UnknownColumn": ("UNRESOLVED_COLUMN",),
+    "UnknownColumn": ("UNRESOLVED_COLUMN", "UNRESOLVED_USING_COLUMN_FOR_JOIN"),
     "AmbiguousColumn": ("AMBIGUOUS_REFERENCE",),
     "UnknownFunction": ("UNRESOLVED_ROUTINE",),
-    "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY"),
+    "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY", "UNRESOLVED_COLUMN"),
+    "MisplacedAggregate": ("INVALID_WHERE_CONDITION", "GROUP_BY_AGGREGATE"),
     "DuplicateColumn": (DUPLICATE,),
     "ColumnCountMismatch": ("NUM_COLUMNS_MISMATCH",),
 }

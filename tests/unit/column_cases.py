@@ -117,9 +117,25 @@ CASES: tuple[Case, ...] = (
         "UngroupedColumn",
         "name",
     ),
+    Case(
+        "select name, count(*) as c from t group by name having score > 1",
+        "UngroupedColumn",
+        "score >",
+    ),
+    Case("select name from t where count(*) > 1", "MisplacedAggregate", "count(*)"),
+    Case(
+        "select name, count(*) as c from t group by name, max(score)",
+        "MisplacedAggregate",
+        "max(score)",
+    ),
+    Case("select name, count(*) as c from t group by name having c > 1 and name <> 'a'", None),
+    Case("select name from t where score > (select avg(score) from t)", None),
+    Case("select name from t where exists (select 1 from u group by id having count(*) > 1)", None),
     Case("select name, count(*) as c from t group by all", None),
-    Case("select b + a as s, count(*) as c from (select id as a, score as b from t) "
-         "group by a + b", None),
+    Case(
+        "select b + a as s, count(*) as c from (select id as a, score as b from t) group by a + b",
+        None,
+    ),
     Case("select upper(name) as u, count(*) as c from t group by upper(name)", None),
     Case("select name, count(*) as c, max(score) + 1 as m from t group by rollup(name)", None),
     Case("select name, count(*) filter (where score > 1) as c from t group by name", None),
@@ -131,8 +147,7 @@ CASES: tuple[Case, ...] = (
     Case("select name, any_value(score) as s, first(ts) as f from t group by name", None),
     Case("select name, bump(count(*)) as b from t group by name", None),
     Case("select id, (select max(city) from u) as c from t group by id", None),
-    Case("select name, transform(collect_list(score), x -> x + 1) as l from t group by name",
-         None),
+    Case("select name, transform(collect_list(score), x -> x + 1) as l from t group by name", None),
     Case("select score, sum(score) over () as s from t", None),
     # Output columns: each named once (Spark evaluates the query, but a view's columns are
     # stored and read by name).
@@ -155,6 +170,13 @@ CASES: tuple[Case, ...] = (
     Case("select * from t union all select id, city from u", "ColumnCountMismatch", "id, city"),
     Case("select id, name, score from t union all select * from u", None),
     Case("select id from t union all (select id from u union all select id from t)", None),
+    # JOIN ... USING: each side has the column.
+    Case("select id from t join u using (idd)", "UnknownColumn", "idd"),
+    Case("select name from t join u using (name)", "UnknownColumn", "name)"),
+    Case("select t.id from t join u using (id) join named using (name)", None),
+    Case(
+        "select 1 as x from t join u using (id) join named using (city)", "UnknownColumn", "city)"
+    ),
     # Function calls: a Spark built-in (sqlglot knows it or not), or one the program declares.
     Case("select bump(score) as b, BUMP(id) as c from t", None),
     Case("select date_format(ts, 'yyyy') as d, get_json_object(name, '$.a') as j from t", None),

@@ -29,7 +29,7 @@ from sqlglot.schema import MappingSchema
 
 from spindle.errors import located
 from spindle.program.dialect import DIALECT
-from spindle.program.grouping import ungrouped
+from spindle.program.grouping import grouping_problem
 from spindle.program.model import Position, Program, Unrunnable, View
 from spindle.program.statements import split
 
@@ -53,7 +53,8 @@ class _Source:
 
 def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Every view's first unknown or ambiguous column reference, or else its first column an
-    aggregate neither groups nor aggregates (`spindle.program.grouping`), or else its first
+    aggregate neither groups nor aggregates or an aggregate call where rows are not grouped yet
+    (`spindle.program.grouping`), or else its first
     output column named as an earlier one is, in view order."""
     known: dict[str, _Columns] = {
         name: tuple(c.name for c in table.columns) for name, table in program.tables.items()
@@ -63,14 +64,17 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     problems: list[Unrunnable] = []
     for view in program.views.values():
         qualified = _qualified(view, known)
-        if qualified is None:
+        statement = statements.get(view.text)
+        if qualified is None:  # sqlglot refuses a USING column a side does not have
             known[view.name] = None
+            problem = _using(view, known)
+            if problem is not None and statement is not None:
+                problems.append(_located(statement.locate(problem[0]), *problem[1:]))
             continue
         known[view.name] = _outputs(qualified)
-        statement = statements.get(view.text)
         problem = (
             next(_problems(view, qualified, known), None)
-            or _ungrouped(view, qualified, declared)
+            or _grouping(view, qualified, declared)
             or _repeated(view, qualified)
             or _mismatched(view, qualified)
         )
@@ -81,14 +85,57 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     return tuple(problems)
 
 
-def _ungrouped(
+def _grouping(
     view: View, query: exp.Query, declared: frozenset[str]
 ) -> tuple[int, str, str, dict[str, object]] | None:
-    found = ungrouped(view.name, query, declared=declared)
+    found = grouping_problem(view.name, query, declared=declared)
     if found is None:
         return None
-    column, reason, message, details = found
-    return _start(column), reason, message, details
+    node, reason, message, details = found
+    return _start(node), reason, message, details
+
+
+def _using(
+    view: View, known: Mapping[str, _Columns]
+) -> tuple[int, str, str, dict[str, object]] | None:
+    """The first `JOIN ... USING (c)` column that one side of its join does not have, where
+    that side's columns are all known (tables and views only; no subquery)."""
+    for select in view.query.find_all(exp.Select):
+        joined = [select.args.get("from_"), *select.args.get("joins", ())]
+        sides = [j.this if j is not None else None for j in joined]
+        for index, join in enumerate(joined[1:], start=1):
+            for column in join.args.get("using") or ():
+                for side, relations in (("left", sides[:index]), ("right", [sides[index]])):
+                    columns = [_columns_of(r, known) for r in relations]
+                    if any(c is None for c in columns) or any(
+                        column.name.lower() in (n.lower() for n in c or ()) for c in columns
+                    ):
+                        continue
+                    named = [r.name for r in relations if r is not None]
+                    return _missing_using(view, column, side, named)
+    return None
+
+
+def _missing_using(
+    view: View, column: exp.Expr, side: str, relations: list[str]
+) -> tuple[int, str, str, dict[str, object]]:
+    name = column.name
+    named = " and ".join(repr(r) for r in relations)
+    has = "has" if len(relations) == 1 else "have"
+    return (
+        _start(column),
+        "UnknownColumn",
+        f"View '{view.name}' joins USING ({name}), but {named} {has} no column '{name}' (the "
+        f"{side} side of the join). Fix the name, or join ON the columns that match",
+        {"view": view.name, "reference": name},
+    )
+
+
+def _columns_of(node: exp.Expr | None, known: Mapping[str, _Columns]) -> _Columns:
+    """The columns of a FROM or JOIN source that is a table or view, or None."""
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+        return None
+    return known.get(node.name)
 
 
 def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:

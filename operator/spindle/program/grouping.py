@@ -1,4 +1,5 @@
-"""Aggregating queries checked for columns that are neither grouped nor aggregated.
+"""Aggregating queries checked for columns that are neither grouped nor aggregated, and for
+aggregates where rows are not grouped yet.
 
 `SELECT name, score, COUNT(*) FROM t GROUP BY name` (a column forgotten in the GROUP BY), or
 `SELECT name, COUNT(*) FROM t` (no GROUP BY at all), used to pass `spindle diff`, `plan` and
@@ -6,7 +7,9 @@
 `MISSING_GROUP_BY` at the view's first line. Here each SELECT of a view's qualified query
 (`spindle.program.columns` qualifies it) that aggregates is read for a selected column outside
 every aggregate call whose column appears nowhere in the GROUP BY: `UngroupedColumn`, at the
-column's line and column.
+column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`). An
+aggregate call in a WHERE or a GROUP BY, which are evaluated before rows are grouped, is
+`MisplacedAggregate` (Spark's `INVALID_WHERE_CONDITION`, `GROUP_BY_AGGREGATE`).
 
 Only what Spark refuses too. A column that appears anywhere in a grouping expression is left to
 Spark (`SELECT b + a ... GROUP BY a + b` runs: Spark compares expressions semantically); so are
@@ -24,25 +27,60 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from spindle.program.spark_functions import SPARK_AGGREGATES
 
-Problem = tuple[exp.Column, str, str, dict[str, object]]
-"""The ungrouped column, the reason, the message, and the details of the refusal."""
+Problem = tuple[exp.Expr, str, str, dict[str, object]]
+"""Where the problem is (a column, or a call), the reason, the message, and the details."""
 
 
-def ungrouped(view: str, query: exp.Query, *, declared: frozenset[str]) -> Problem | None:
-    """The first selected column of view `view`'s qualified `query` that an aggregating SELECT
-    neither groups nor aggregates, or None. `declared`: the program's function names (their
-    calls are not read into)."""
+def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -> Problem | None:
+    """The first problem of grouping in view `view`'s qualified `query`, or None: an aggregate
+    call in a WHERE or GROUP BY, or a column an aggregating SELECT neither groups nor
+    aggregates (in its select list, then its HAVING). `declared`: the program's function names
+    (their calls are not read into)."""
     for scope in traverse_scope(query):
         select = scope.expression
-        if not isinstance(select, exp.Select) or not _aggregates(select, declared):
+        if not isinstance(select, exp.Select):
+            continue
+        misplaced = _misplaced(view, select, declared)
+        if misplaced is not None:
+            return misplaced
+        if not _aggregates(select, declared):
             continue
         group = select.args.get("group")
         if group is not None and group.args.get("all"):
             continue  # GROUP BY ALL groups by whatever is not aggregated
         grouped = {_key(c) for c in group.find_all(exp.Column)} if group is not None else set()
-        for column in _bare_columns(select.expressions, declared):
-            if _key(column) not in grouped and column.table in _own_sources(scope):
-                return _problem(view, column, grouped=group is not None)
+        having = select.args.get("having")
+        for clause, nodes in (("select", select.expressions), ("having", [having])):
+            for column in _bare_columns([n for n in nodes if n is not None], declared):
+                if _key(column) not in grouped and column.table in _own_sources(scope):
+                    return _problem(view, column, grouped=group is not None, clause=clause)
+    return None
+
+
+_CLAUSES = {"where": "WHERE", "group": "GROUP BY"}
+"""The clauses of a SELECT that are evaluated before its rows are grouped."""
+
+
+def _misplaced(view: str, select: exp.Select, declared: frozenset[str]) -> Problem | None:
+    """An aggregate call in a clause evaluated before the rows are grouped."""
+    for key, clause in _CLAUSES.items():
+        node = select.args.get(key)
+        if node is None:
+            continue
+        call = next((n for n in _walk([node], declared) if is_aggregate(n)), None)
+        if call is None:
+            continue
+        name = _name(_unwrapped(call))
+        advice = (
+            "move the condition to HAVING, or compute the aggregate in a subquery"
+            if key == "where"
+            else "group by the columns it aggregates, and select the aggregate"
+        )
+        message = (
+            f"View '{view}' calls aggregate {name} in its {clause}, which is evaluated before "
+            f"rows are grouped: {advice}"
+        )
+        return call, "MisplacedAggregate", message, {"view": view, "clause": clause}
     return None
 
 
@@ -53,9 +91,7 @@ _MODIFIERS = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
 def is_aggregate(node: exp.Expr) -> bool:
     """Whether `node` is a call that aggregates the rows of its group (not a window function),
     with its modifiers, if any."""
-    call = node
-    while isinstance(call, _MODIFIERS):
-        call = call.this
+    call = _unwrapped(node)
     around = node.parent
     while isinstance(around, _MODIFIERS):
         around = around.parent
@@ -70,6 +106,18 @@ def is_aggregate(node: exp.Expr) -> bool:
     else:
         names = [call.key]  # `ANY(x)`, Spark's aggregate, is a predicate to sqlglot
     return any(name.lower() in SPARK_AGGREGATES for name in names)
+
+
+def _unwrapped(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, _MODIFIERS):
+        node = node.this
+    return node
+
+
+def _name(call: exp.Expr) -> str:
+    if isinstance(call, exp.Anonymous):
+        return call.name.upper()
+    return call.sql_name() if isinstance(call, exp.Func) else call.key.upper()
 
 
 def _aggregates(select: exp.Select, declared: frozenset[str]) -> bool:
@@ -115,10 +163,17 @@ def _own_sources(scope: Scope) -> set[str]:
     return {name for name in scope.sources if name}
 
 
-def _problem(view: str, column: exp.Column, *, grouped: bool) -> Problem:
+def _problem(view: str, column: exp.Column, *, grouped: bool, clause: str) -> Problem:
     name = column.name
     details: dict[str, object] = {"view": view, "reference": name}
-    if grouped:
+    if clause == "having":
+        message = (
+            f"View '{view}' reads column '{name}' in its HAVING, which is evaluated after rows "
+            f"are grouped, and '{name}' is neither grouped nor inside an aggregate. Move the "
+            f"condition to WHERE, add {name} to the GROUP BY, or aggregate it (for example "
+            f"MAX({name}))"
+        )
+    elif grouped:
         message = (
             f"View '{view}' selects column '{name}', which is neither in its GROUP BY nor "
             f"inside an aggregate. Add {name} to the GROUP BY, aggregate it (for example "

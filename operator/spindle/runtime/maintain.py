@@ -40,11 +40,14 @@ LAYOUTS = {Linear: "zset", Aggregate: "groups"}
 
 SPARK_REASONS = {
     "UNRESOLVED_COLUMN": "UnknownColumn",
+    "UNRESOLVED_USING_COLUMN_FOR_JOIN": "UnknownColumn",
     "AMBIGUOUS_REFERENCE": "AmbiguousColumn",
     "UNRESOLVED_ROUTINE": "UnknownFunction",
     "MISSING_AGGREGATION": "UngroupedColumn",
     "MISSING_GROUP_BY": "UngroupedColumn",
     "NUM_COLUMNS_MISMATCH": "ColumnCountMismatch",
+    "INVALID_WHERE_CONDITION": "MisplacedAggregate",
+    "GROUP_BY_AGGREGATE": "MisplacedAggregate",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
 reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""

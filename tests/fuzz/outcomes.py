@@ -42,6 +42,7 @@ LOCATED_REASONS = frozenset(
         "ColumnCountMismatch",
         "LocationConflict",
         "MisplacedAggregate",
+        "MisplacedWindow",
         "NestingTooDeep",
         "NameTooLong",
     }

@@ -32,6 +32,7 @@ SPARK_CLASSES = {
     "UnknownFunction": ("UNRESOLVED_ROUTINE",),
     "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY", "UNRESOLVED_COLUMN"),
     "MisplacedAggregate": ("INVALID_WHERE_CONDITION", "GROUP_BY_AGGREGATE"),
+    "MisplacedWindow": ("WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",),
     "DuplicateColumn": (DUPLICATE,),
     "ColumnCountMismatch": ("NUM_COLUMNS_MISMATCH",),
 }

@@ -128,6 +128,18 @@ CASES: tuple[Case, ...] = (
         "MisplacedAggregate",
         "max(score)",
     ),
+    Case(
+        "select id from t where row_number() over (order by id) = 1",
+        "MisplacedWindow",
+        "row_number()",
+    ),
+    Case(
+        "select id, count(*) as c from t group by id having rank() over (order by id) = 1",
+        "MisplacedWindow",
+        "rank()",
+    ),
+    Case("select id from t qualify row_number() over (partition by name order by ts) = 1", None),
+    Case("select id from (select id, rank() over (order by id) as r from t) where r = 1", None),
     Case("select name, count(*) as c from t group by name having c > 1 and name <> 'a'", None),
     Case("select name from t where score > (select avg(score) from t)", None),
     Case("select name from t where exists (select 1 from u group by id having count(*) > 1)", None),

@@ -9,7 +9,7 @@ aggregates where rows are not grouped yet.
 every aggregate call whose column appears nowhere in the GROUP BY: `UngroupedColumn`, at the
 column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`). An
 aggregate call in a WHERE or a GROUP BY, which are evaluated before rows are grouped, is
-`MisplacedAggregate` (Spark's `INVALID_WHERE_CONDITION`, `GROUP_BY_AGGREGATE`).
+`MisplacedAggregate`, and a window function in a WHERE or HAVING `MisplacedWindow`.
 
 Only what Spark refuses too. A column that appears anywhere in a grouping expression is left to
 Spark (`SELECT b + a ... GROUP BY a + b` runs: Spark compares expressions semantically); so are
@@ -33,9 +33,9 @@ Problem = tuple[exp.Expr, str, str, dict[str, object]]
 
 def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -> Problem | None:
     """The first problem of grouping in view `view`'s qualified `query`, or None: an aggregate
-    call in a WHERE or GROUP BY, or a column an aggregating SELECT neither groups nor
-    aggregates (in its select list, then its HAVING). `declared`: the program's function names
-    (their calls are not read into)."""
+    call in a WHERE or GROUP BY, a window function in a WHERE or HAVING, or a column an
+    aggregating SELECT neither groups nor aggregates (in its select list, then its HAVING).
+    `declared`: the program's function names (their calls are not read into)."""
     for scope in traverse_scope(query):
         select = scope.expression
         if not isinstance(select, exp.Select):
@@ -57,31 +57,47 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
     return None
 
 
-_CLAUSES = {"where": "WHERE", "group": "GROUP BY"}
-"""The clauses of a SELECT that are evaluated before its rows are grouped."""
+_QUALIFY = "filter on it with QUALIFY, or in an outer query"
+_MISPLACED: tuple[tuple[str, bool, str], ...] = (
+    ("where", False, "move the condition to HAVING, or compute the aggregate in a subquery"),
+    ("where", True, _QUALIFY),
+    ("group", False, "group by the columns it aggregates, and select the aggregate"),
+    ("having", True, _QUALIFY),
+)
+"""Which clause (its key in a SELECT's arguments) cannot hold a window function (True) or an
+aggregate call (False), and what to write instead, in the order the clauses are read: what
+Spark refuses as `INVALID_WHERE_CONDITION`, `GROUP_BY_AGGREGATE` and
+`WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE`."""
+_CLAUSES = {"where": "WHERE", "group": "GROUP BY", "having": "HAVING"}
+_KINDS = {
+    False: ("MisplacedAggregate", "before rows are grouped"),
+    True: ("MisplacedWindow", "before window functions are"),
+}
+"""Per kind of call (window or not): the reason, and what the clause is evaluated before."""
 
 
 def _misplaced(view: str, select: exp.Select, declared: frozenset[str]) -> Problem | None:
-    """An aggregate call in a clause evaluated before the rows are grouped."""
-    for key, clause in _CLAUSES.items():
-        node = select.args.get(key)
+    """An aggregate call, or a window function, in a clause evaluated before them."""
+    for clause, window, advice in _MISPLACED:
+        node = select.args.get(clause)
         if node is None:
             continue
-        call = next((n for n in _walk([node], declared) if is_aggregate(n)), None)
-        if call is None:
+        found = next((n for n in _walk([node], declared) if _is(n, window=window)), None)
+        if found is None:
             continue
-        name = _name(_unwrapped(call))
-        advice = (
-            "move the condition to HAVING, or compute the aggregate in a subquery"
-            if key == "where"
-            else "group by the columns it aggregates, and select the aggregate"
-        )
-        message = (
-            f"View '{view}' calls aggregate {name} in its {clause}, which is evaluated before "
-            f"rows are grouped: {advice}"
-        )
-        return call, "MisplacedAggregate", message, {"view": view, "clause": clause}
+        if window:
+            kind = f"window function {_name(_unwrapped(found.this))}() OVER (...)"
+        else:
+            kind = f"aggregate {_name(_unwrapped(found))}"
+        reason, why = _KINDS[window]
+        shown = _CLAUSES[clause]
+        message = f"View '{view}' calls {kind} in its {shown}, which is evaluated {why}: {advice}"
+        return found, reason, message, {"view": view, "clause": shown}
     return None
+
+
+def _is(node: exp.Expr, *, window: bool) -> bool:
+    return isinstance(node, exp.Window) if window else is_aggregate(node)
 
 
 _MODIFIERS = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)

@@ -48,6 +48,7 @@ SPARK_REASONS = {
     "NUM_COLUMNS_MISMATCH": "ColumnCountMismatch",
     "INVALID_WHERE_CONDITION": "MisplacedAggregate",
     "GROUP_BY_AGGREGATE": "MisplacedAggregate",
+    "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE": "MisplacedWindow",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
 reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""

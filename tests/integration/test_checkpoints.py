@@ -178,8 +178,12 @@ def test_kill_9_at_random_points_never_leaves_a_partial_checkpoint(
         if committed:
             # the last id printed was published; at most one more may have been
             assert after.id == committed[-1] or after.parent == committed[-1]
+        # A commit the child had sent before the kill may still land (object storage completes
+        # a request whose client died): the chain may have grown by that one, whole.
         chain = store_for(uri, env).history()
-        assert [m.sequence for m in chain] == list(range(after.sequence, -1, -1))
+        head = chain[0].sequence
+        assert head in (after.sequence, after.sequence + 1), f"run {run}: {head} after {after}"
+        assert [m.sequence for m in chain] == list(range(head, -1, -1))
     # the kills really landed mid-loop, not before it started
     assert runs_with_commits >= runs // 2, f"{runs_with_commits} of {runs} runs committed"
 

@@ -43,6 +43,7 @@ LOCATED_REASONS = frozenset(
         "LocationConflict",
         "MisplacedAggregate",
         "MisplacedWindow",
+        "NestedAggregate",
         "NestingTooDeep",
         "NameTooLong",
     }

@@ -9,7 +9,8 @@ aggregates where rows are not grouped yet.
 every aggregate call whose column appears nowhere in the GROUP BY: `UngroupedColumn`, at the
 column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`). An
 aggregate call in a WHERE or a GROUP BY, which are evaluated before rows are grouped, is
-`MisplacedAggregate`, and a window function in a WHERE or HAVING `MisplacedWindow`.
+`MisplacedAggregate`, a window function in a WHERE or HAVING `MisplacedWindow`, and an
+aggregate call inside another's arguments `NestedAggregate`.
 
 Only what Spark refuses too. A column that appears anywhere in a grouping expression is left to
 Spark (`SELECT b + a ... GROUP BY a + b` runs: Spark compares expressions semantically); so are
@@ -33,14 +34,15 @@ Problem = tuple[exp.Expr, str, str, dict[str, object]]
 
 def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -> Problem | None:
     """The first problem of grouping in view `view`'s qualified `query`, or None: an aggregate
-    call in a WHERE or GROUP BY, a window function in a WHERE or HAVING, or a column an
+    call in a WHERE or GROUP BY, a window function in a WHERE or HAVING, an aggregate call
+    inside another, or a column an
     aggregating SELECT neither groups nor aggregates (in its select list, then its HAVING).
     `declared`: the program's function names (their calls are not read into)."""
     for scope in traverse_scope(query):
         select = scope.expression
         if not isinstance(select, exp.Select):
             continue
-        misplaced = _misplaced(view, select, declared)
+        misplaced = _misplaced(view, select, declared) or _nested(view, select, declared)
         if misplaced is not None:
             return misplaced
         if not _aggregates(select, declared):
@@ -93,6 +95,34 @@ def _misplaced(view: str, select: exp.Select, declared: frozenset[str]) -> Probl
         shown = _CLAUSES[clause]
         message = f"View '{view}' calls {kind} in its {shown}, which is evaluated {why}: {advice}"
         return found, reason, message, {"view": view, "clause": shown}
+    return None
+
+
+def _nested(view: str, select: exp.Select, declared: frozenset[str]) -> Problem | None:
+    """An aggregate call inside the arguments (or FILTER) of another."""
+    having = select.args.get("having")
+    searched = [*select.expressions, *([having] if having is not None else [])]
+    for outer in _walk(searched, declared):
+        if not is_aggregate(outer):
+            continue
+        core = _unwrapped(outer)  # the call itself, under its modifiers: not nested in itself
+        inner = next(
+            (
+                n
+                for n in _walk(list(outer.iter_expressions()), declared)
+                if is_aggregate(n) and _unwrapped(n) is not core
+            ),
+            None,
+        )
+        if inner is None:
+            continue
+        within, called = _name(_unwrapped(outer)), _name(_unwrapped(inner))
+        message = (
+            f"View '{view}' calls aggregate {called} inside aggregate {within}: aggregate the "
+            f"result of {called} in an outer query, or make {within} a window function "
+            f"({within}({called}(...)) OVER ())"
+        )
+        return inner, "NestedAggregate", message, {"view": view}
     return None
 
 

@@ -49,6 +49,8 @@ SPARK_REASONS = {
     "INVALID_WHERE_CONDITION": "MisplacedAggregate",
     "GROUP_BY_AGGREGATE": "MisplacedAggregate",
     "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE": "MisplacedWindow",
+    "NESTED_AGGREGATE_FUNCTION": "NestedAggregate",
+    "INVALID_AGGREGATE_FILTER": "NestedAggregate",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
 reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""

@@ -192,6 +192,31 @@ CASES: tuple[Case, ...] = (
     Case(
         "select 1 as x from t join u using (id) join named using (city)", "UnknownColumn", "city)"
     ),
+    # Found by an adversarial run against Spark's analyzer (each was refused, and Spark runs it):
+    # names compare case-insensitively, in GROUP BY and correlated subqueries too;
+    Case("select u.mixed, count(*) as c from u group by mixed", None),
+    Case('select "Mixed", count(*) as c from u group by MIXED', None),
+    Case("select id from t where exists (select 1 from u where Mixed = t.score)", None),
+    # a table alias's column list renames its columns;
+    Case("select a, x.b from t as x(a, b, c, d)", None),
+    Case("select a, count(*) as n from t as x(a, b, c, d) group by a", None),
+    Case("select x.e from t as x(a, b, c, d)", "UnknownColumn", "x.e"),
+    # an ordinal inside ROLLUP, CUBE or GROUPING SETS names a select item;
+    Case("select name, count(*) as c from t group by rollup(1)", None),
+    Case(
+        "select upper(name) as un, id, count(*) as c from t group by grouping sets ((1), (2))", None
+    ),
+    # LIKE ANY is a quantifier, not the aggregate ANY;
+    Case("select id from t where name like any ('a%', 'b%')", None),
+    Case("select name like any ('a%', 'b%') as m from t", None),
+    # a hint is no call, and a unit is no column (written in Spark's and Feldera's order);
+    Case("select /*+ broadcast(u) */ t.id from t join u on t.id = u.id", None),
+    Case("select timestampadd(hour, 1, ts) as a, timestampdiff(day, ts, ts) as d from t", None),
+    Case("select dateadd(day, 1, ts) as a, date_add(hour, 1, ts) as b from t", None),
+    Case("select datediff(hour, ts, ts) as d from t", None),
+    Case("select timestampdiff(hour, tss, ts) as d from t", "UnknownColumn", "tss"),
+    # a subquery's column whose source is opaque is not the outer query's to check.
+    Case("select id from t where exists (select 1 from (values (1)) as v where col1 = t.id)", None),
     # Function calls: a Spark built-in (sqlglot knows it or not), or one the program declares.
     Case("select bump(score) as b, BUMP(id) as c from t", None),
     Case("select date_format(ts, 'yyyy') as d, get_json_object(name, '$.a') as j from t", None),

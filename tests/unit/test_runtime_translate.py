@@ -47,3 +47,27 @@ def test_udfs_are_inlined() -> None:
     program = parse_program(PROGRAM)
     sql = view_sql(program.views["bumped"], program, SCHEMAS).sql
     assert "bump" not in sql.lower() and "+ 1" in sql
+
+
+A, B = "`t`.`a`", "`t`.`b`"
+
+
+@pytest.mark.parametrize(
+    ("written", "spark"),
+    [
+        # sqlglot reads these in another argument order: Spark was sent TIMESTAMPDIFF(B, a, hour)
+        ("timestampdiff(hour, a, b)", f"TIMESTAMPDIFF(hour, {A}, {B})"),
+        ("datediff(day, a, b)", f"DATEDIFF(day, {A}, {B})"),
+        ("date_add(hour, 1, a)", f"DATE_ADD(hour, 1, {A})"),  # its unit was dropped
+        ("timestampadd(minute, 5, a)", f"TIMESTAMPADD(minute, 5, {A})"),
+        ("dateadd(week, 1, a)", f"DATEADD(week, 1, {A})"),
+        ("datediff(a, b)", f"DATEDIFF({A}, {B})"),  # days, the two-argument form
+    ],
+)
+def test_a_unit_argument_keeps_its_place(written: str, spark: str) -> None:
+    """Spark's grammar and Feldera read `NAME(unit, x, y)` alike: the call reaches Spark as
+    written, its unit a keyword, not a column named `hour`."""
+    table = "create table t (a timestamp, b timestamp);\n"
+    program = parse_program(f"{table}create view v as select {written} as x from t;")
+    sql = view_sql(program.views["v"], program, {"t": {"a": "TIMESTAMP", "b": "TIMESTAMP"}}).sql
+    assert f"{spark} AS" in sql

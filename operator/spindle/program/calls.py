@@ -61,6 +61,13 @@ def _unknown_calls(tree: exp.Expr, declared: frozenset[str]) -> Iterator[exp.Ano
     for call in tree.find_all(exp.Anonymous):
         if isinstance(call.parent, exp.Dot | exp.Table) or call.meta.get("start") is None:
             continue  # a qualified name, or a table function: Spark's to resolve
+        if call.find_ancestor(exp.Hint) is not None:
+            continue  # `/*+ BROADCAST(u) */`: a hint, not a call
         name = call.name.lower()
-        if name not in SPARK_FUNCTIONS and name not in declared:
+        if name not in SPARK_FUNCTIONS and name not in SYNTAX and name not in declared:
             yield call
+
+
+SYNTAX = frozenset({"timestampadd", "timestampdiff"})
+"""Calls Spark's grammar reads itself (their first argument is a unit, `HOUR`), so that they
+are not in its function registry."""

@@ -56,8 +56,8 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     aggregate neither groups nor aggregates or an aggregate call where rows are not grouped yet
     (`spindle.program.grouping`), or else its first
     output column named as an earlier one is, in view order."""
-    known: dict[str, _Columns] = {
-        name: tuple(c.name for c in table.columns) for name, table in program.tables.items()
+    known: dict[str, _Columns] = {  # by lower-case name: Spark compares names so
+        name.lower(): tuple(c.name for c in table.columns) for name, table in program.tables.items()
     }
     statements = {s.text: s for s in split(program.text)}
     declared = frozenset(program.functions)
@@ -66,12 +66,12 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
         qualified = _qualified(view, known)
         statement = statements.get(view.text)
         if qualified is None:  # sqlglot refuses a USING column a side does not have
-            known[view.name] = None
+            known[view.name.lower()] = None
             problem = _using(view, known)
             if problem is not None and statement is not None:
                 problems.append(_located(statement.locate(problem[0]), *problem[1:]))
             continue
-        known[view.name] = _outputs(qualified)
+        known[view.name.lower()] = _outputs(qualified)
         problem = (
             next(_problems(view, qualified, known), None)
             or _grouping(view, qualified, declared)
@@ -135,7 +135,7 @@ def _columns_of(node: exp.Expr | None, known: Mapping[str, _Columns]) -> _Column
     """The columns of a FROM or JOIN source that is a table or view, or None."""
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         return None
-    return known.get(node.name)
+    return known.get(node.name.lower())
 
 
 def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
@@ -217,18 +217,23 @@ def _located(where: Position, reason: str, message: str, details: dict[str, obje
 
 def _qualified(view: View, known: Mapping[str, _Columns]) -> exp.Query | None:
     """The view's query with columns qualified and stars expanded, or None when sqlglot cannot
-    qualify it (then nothing is checked, and its readers see unknown columns)."""
-    reads = {name: known.get(name) for name in view.dependencies}
+    qualify it (then nothing is checked, and its readers see unknown columns). Every name is
+    read in lower case, as Spark's analyzer compares names (`Mixed`, `mixed` and `"MIXED"` are
+    one column to it)."""
+    reads = {name.lower(): known.get(name.lower()) for name in view.dependencies}
     if any(columns is None for columns in reads.values()):
         return None
     schema = MappingSchema(
-        {name: {c: "UNKNOWN" for c in columns or ()} for name, columns in reads.items()},
+        {name: {c.lower(): "UNKNOWN" for c in columns or ()} for name, columns in reads.items()},
         dialect=DIALECT,
         normalize=False,
     )
+    lowered = view.query.copy()
+    for identifier in lowered.find_all(exp.Identifier):
+        identifier.set("this", identifier.this.lower())
     try:
         tree = qualify(
-            view.query.copy(),
+            lowered,
             schema=schema,
             dialect=DIALECT,
             validate_qualify_columns=False,
@@ -275,7 +280,11 @@ def _sources(scope: Scope, known: Mapping[str, _Columns]) -> list[_Source] | Non
         if isinstance(source, Scope):
             columns = _outputs(source.expression)
         elif isinstance(source, exp.Table) and isinstance(node, exp.Table):
-            columns = known.get(node.name)
+            renamed = node.args.get("alias")
+            if renamed is not None and renamed.columns:  # `t AS x(a, b)` renames the columns
+                columns = tuple(c.name for c in renamed.columns)
+            else:
+                columns = known.get(node.name.lower())
         else:
             return None
         if columns is None:
@@ -315,7 +324,14 @@ def _problems(
             if isinstance(each.expression, exp.Query)
             for s in each.expression.selects
         ]
+        inner = {  # a subquery's unresolved columns: its own pass checks them, down the chain
+            id(c)
+            for child in (*scope.subquery_scopes, *scope.udtf_scopes, *scope.derived_table_scopes)
+            for c in child.external_columns
+        }
         for column in scope.columns:
+            if id(column) in inner:
+                continue
             problem = _problem(view, column, levels, _aliases(selects, column))
             if problem is not None:
                 yield problem

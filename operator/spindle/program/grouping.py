@@ -50,7 +50,9 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
         group = select.args.get("group")
         if group is not None and group.args.get("all"):
             continue  # GROUP BY ALL groups by whatever is not aggregated
-        grouped = {_key(c) for c in group.find_all(exp.Column)} if group is not None else set()
+        grouped = _grouped(select, group, declared) if group is not None else set()
+        if grouped is None:
+            continue
         having = select.args.get("having")
         for clause, nodes in (("select", select.expressions), ("having", [having])):
             for column in _bare_columns([n for n in nodes if n is not None], declared):
@@ -143,6 +145,8 @@ def is_aggregate(node: exp.Expr) -> bool:
         around = around.parent
     if isinstance(around, exp.Window) or isinstance(call.this, exp.Query | exp.Subquery):
         return False  # a window function, or `= ANY (SELECT ...)`
+    if isinstance(call, exp.Any) and isinstance(call.parent, exp.Like | exp.ILike):
+        return False  # `name LIKE ANY ('a%', 'b%')`: a quantifier
     if isinstance(call, exp.AggFunc):
         return True
     if isinstance(call, exp.Anonymous):
@@ -152,6 +156,26 @@ def is_aggregate(node: exp.Expr) -> bool:
     else:
         names = [call.key]  # `ANY(x)`, Spark's aggregate, is a predicate to sqlglot
     return any(name.lower() in SPARK_AGGREGATES for name in names)
+
+
+def _grouped(
+    select: exp.Select, group: exp.Expr, declared: frozenset[str]
+) -> set[tuple[str, str]] | None:
+    """The columns a GROUP BY names, an ordinal inside ROLLUP, CUBE or GROUPING SETS naming
+    the select item's (sqlglot expands top-level ordinals only); None when one names an
+    aggregate or no item (Spark's to refuse)."""
+    found = {_key(c) for c in group.find_all(exp.Column)}
+    for ordinal in group.find_all(exp.Literal):
+        if not ordinal.is_int or not ordinal.find_ancestor(exp.Rollup, exp.Cube, exp.GroupingSets):
+            continue
+        index = int(ordinal.this) - 1
+        if not 0 <= index < len(select.expressions):
+            return None
+        item = select.expressions[index]
+        if any(is_aggregate(n) for n in _walk([item], declared)):
+            return None
+        found |= {_key(c) for c in item.find_all(exp.Column)}
+    return found
 
 
 def _unwrapped(node: exp.Expr) -> exp.Expr:

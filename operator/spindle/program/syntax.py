@@ -69,6 +69,44 @@ def _normalized_identifiers(statement: exp.Expr) -> bool:
     return True
 
 
+_UNIT_NAMES = "year quarter month week day dayofyear hour minute second millisecond microsecond"
+UNITS = frozenset(_UNIT_NAMES.split())
+"""The units of `TIMESTAMPADD(unit, n, ts)` and its kin, as Spark's grammar and Feldera read
+them."""
+_UNIT_CALLS = {
+    exp.TimestampDiff: "TIMESTAMPDIFF",
+    exp.DateDiff: "DATEDIFF",
+    exp.DateAdd: "DATE_ADD",
+}
+"""Calls sqlglot parses from `NAME(unit, a, b)` in another argument order (this, expression,
+unit): rendered for Spark, `TIMESTAMPDIFF(hour, a, b)` became `TIMESTAMPDIFF(B, a, hour)`."""
+
+
+def _read_units(statement: exp.Expr) -> None:
+    """Read the first argument of `TIMESTAMPADD(hour, 1, ts)`, `TIMESTAMPDIFF(day, a, b)`,
+    `DATEADD`, `DATE_ADD`, `DATEDIFF` and `DATE_DIFF` with a unit as the unit, not a column
+    named `hour`, keeping the arguments in their written order (Spark's and Feldera's)."""
+    for call in list(statement.find_all(exp.Anonymous, *_UNIT_CALLS)):
+        if isinstance(call, exp.Anonymous):
+            arguments = call.expressions
+        elif call.args.get("unit") is not None:
+            last = call.args["unit"]  # read as a unit: the written `b` is a column
+            if isinstance(last, exp.Var):
+                last = exp.column(last.name.lower())
+            arguments = [call.this, call.expression, last]
+        else:
+            continue
+        first = arguments[0] if len(arguments) == 3 else None
+        if not isinstance(first, exp.Column) or first.table or first.name not in UNITS:
+            continue
+        unit = exp.Var(this=first.name)
+        if isinstance(call, exp.Anonymous):
+            first.replace(unit)
+        else:
+            name = _UNIT_CALLS[type(call)]
+            call.replace(exp.Anonymous(this=name, expressions=[unit, *arguments[1:]]))
+
+
 def _at(text: str, token: Token) -> dict[str, int]:
     """The statement-relative line and column where `token` starts."""
     return _at_offset(text, token.start)
@@ -290,4 +328,5 @@ def parsed(text: str) -> Parsed:
             "only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION"
         )
     assert isinstance(statement, exp.Create)
+    _read_units(statement)
     return Parsed(statement, MappingProxyType(_lateness(text, statement, lateness)))

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from spindle.errors import located
 from spindle.program.model import Program, Unrunnable
 from spindle.program.spark_functions import SPARK_FUNCTIONS
 from spindle.program.statements import split
@@ -41,15 +40,14 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
         where = statement.locate(_start(call))
         close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
-        error = located(
+        problem = Unrunnable.at(
+            where,
             reason="UnknownFunction",
             message=f"{kind} '{name}' calls '{called}', which is neither a Spark function nor one "
             f"the program declares.{hint}",
-            line=where.line,
-            column=where.column,
             **{kind.lower(): name, "call": called},
         )
-        problems.append(Unrunnable.of(error))
+        problems.append(problem)
     return tuple(problems)
 
 

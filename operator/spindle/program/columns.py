@@ -27,10 +27,9 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
-from spindle.errors import located
 from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
-from spindle.program.model import Position, Program, Unrunnable, View
+from spindle.program.model import Program, Unrunnable, View
 from spindle.program.statements import split
 
 _Columns = tuple[str, ...] | None
@@ -52,10 +51,9 @@ class _Source:
 
 
 def column_problems(program: Program) -> tuple[Unrunnable, ...]:
-    """Every view's first unknown or ambiguous column reference, or else its first column an
-    aggregate neither groups nor aggregates or an aggregate call where rows are not grouped yet
-    (`spindle.program.grouping`), or else its first
-    output column named as an earlier one is, in view order."""
+    """Each view's first problem, in view order: an unknown or ambiguous column reference (a
+    `JOIN ... USING` column too), else a problem of grouping (`spindle.program.grouping`), else
+    an output column named as an earlier one is, else set-operation inputs of unequal widths."""
     known: dict[str, _Columns] = {  # by lower-case name: Spark compares names so
         name.lower(): tuple(c.name for c in table.columns) for name, table in program.tables.items()
     }
@@ -64,24 +62,21 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     problems: list[Unrunnable] = []
     for view in program.views.values():
         qualified = _qualified(view, known)
-        statement = statements.get(view.text)
+        known[view.name.lower()] = None if qualified is None else _outputs(qualified)
         if qualified is None:  # sqlglot refuses a USING column a side does not have
-            known[view.name.lower()] = None
             problem = _using(view, known)
-            if problem is not None and statement is not None:
-                problems.append(_located(statement.locate(problem[0]), *problem[1:]))
-            continue
-        known[view.name.lower()] = _outputs(qualified)
-        problem = (
-            next(_problems(view, qualified, known), None)
-            or _grouping(view, qualified, declared)
-            or _repeated(view, qualified)
-            or _mismatched(view, qualified)
-        )
+        else:
+            problem = (
+                next(_problems(view, qualified, known), None)
+                or _grouping(view, qualified, declared)
+                or _repeated(view, qualified)
+                or _mismatched(view, qualified)
+            )
+        statement = statements.get(view.text)
         if problem is not None and statement is not None:
             offset, reason, message, details = problem
             where = statement.locate(offset) if offset >= 0 else view.position
-            problems.append(_located(where, reason, message, details))
+            problems.append(Unrunnable.at(where, reason=reason, message=message, **details))
     return tuple(problems)
 
 
@@ -141,15 +136,13 @@ def _columns_of(node: exp.Expr | None, known: Mapping[str, _Columns]) -> _Column
 def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
     """The view's second output column of a name an earlier one has (as Spark compares names:
     case-insensitively): a view's columns are stored, and read, by name."""
-    first = query
-    while isinstance(first, exp.SetOperation):
-        first = first.this
-    if not isinstance(first, exp.Select):
+    first = _first(query)
+    if first is None:
         return None
     seen: dict[str, int] = {}
     for index, select in enumerate(first.selects):
-        name = select.alias_or_name
-        if isinstance(select, exp.Star) or select.is_star or name in ("", f"_col_{index}"):
+        name = _named(select, index)
+        if name is None:
             continue  # named by Spark, or not known here
         if name.lower() not in seen:
             seen[name.lower()] = index
@@ -190,13 +183,19 @@ def _mismatched(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, 
 def _input(node: exp.Expr) -> exp.Select | None:
     """The SELECT whose columns a set operation's input has, or None when their number is not
     known here (a star sqlglot could not expand)."""
-    while isinstance(node, exp.Subquery | exp.SetOperation):
-        node = node.this
-    if not isinstance(node, exp.Select) or any(
-        isinstance(s, exp.Star) or s.is_star for s in node.selects
-    ):
+    first = _first(node, through=(exp.Subquery, exp.SetOperation))
+    if first is None or any(isinstance(s, exp.Star) or s.is_star for s in first.selects):
         return None
-    return node
+    return first
+
+
+def _first(
+    query: exp.Expr, *, through: tuple[type[exp.Expr], ...] = (exp.SetOperation,)
+) -> exp.Select | None:
+    """The SELECT that names a query's columns (a set operation's first), or None."""
+    while isinstance(query, through):
+        query = query.this
+    return query if isinstance(query, exp.Select) else None
 
 
 def _columns(count: int) -> str:
@@ -207,12 +206,6 @@ def _start(node: exp.Expr) -> int:
     """Where the text of `node` starts in its statement, or -1 (a column a star stands for)."""
     starts = [int(n.meta["start"]) for n in node.walk() if n._meta and "start" in n.meta]
     return min(starts, default=-1)
-
-
-def _located(where: Position, reason: str, message: str, details: dict[str, object]) -> Unrunnable:
-    return Unrunnable.of(
-        located(reason=reason, message=message, line=where.line, column=where.column, **details)
-    )
 
 
 def _qualified(view: View, known: Mapping[str, _Columns]) -> exp.Query | None:
@@ -248,18 +241,20 @@ def _qualified(view: View, known: Mapping[str, _Columns]) -> exp.Query | None:
 
 def _outputs(query: exp.Expr) -> _Columns:
     """The names of a qualified query's columns, or None when one has no name or is a star."""
-    first = query
-    while isinstance(first, exp.SetOperation):
-        first = first.this
-    if not isinstance(first, exp.Select):
+    first = _first(query)
+    if first is None:
         return None
-    names = []
-    for index, select in enumerate(first.selects):
-        name = select.alias_or_name
-        if isinstance(select, exp.Star) or select.is_star or name in ("", f"_col_{index}"):
-            return None  # qualify names an unnamed expression `_col_<i>`; Spark names it else
-        names.append(name)
-    return tuple(names)
+    names = [_named(select, index) for index, select in enumerate(first.selects)]
+    return None if None in names else tuple(n for n in names if n is not None)
+
+
+def _named(select: exp.Expr, index: int) -> str | None:
+    """The name of a qualified query's `index`th column, or None for a star or a column Spark
+    names itself (qualify names an unnamed expression `_col_<i>`; Spark names it else)."""
+    name = select.alias_or_name
+    if isinstance(select, exp.Star) or select.is_star or name in ("", f"_col_{index}"):
+        return None
+    return name
 
 
 def _sources(scope: Scope, known: Mapping[str, _Columns]) -> list[_Source] | None:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spindle.errors import SpindleError, located
+from spindle.errors import SpindleError
 from spindle.program.model import Connector, Table, Unrunnable, View
 
 FORMATS = ("json", "csv", "parquet")
@@ -204,14 +204,14 @@ def format_problems(relation: Table | View) -> list[Unrunnable]:
             elif connector.transport == "file_output":
                 output_update_format(connector)
         except SpindleError as error:
-            where = located(
-                reason=error.reason,
-                message=error.message.rstrip("."),
-                line=relation.position.line,
-                column=relation.position.column,
-                **error.details,
+            found.append(
+                Unrunnable.at(
+                    relation.position,
+                    reason=error.reason,
+                    message=error.message.rstrip("."),
+                    **error.details,
+                )
             )
-            found.append(Unrunnable.of(where))
     return found
 
 

@@ -35,8 +35,8 @@ Problem = tuple[exp.Expr, str, str, dict[str, object]]
 def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -> Problem | None:
     """The first problem of grouping in view `view`'s qualified `query`, or None: an aggregate
     call in a WHERE or GROUP BY, a window function in a WHERE or HAVING, an aggregate call
-    inside another, or a column an
-    aggregating SELECT neither groups nor aggregates (in its select list, then its HAVING).
+    inside another, or a column an aggregating SELECT neither groups nor aggregates (in its
+    select list, then its HAVING).
     `declared`: the program's function names (their calls are not read into)."""
     for scope in traverse_scope(query):
         select = scope.expression
@@ -102,9 +102,7 @@ def _misplaced(view: str, select: exp.Select, declared: frozenset[str]) -> Probl
 
 def _nested(view: str, select: exp.Select, declared: frozenset[str]) -> Problem | None:
     """An aggregate call inside the arguments (or FILTER) of another."""
-    having = select.args.get("having")
-    searched = [*select.expressions, *([having] if having is not None else [])]
-    for outer in _walk(searched, declared):
+    for outer in _walk(_after_grouping(select), declared):
         if not is_aggregate(outer):
             continue
         core = _unwrapped(outer)  # the call itself, under its modifiers: not nested in itself
@@ -193,9 +191,13 @@ def _name(call: exp.Expr) -> str:
 def _aggregates(select: exp.Select, declared: frozenset[str]) -> bool:
     if select.args.get("group") is not None:
         return True
+    return any(is_aggregate(node) for node in _walk(_after_grouping(select), declared))
+
+
+def _after_grouping(select: exp.Select) -> list[exp.Expr]:
+    """What a SELECT evaluates once its rows are grouped: its select list and its HAVING."""
     having = select.args.get("having")
-    searched = [*select.expressions, *([having] if having is not None else [])]
-    return any(is_aggregate(node) for node in _walk(searched, declared))
+    return [*select.expressions, *([having] if having is not None else [])]
 
 
 def _bare_columns(nodes: list[exp.Expr], declared: frozenset[str]) -> Iterator[exp.Column]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 
-from spindle.errors import located
 from spindle.program.model import Connector, Direction, Position, Unrunnable
 from spindle.program.transports import TRANSPORTS
 
@@ -70,17 +69,15 @@ def _conflict(
     else:
         why = "the pipeline would ingest its own output again, every step"
     verb = "writes" if connector.direction is Direction.OUTPUT else "reads"
-    error = located(
+    return Unrunnable.at(
+        at,
         reason="LocationConflict",
         message=f"Connector {connector.key} {verb} {where}, where connector {other.key} "
         f"{theirs}{f' ({there})' if there != where else ''}: {why}. Give one of them a "
         "location of its own",
-        line=at.line,
-        column=at.column,
         connector=connector.key,
         other=other.key,
     )
-    return Unrunnable.of(error)
 
 
 def _path(where: str) -> str:

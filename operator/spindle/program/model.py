@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, located
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,13 @@ class Unrunnable:
     def of(cls, error: SpindleError) -> Unrunnable:
         """The problem `error` says (built with `errors.located` for one in SQL text)."""
         return cls(error.reason, error.message, error.details)
+
+    @classmethod
+    def at(cls, where: Position, *, reason: str, message: str, **details: Any) -> Unrunnable:
+        """A problem of the SQL text at `where`: its message and details carry the position."""
+        return cls.of(
+            located(reason=reason, message=message, line=where.line, column=where.column, **details)
+        )
 
 
 def _tree(text: str) -> exp.Create:

@@ -51,17 +51,16 @@ def _unstorable(
     for offset, column, declared in typed:
         problem = type_problem(declared)
         if problem is not None:
-            where = statement.locate(offset)
-            error = located(
-                reason="UnsupportedType",
-                message=f"Column '{owner}.{column}': {problem}",
-                line=where.line,
-                column=where.column,
-                relation=owner,
-                name=column,
-                type=declared,
+            found.append(
+                Unrunnable.at(
+                    statement.locate(offset),
+                    reason="UnsupportedType",
+                    message=f"Column '{owner}.{column}': {problem}",
+                    relation=owner,
+                    name=column,
+                    type=declared,
+                )
             )
-            found.append(Unrunnable.of(error))
     return found
 
 
@@ -75,17 +74,16 @@ def _repeated(
     for offset, column in named:
         first = seen.setdefault(column.lower(), offset)
         if first != offset:
-            where = statement.locate(offset)
-            error = located(
-                reason="DuplicateColumn",
-                message=f"Table '{owner}' declares column '{column}' twice (first at line "
-                f"{statement.locate(first).line}); rename or remove one of them",
-                line=where.line,
-                column=where.column,
-                relation=owner,
-                name=column,
+            found.append(
+                Unrunnable.at(
+                    statement.locate(offset),
+                    reason="DuplicateColumn",
+                    message=f"Table '{owner}' declares column '{column}' twice (first at line "
+                    f"{statement.locate(first).line}); rename or remove one of them",
+                    relation=owner,
+                    name=column,
+                )
             )
-            found.append(Unrunnable.of(error))
     return found
 
 

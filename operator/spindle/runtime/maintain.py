@@ -213,7 +213,7 @@ class Views:
             ) from None
         names = [c.lower() for c in frame.columns]
         repeated = next((c for i, c in enumerate(frame.columns) if c.lower() in names[:i]), None)
-        if repeated is not None:  # e.g. two `count(*)`: Spark names both `count(1)`
+        if repeated is not None:  # one the program layer could not see (behind a star, say)
             raise SpindleError(
                 reason="DuplicateColumn",
                 message=f"View '{view.name}' ({view.where}) has two columns named "

@@ -372,7 +372,7 @@ def test_an_input_file_gone_after_it_was_listed_is_input_unreadable_under_any_na
     (inbox / "a b.json").unlink()
     with pytest.raises(Exception) as gone:
         frame.collect()
-    refused = unreadable_file([source], gone.value)
+    refused = unreadable_file(spark, [source], gone.value)
     assert refused is not None and refused.reason == "InputUnreadable"
     assert refused.message.startswith(
         f"Input connector p.c cannot read its file file:{inbox / 'a b.json'}: "
@@ -464,16 +464,18 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
         ),
         ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2", ""),
         ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1", ""),
-        ("json", {}, ['{"k": "a", "v": 1}', "{not json"], "a record", MALFORMED + "'{not json'"),
+        ("json", {}, ['{"k": "a", "v": 1}', "{not json"], "line 2", MALFORMED + "'{not json'"),
         (
             "json",
             {},
             ['{"k": "a", "v": "one"}'],
-            "a record",
+            "line 1",
             MALFORMED + """'{"k": "a", "v": "one"}'""",
         ),
         # a CSV value not of its column's type was a NULL, silently
-        ("csv", {}, ["k,v", "a,1", "b,one"], "a record", CSV_MALFORMED + "'b,one'"),
+        ("csv", {}, ["k,v", "a,1", "b,one"], "line 3", CSV_MALFORMED + "'b,one'"),
+        # the line a record is on counts every line: the header, blank lines
+        ("json", {}, ['{"k": "a", "v": 1}', "", '{"k": "b", "v": "one"}'], "line 3", ""),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

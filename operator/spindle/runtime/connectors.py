@@ -279,8 +279,9 @@ def _whole(records: DataFrame, connector: str, *, fields: list[str] | None = Non
     """`records` failing the job that reads them on a record that did not parse (`CORRUPT`),
     quoting it, in the same pass: a check of its own would read every file once more, every
     step, and one that reads only some columns would not see a value of the others fail to
-    parse (Spark parses only the columns a query reads). The record is quoted, not numbered:
-    its number (`ORDER`) needs a sort by file that only primary-key tables pay for.
+    parse (Spark parses only the columns a query reads). The record is quoted; its line is
+    found only once it failed (`_line_of`): numbering every record (`ORDER`) needs a sort by
+    file that only primary-key tables pay for.
 
     CSV (`fields`: the table's columns, first in the file): Spark also calls a record corrupt
     when it has more or fewer fields than the table; such a record fails only if one of
@@ -295,6 +296,23 @@ def _whole(records: DataFrame, connector: str, *, fields: list[str] | None = Non
     quoted = F.substring(column(CORRUPT), 1, QUOTED)
     said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), quoted)
     return records.where(F.when(bad, F.raise_error(said)).isNull())
+
+
+def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
+    """The number of the first line of `file` that `_whole` quotes as `quoted` (its first
+    `QUOTED` characters), read again only once a record failed, so the error can say where it
+    is; None when the file cannot be read again or no line matches (it changed meanwhile)."""
+    try:
+        lines = _positioned(spark, spark.read.text([file]), [file])
+        found = (
+            lines.where(F.substring("value", 1, QUOTED) == F.lit(quoted))
+            .select(F.min(ORDER).alias("first"))
+            .collect()
+        )
+    except Exception:  # the error stands without its line: it is the record that matters
+        return None
+    first = found[0]["first"] if found else None
+    return None if first is None else int(first) & ((1 << _FILE_BITS) - 1)
 
 
 def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:
@@ -516,11 +534,13 @@ def _refusal(action: Action, connector: str, location: str, error: BaseException
     )
 
 
-def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleError | None:
+def unreadable_file(
+    spark: SparkSession, inputs: Iterable[Input], error: BaseException
+) -> SpindleError | None:
     """`InputUnreadable` naming the connector and the file, when `error` is Spark failing to
     read a file of one of `inputs` as the step evaluated its rows (read lazily, after `poll`):
-    a corrupt file, one not in the connector's format, one gone; a JSON record that does not
-    parse (`_whole`) is `InvalidInputRecord`, quoting it (no retry makes
+    a corrupt file, one not in the connector's format, one gone; a JSON or CSV record that does
+    not parse (`_whole`) is `InvalidInputRecord`, quoting it and naming its line (no retry makes
     it parse). None for any other error."""
     sources = {source.connector: source for source in inputs}
     match semantics.raised(error, MALFORMED):
@@ -531,6 +551,8 @@ def unreadable_file(inputs: Iterable[Input], error: BaseException) -> SpindleErr
                 file=unquote(file),
                 problem=f"{_malformed(source.format.name)}: {quoted!r}"
                 + (" (cut)" if len(quoted) >= QUOTED else ""),
+                unit="line",
+                number=_line_of(spark, unquote(file), quoted),
             )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:

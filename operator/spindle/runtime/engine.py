@@ -159,7 +159,7 @@ class Runtime:
             inputs = [source for _, source in self._inputs(program).values()]
         except Exception:
             return None
-        return unreadable_file(inputs, error)
+        return unreadable_file(self.spark, inputs, error)
 
     # -- views -----------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ LOCATED_REASONS = frozenset(
         "CyclicView",
         "UnknownRelation",
         "InvalidConnectors",
+        "InvalidProperty",
         "UnknownColumn",
         "AmbiguousColumn",
         "UnsupportedType",

@@ -67,6 +67,10 @@ def regenerate(spark: Any) -> None:
 
 
 if __name__ == "__main__":
+    import tempfile
+
     from pyspark.sql import SparkSession
 
-    regenerate(SparkSession.builder.master("local[1]").getOrCreate())
+    with tempfile.TemporaryDirectory() as scratch:  # Spark's warehouse, not in the checkout
+        builder = SparkSession.builder.master("local[1]")
+        regenerate(builder.config("spark.sql.warehouse.dir", scratch).getOrCreate())

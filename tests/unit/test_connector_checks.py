@@ -70,6 +70,17 @@ REFUSED = [
         (1, 14),
     ),
     (table(entry(late_arrival_seconds=True)), "late_arrival_seconds must be a whole", (1, 14)),
+    # a typo of a transport Spindle runs failed the first step, after approval
+    (
+        table(entry("file_inptu")),
+        "uses transport 'file_inptu', which Spindle does not run (did you mean 'file_input'?).",
+        (1, 14),
+    ),
+    (
+        view(entry("delta_table_ouput", config={"uri": "s3://b/o"})),
+        "(did you mean 'delta_table_output'?)",
+        (2, 13),
+    ),
 ]
 
 

@@ -33,6 +33,45 @@ def test_tables_columns_keys_properties_and_lateness() -> None:
     assert program.has_lateness
 
 
+@pytest.mark.parametrize(
+    ("properties", "said"),
+    [
+        # read as "false", a materialized table became one the approved change empties
+        (
+            "'materialised' = 'true'",
+            "does not read property 'materialised'; did you mean 'materialized'?",
+        ),
+        ("'append-only' = 'true'", "did you mean 'append_only'?"),
+        (
+            "'materialized' = 'ture'",
+            "property 'materialized' is 'ture', which is neither true nor false",
+        ),
+        ("'append_only' = ''", "property 'append_only' is '', which is neither"),
+    ],
+)
+def test_a_table_property_spindle_would_misread_is_refused(properties: str, said: str) -> None:
+    program = parse_program(f"CREATE TABLE t (a INT) WITH ({properties});")
+    with pytest.raises(SpindleError) as refused:
+        program.refuse_unrunnable()
+    assert refused.value.reason == "InvalidProperty"
+    assert said in refused.value.message
+    assert "(line 1, column 14)" in refused.value.message
+
+
+def test_other_properties_are_read_or_ignored_with_a_warning() -> None:
+    program = parse_program(
+        "CREATE TABLE t (a INT) WITH ('materialized' = 'Yes', 'append_only' = 'off', "
+        "'owner' = 'sales');\n"
+        "CREATE VIEW v WITH ('emit_final' = 'a') AS SELECT a FROM t;"
+    )
+    program.refuse_unrunnable()
+    assert program.tables["t"].materialized and not program.tables["t"].append_only
+    assert program.warnings == (
+        "'t': Spindle does not read property 'owner'; it is ignored",
+        "'v': Spindle does not read property 'emit_final'; it is ignored",
+    )
+
+
 def test_views_functions_and_dependencies() -> None:
     program = parse_program(
         """create table a (k int); create table b (k int);

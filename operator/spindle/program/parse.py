@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 from spindle.errors import SpindleError, located
@@ -21,14 +21,9 @@ from spindle.program.model import (
     Unrunnable,
     View,
 )
+from spindle.program.properties import flag, property_problems
 from spindle.program.statements import Statement, split
 from spindle.program.types import type_problem
-
-_TRUE = {"true", "1", "yes", "on"}
-
-
-def _flag(properties: Mapping[str, str], key: str) -> bool:
-    return properties.get(key, "false").strip().lower() in _TRUE
 
 
 def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: Position) -> None:
@@ -143,6 +138,11 @@ def parse_program(text: str) -> Program:
             _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
         positions[key] = position
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
+        if not isinstance(facts, FunctionFacts):
+            kind = "table" if isinstance(facts, TableFacts) else "view"
+            flawed, noted = property_problems(props, relation=facts.name, kind=kind, at=position)
+            unrunnable.extend(flawed)
+            warnings.extend(noted)
         if isinstance(facts, TableFacts):
             connectors, notes, refused = parse_connectors(
                 relation=facts.name,
@@ -163,8 +163,8 @@ def parse_program(text: str) -> Program:
                 name=facts.name,
                 columns=facts.columns,
                 primary_key=facts.primary_key,
-                materialized=_flag(props, "materialized"),
-                append_only=_flag(props, "append_only"),
+                materialized=flag(props, "materialized"),
+                append_only=flag(props, "append_only"),
                 connectors=connectors,
                 position=position,
                 text=statement.text,

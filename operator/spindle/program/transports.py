@@ -1,7 +1,8 @@
 """What Spindle's runtime reads of a connector entry, checked when the program is parsed.
 
 Only connectors of the transports Spindle runs are checked; others (Feldera's `kafka_input`,
-...) are left as they are, so a Feldera program still diffs. A mistake the runtime refuses at
+...) are left as they are, so a Feldera program still diffs, unless the name is a typo of one
+Spindle runs (`file_inptu`), which is a problem of the program. A mistake the runtime refuses at
 the first step anyway (no `path`/`uri`, an output transport on a table or an input one on a
 view, a `late_arrival_seconds` that is not a whole number) is a problem of the program: the
 spec's program is refused with it (`InvalidConnectors`, at its relation's line) at `diff`,
@@ -85,8 +86,14 @@ def entry_problems(
     transport = entry["transport"]
     name = transport["name"]
     served = TRANSPORTS.get(name)
-    if served is None:
-        return None, ()
+    if served is None:  # Feldera's others diff; a typo of one Spindle runs would fail its step
+        typo = _near(str(name), tuple(TRANSPORTS), cutoff=0.8)
+        if typo is None:
+            return None, ()
+        return (
+            f"{label} uses transport '{name}', which Spindle does not run (did you mean '{typo}'?)",
+            (),
+        )
     if served.direction is not direction:
         runs = ", ".join(n for n, t in TRANSPORTS.items() if t.direction is direction)
         return f"{label} uses '{name}', but {_SERVES[direction]}: use {runs}", ()

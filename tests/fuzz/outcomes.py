@@ -34,6 +34,7 @@ LOCATED_REASONS = frozenset(
         "UnknownRelation",
         "InvalidConnectors",
         "InvalidProperty",
+        "UnsupportedSql",
         "UnknownColumn",
         "AmbiguousColumn",
         "UnsupportedType",
@@ -144,7 +145,7 @@ def cli(argv: Sequence[str]) -> Outcome:
         body = json.loads(out.getvalue())
     except ValueError:
         return Outcome("internal:NoJson", seconds, f"not one JSON object: {out.getvalue()[:300]}")
-    if code == 0:
+    if code == 0 or (code == 1 and "phase" in body):  # `local apply` of a Failed pipeline: 1
         conditions = body.get("conditions") or [{}]
         kind = str(body.get("reason") or conditions[0].get("reason") or PLAN)
         violation = None if CAMEL_CASE.match(kind) else f"reason {kind!r} is not CamelCase"

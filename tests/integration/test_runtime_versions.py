@@ -10,6 +10,7 @@ leaves the checkpoint as it was.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ def test_a_pin_plans_nothing_another_runtime_modifies_every_view_and_they_differ
 
     unpinned = cli.json("local", "apply", "-f", program(tmp_path, sql=GUARDED))
     assert runtime_reasons(unpinned) == VIEWS  # written by v2, planned under v1
-    unknown = cli.json("local", "apply", "-f", program(tmp_path, sql=GUARDED, runtime="v0"))
+    unknown = json.loads(
+        cli("local", "apply", "-f", program(tmp_path, sql=GUARDED, runtime="v0"), "--json", expect=1)
+    )
     assert unknown["conditions"][0]["reason"] == "InvalidSpec"
     assert "v1, v2" in unknown["conditions"][0]["message"]

@@ -46,10 +46,12 @@ def local_status(spec: dict[str, Any], home: Path, capsys: pytest.CaptureFixture
         "spec": spec,
     }
     manifest.write_text(yaml.safe_dump(document))
-    assert main(["local", "apply", "-f", str(manifest), "--home", str(home)]) == 0
+    applied = main(["local", "apply", "-f", str(manifest), "--home", str(home)])
     capsys.readouterr()
     assert main(["local", "status", "grades", "--json", "--home", str(home)]) == 0
-    return json.loads(capsys.readouterr().out)
+    status = json.loads(capsys.readouterr().out)
+    assert applied == (1 if status["phase"] == "Failed" else 0)  # a failed apply fails a script
+    return status
 
 
 @pytest.mark.parametrize(

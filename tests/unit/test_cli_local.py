@@ -232,3 +232,94 @@ def test_a_command_without_spark_runs_here_while_the_server_is_busy(
     assert warm_client.route(["query", "grades", "select 1", "--home", str(home)]) == 0
     assert connection.sent[0]["argv"][0] == "query"  # Spark: it waits, and says so
     assert "waiting for the server, which runs `spindle local run grades" in capsys.readouterr().err
+
+
+# -- exit statuses, the home, damaged local files, and a failure said once -----------------------
+
+UNKNOWN_COLUMN = "View 'avg_grade_enriched' reads column 'nope'"
+
+
+def _failing(tmp_path: Path) -> Path:
+    """The grades manifest with a program the plan fails on (`UnknownColumn`)."""
+    path = tmp_path / "failing.yaml"
+    text = Path(MANIFEST).read_text()
+    path.write_text(text.replace("name as student_name", "nope as student_name"))
+    return path
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_local_apply_of_a_program_that_fails_exits_1_and_status_exits_0(
+    json_flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `spindle plan -f` on the same file: a CI script notices. The manifest is recorded
+    and its status printed all the same; `local status` of it is a query that succeeded."""
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    assert main(["local", "apply", "-f", str(_failing(tmp_path)), *home, *json_flag]) == 1
+    out = capsys.readouterr().out
+    if json_flag:
+        body = json.loads(out)
+        assert body["phase"] == "Failed" and body["conditions"][0]["reason"] == "UnknownColumn"
+    else:
+        assert "pipeline/grades applied (generation 1)" in out
+        assert "phase Failed" in out and f"UnknownColumn: {UNKNOWN_COLUMN}" in out
+    assert main(["local", "status", "grades", *home, *json_flag]) == 0
+    assert main(["plan", "-f", str(_failing(tmp_path))]) == 1
+    assert main(["local", "apply", "-f", MANIFEST, *home, *json_flag]) == 0
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_local_apply_and_run_say_a_failure_once(
+    json_flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status printed (or the error) says it; no `Warning` line on standard error
+    repeats it."""
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    assert main(["local", "apply", "-f", str(_failing(tmp_path)), *home, *json_flag]) == 1
+    out, err = capsys.readouterr()
+    assert out.count(UNKNOWN_COLUMN) == 1 and err == ""
+    (tmp_path / "home" / "pipelines" / "grades" / "status.json").unlink()  # news again
+    assert main(["local", "run", "grades", "--until-idle", *home]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count(UNKNOWN_COLUMN) == 1
+    assert err.startswith(f"error UnknownColumn: {UNKNOWN_COLUMN}")
+
+
+def test_local_status_says_a_failed_run_once(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message = "A file of totals's stored state at state/views/totals@3 is missing"
+    LocalPipeline(home, "grades").set_driver(
+        mode="run", generation=1, phase="Failed", reason="StateFileMissing", message=message
+    )
+    assert main(["local", "status", "grades", "--home", str(home), "--no-server"]) == 0
+    out, err = capsys.readouterr()
+    assert "phase Failed" in out and out.count(f"StateFileMissing: {message}") == 1
+    assert err == ""
+
+
+def test_an_empty_spindle_home_is_the_default_not_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = Path(MANIFEST).resolve()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("SPINDLE_HOME", "")
+    assert main(["local", "apply", "-f", str(manifest), "--no-server"]) == 0
+    assert main(["local", "status", "grades", "--no-server"]) == 0
+    assert "Pipeline grades: phase" in capsys.readouterr().out
+    assert (tmp_path / "user" / ".spindle" / "pipelines" / "grades" / "pipeline.json").exists()
+    assert not (tmp_path / "pipelines").exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["local", "status", "grades"], ["query", "grades", "select 1"]]
+)
+def test_a_damaged_pipeline_record_is_a_user_error(
+    command: list[str], home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = home / "pipelines" / "grades" / "pipeline.json"
+    path.write_text(path.read_text()[:100])
+    assert main([*command, "--home", str(home), "--no-server"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error LocalStateUnreadable: Cannot read {path}")
+    assert "InternalError" not in err and "Traceback" not in err

@@ -11,7 +11,7 @@ from spindle.api import PipelineManifest
 from spindle.api.status import PipelineStatus
 from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode
-from spindle.local.home import LocalPipeline, home_path
+from spindle.local.home import LocalPipeline, default_home, home_path
 from spindle.local.warm import home_problem
 from tests.unit.test_lifecycle import V1, V2
 
@@ -98,3 +98,96 @@ def test_a_home_that_cannot_be_a_directory_is_refused(tmp_path: Path) -> None:
         assert home_path(str(usable)) == usable
         assert home_problem(usable) is None
     assert not (tmp_path / "new").exists()
+
+
+# -- the home a command uses, and files damaged outside Spindle ------------------------------------
+
+
+def test_an_empty_spindle_home_is_the_default_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SPINDLE_HOME=` means unset (`~/.spindle`), as `--help` and the warm server's client
+    read it, never the current directory; `~` in it is the user's home there too."""
+    from spindle.cli.warm_client import home_of
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("SPINDLE_HOME", "")
+    assert default_home() == home_path(None) == tmp_path / "user" / ".spindle"
+    assert home_of([]) == str(default_home())
+    monkeypatch.setenv("SPINDLE_HOME", "~/elsewhere")
+    assert default_home() == tmp_path / "user" / "elsewhere"
+    assert home_of([]) == str(default_home())
+
+
+DAMAGED = {
+    "truncated": b'{\n  "manifest": {\n    "apiVersion": "spindle.dev/v1alpha1",\n    "ki',
+    "not UTF-8": b'{"generation": 1, "manifest": "\xff"}',
+    "not an object": b"[]",
+    "no manifest": b'{"generation": 1}',
+    "no generation": b'{"manifest": {}}',
+    "invalid manifest": b'{"generation": 1, "manifest": {"kind": "Pipeline"}}',
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_a_damaged_pipeline_record_is_a_user_error_naming_the_file(
+    tmp_path: Path, damage: str
+) -> None:
+    """Not an internal error: the file, what is wrong with it, and what to do. Applying again
+    is refused too (it would lose the generation and last bootstrap), unless only the
+    manifest in it is invalid: the one applied replaces it."""
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    path, content = pipeline.directory / "pipeline.json", DAMAGED[damage]
+    path.write_bytes(content)
+    again = [] if damage == "invalid manifest" else [lambda: pipeline.save(manifest(V1))]
+    for read in (pipeline.manifest, *again):
+        with pytest.raises(SpindleError) as refused:
+            read()
+        error = refused.value
+        assert error.reason == "LocalStateUnreadable"
+        assert error.message.startswith(f"Cannot read {path}, which records pipeline 'grades'")
+        assert f"Restore the file from a backup, or remove {pipeline.directory} and apply" in (
+            error.message
+        )
+        assert "checkpoints and stored state, which live in its storage, are kept" in (
+            error.message
+        )
+        assert error.details == {"name": "grades", "path": str(path)}
+    assert path.read_bytes() == content  # nothing was overwritten
+
+
+def test_a_damaged_run_record_is_a_user_error_naming_the_file(tmp_path: Path) -> None:
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    path = pipeline.directory / "driver.json"
+    path.write_text('{"mode": "run", "phase": "Fai')
+    with pytest.raises(SpindleError) as refused:
+        pipeline.driver()
+    assert refused.value.reason == "LocalStateUnreadable"
+    assert refused.value.message.startswith(f"Cannot read {path}")
+    assert "Remove the file: that loses only how the last run ended" in refused.value.message
+
+
+def test_an_event_that_repeats_a_condition_the_command_shows_is_not_said_again(
+    tmp_path: Path,
+) -> None:
+    from spindle.lifecycle import Event
+    from spindle.local.runner import LocalBody
+
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    ready = {"type": "Ready", "status": "False", "reason": "Bad", "message": "it is bad"}
+    status = PipelineStatus.model_validate(
+        {
+            "phase": "Failed",
+            "observedGeneration": 1,
+            "conditions": [{**ready, "lastTransitionTime": "2026-11-22T00:00:00Z"}],
+        }
+    )
+    events = [Event("Warning", "Bad", "it is bad"), Event("Warning", "Other", "news")]
+    for shown, said in [(True, ["Warning Other: news"]), (False, ["Warning Bad: it is bad"])]:
+        lines: list[str] = []
+        LocalBody(pipeline, say=lines.append, shown=shown).record(status, events)
+        assert lines[:1] == said and len(lines) == (1 if shown else 2)
+        assert pipeline.status() == status

@@ -15,7 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from spindle.api import PipelineManifest, load_manifest_document
+from spindle.api import Phase, PipelineManifest, load_manifest_document
 from spindle.api.status import PipelineStatus
 from spindle.cli import files, render, served, server_commands
 from spindle.errors import SpindleError
@@ -87,21 +87,24 @@ def read_manifest(path: str) -> PipelineManifest:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    """Record and plan the manifest; a program the plan fails on (phase `Failed`) exits 1, as
+    `spindle plan -f` does, though it is recorded and its status printed."""
     manifest = read_manifest(args.file)
     pipeline = _pipeline(args, manifest.metadata.name)
     generation = pipeline.save(manifest)
-    status, decision = runner.status(pipeline, say=_say)
+    status, decision = runner.status(pipeline, say=_say, shown=True)
     if args.json:
         render.print_json(status.to_json())
     else:
         render.console().print(f"pipeline/{pipeline.name} applied (generation {generation})")
         _show_status(pipeline.name, status, decision.plan)
-    return 0
+    return 1 if status.phase is Phase.FAILED else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """The status, exit 0 whatever its phase (`Failed` included): the query succeeded."""
     pipeline = _pipeline(args)
-    status, decision = runner.status(pipeline, say=_say)
+    status, decision = runner.status(pipeline, say=_say, shown=True)
     if args.json:
         render.print_json(status.to_json())
     else:

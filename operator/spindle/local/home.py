@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from spindle.api import PipelineManifest
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import PipelineRef
@@ -30,7 +32,10 @@ from spindle.local.warm import alive, home_problem
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("SPINDLE_HOME", Path.home() / ".spindle"))
+    """`$SPINDLE_HOME`, else `~/.spindle`. An empty `SPINDLE_HOME` is unset, as it is to the
+    client that picks the home's server (`cli.warm_client.home_of`), never the current
+    directory."""
+    return Path(os.environ.get("SPINDLE_HOME") or Path.home() / ".spindle").expanduser()
 
 
 def home_path(given: str | None) -> Path:
@@ -51,6 +56,21 @@ def _write_atomic(path: Path, text: str) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     temp.write_text(text)
     temp.replace(path)
+
+
+RECORD_REMEDY = (
+    "Restore the file from a backup, or remove {directory} and apply the manifest again "
+    "(`spindle local apply -f pipeline.yaml`). Removing it loses the pipeline's generation, "
+    "approval, restatement request and last run's outcome (a pending change must be approved "
+    "again); its checkpoints and stored state, which live in its storage, are kept, and it "
+    "resumes from the latest checkpoint."
+)
+"""What to do about a damaged `pipeline.json`."""
+DRIVER_REMEDY = (
+    "Remove the file: that loses only how the last run ended (a failure's reason), not the "
+    "pipeline, its checkpoints or its state."
+)
+"""What to do about a damaged `driver.json`."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +98,46 @@ class LocalPipeline:
                 "`spindle local apply -f pipeline.yaml`.",
                 details={"name": self.name, "home": str(self.home)},
             )
-        record: dict[str, Any] = json.loads(path.read_text())
+        record = self._json(path, RECORD_REMEDY)
+        if not isinstance(record.get("manifest"), dict):
+            raise self._unreadable(path, "it holds no applied manifest", RECORD_REMEDY)
+        generation = record.get("generation")
+        if not isinstance(generation, int) or isinstance(generation, bool):
+            problem = f"its generation is {generation!r}, not a number"
+            raise self._unreadable(path, problem, RECORD_REMEDY)
         return record
 
+    def _json(self, path: Path, remedy: str) -> dict[str, Any]:
+        """The JSON object in one of the pipeline's files, else `LocalStateUnreadable`."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as error:  # truncated, not JSON, not UTF-8, unreadable
+            raise self._unreadable(path, f"{type(error).__name__}: {error}", remedy) from None
+        if not isinstance(data, dict):
+            problem = f"it holds a JSON {type(data).__name__}, not an object"
+            raise self._unreadable(path, problem, remedy)
+        return data
+
+    def _unreadable(self, path: Path, problem: str, remedy: str) -> SpindleError:
+        """`LocalStateUnreadable`: one of the pipeline's files, damaged outside Spindle (which
+        writes each whole, `_write_atomic`), and what to do (`remedy`, which may name the
+        pipeline's `{directory}`)."""
+        return SpindleError(
+            reason="LocalStateUnreadable",
+            message=f"Cannot read {path}, which records pipeline '{self.name}' under the home: "
+            f"{problem}. {remedy.format(directory=self.directory)}",
+            details={"name": self.name, "path": str(path)},
+        )
+
     def manifest(self) -> PipelineManifest:
-        return PipelineManifest.model_validate(self.record()["manifest"])
+        try:
+            return PipelineManifest.model_validate(self.record()["manifest"])
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "manifest"
+            problem = f"its manifest is not valid ({where}: {first['msg']})"
+            path = self.directory / "pipeline.json"
+            raise self._unreadable(path, problem, RECORD_REMEDY) from None
 
     @property
     def generation(self) -> int:
@@ -166,7 +221,7 @@ class LocalPipeline:
         path = self.directory / "driver.json"
         if not path.exists():
             return None
-        data = json.loads(path.read_text())
+        data = self._json(path, DRIVER_REMEDY)
         phase = data.get("phase", "Succeeded")
         if phase in ("Pending", "Running") and self.running_pid() is None:
             phase = "Succeeded"  # the process is gone: it stopped (or was killed)

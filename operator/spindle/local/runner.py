@@ -103,6 +103,9 @@ class LocalBody:
     superseded: bool = False
     """Whether the run stopped because the pipeline changed under it (`spindle local apply`,
     `restate`): `run` then decides again, as the operator does after stopping a driver."""
+    shown: bool = False
+    """Whether the command shows the status this body records (its conditions) or raises it
+    as its error: an Event that repeats one of its conditions is then not said again."""
 
     def observe(self) -> Observation:
         pipeline = self.pipeline
@@ -139,6 +142,8 @@ class LocalBody:
 
     def act(self, decision: Decision) -> Acted:
         if self.run is None or decision.mode is None:
+            if self.run is not None and refused(decision):
+                self.shown = True  # `run` raises the decision as its error
             return Acted(decision)
         from spindle.runtime.loop import drive
 
@@ -211,8 +216,16 @@ class LocalBody:
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
         self.pipeline.save_status(status.to_json())
+        shown = {(c.reason, c.message) for c in status.conditions} if self.shown else set()
         for event in events:
-            self.say(f"{event.type} {event.reason}: {event.message}")
+            if (event.reason, event.message) not in shown:
+                self.say(f"{event.type} {event.reason}: {event.message}")
+
+
+def refused(decision: Decision) -> bool:
+    """Whether `run` refuses `decision`, raising it as its error: it starts no driver, and no
+    approval awaited explains why (an invalid program, a refusal)."""
+    return not decision.starts_driver and decision.phase is not Phase.AWAITING_APPROVAL
 
 
 def _stop_on_signal(number: int, stop: threading.Event, *, say: Say) -> dict[int, Any]:
@@ -236,9 +249,12 @@ def _stop_on_signal(number: int, stop: threading.Event, *, say: Say) -> dict[int
     return {number: signal.signal(number, handler)}
 
 
-def status(pipeline: LocalPipeline, *, say: Say) -> tuple[PipelineStatus, Decision]:
-    """One cycle that starts nothing: the status as recorded, and the decision behind it."""
-    acted, report = cycle(LocalBody(pipeline, say=say), now=_now())
+def status(
+    pipeline: LocalPipeline, *, say: Say, shown: bool = False
+) -> tuple[PipelineStatus, Decision]:
+    """One cycle that starts nothing: the status as recorded, and the decision behind it.
+    `shown`: the command prints that status, so `say` gets no Event that repeats it."""
+    acted, report = cycle(LocalBody(pipeline, say=say, shown=shown), now=_now())
     return report.status, acted.decision
 
 
@@ -271,7 +287,7 @@ def run(
             continue
         final = cycle(LocalBody(pipeline, say=say), now=_now())[1]
         ended = acted.decision
-        if not ended.starts_driver and ended.phase is not Phase.AWAITING_APPROVAL:
+        if refused(ended):
             raise ended.refusal()  # the change cannot run (an invalid program, a refusal)
         return final
 

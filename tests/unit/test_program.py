@@ -216,3 +216,32 @@ def test_comments_and_case_do_not_matter_for_names() -> None:
     )
     assert set(program.tables) == {"Quoted"}
     assert set(program.views) == {"v"}
+
+
+@pytest.mark.parametrize(
+    ("sql", "kind", "at"),
+    [
+        # the tokenizer quoted the text before the end, at the statement's line 1, column 1
+        ("create table t (a int) with ('connectors' = '[]);", "string", (1, 45)),
+        ("create table t (a int);\ncreate view v as\n  select 'a as x from t;", "string", (3, 10)),
+        ('create table t (a int);\ncreate view v as select "a from t;', "quoted name", (2, 25)),
+        ("create table t (a int);\ncreate view v as select 'it''s from t;", "string", (2, 25)),
+    ],
+)
+def test_a_string_never_closed_is_located_where_it_opens(
+    sql: str, kind: str, at: tuple[int, int]
+) -> None:
+    error = error_of(sql)
+    assert error.reason == "InvalidProgram"
+    assert error.message.startswith(f"Syntax error: the {kind} that starts here is never closed")
+    assert (error.details["line"], error.details["column"]) == at
+
+
+def test_a_quoted_name_read_as_a_type_is_a_syntax_error() -> None:
+    """Found by the fuzzer: sqlglot tokenizes a quoted type name again, and its TokenError
+    escaped as an internal error."""
+    error = error_of(
+        "create table o (id int, amou\"nt decimal(10, 2)) with ('connectors' = '[{\"a\": 1}]');"
+        "\ncreate view v with ('connectors' = '[]'\") as select 1 as n;"
+    )
+    assert error.reason == "InvalidProgram" and error.message.startswith("Syntax error: ")

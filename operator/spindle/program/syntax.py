@@ -178,9 +178,49 @@ def tokenize(text: str) -> list[Token]:
     try:
         tokens = DIALECT.tokenize(text)
     except TokenError as error:
-        raise invalid(f"Cannot tokenize: {error}") from None
+        opened = _unclosed(text)
+        if opened is None:
+            raise invalid(f"Cannot tokenize: {error}") from None
+        offset, kind = opened
+        raise invalid(
+            f"Syntax error: the {kind} that starts here is never closed", **_at_offset(text, offset)
+        ) from None
     _within_limits(text, tokens)
     return tokens
+
+
+_CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}
+
+
+def _unclosed(text: str) -> tuple[int, str] | None:
+    """Where a string, quoted name or block comment that never closes opens, and what it is
+    (the tokenizer's own error quotes the text before the end, not the opening)."""
+    at = 0
+    while at < len(text):
+        char = text[at]
+        if text.startswith("--", at):
+            end = text.find("\n", at)
+            at = len(text) if end < 0 else end + 1
+        elif text.startswith("/*", at):
+            end = text.find("*/", at + 2)
+            if end < 0:
+                return at, "comment"
+            at = end + 2
+        elif char in _CLOSINGS:
+            closing, kind = _CLOSINGS[char]
+            end = at + 1
+            while True:
+                end = text.find(closing, end)
+                if end < 0:
+                    return at, kind
+                if text.startswith(closing * 2, end):  # '' inside a string is a quote
+                    end += 2
+                    continue
+                break
+            at = end + 1
+        else:
+            at += 1
+    return None
 
 
 def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
@@ -189,6 +229,8 @@ def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
     and ad-hoc queries (`spindle.program.queries`) share it."""
     try:
         return DIALECT.parser().parse(tokens, text)
+    except TokenError as error:  # a quoted name read as a type is tokenized again
+        raise invalid(f"Syntax error: {error}") from None
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
         description = _described(

@@ -817,6 +817,37 @@ def test_a_bootstrap_that_finds_a_stored_file_gone_fails_as_state_file_missing(
     assert [tuple(r) for r in counts.collect()] == [(7, 2)]
 
 
+def test_a_query_over_stored_state_that_is_gone_is_state_file_missing(
+    tmp_path: Path, spark: Any
+) -> None:
+    """`spindle query` reads the checkpoint's stored state as a step does: a file of it, or its
+    whole folder, deleted outside Spindle is `StateFileMissing` naming the relation, as the
+    step says it, not an internal error nor a query the user got wrong."""
+    import shutil
+    from urllib.parse import urlparse
+
+    inputs = tmp_path / "in"
+    runtime, store, program = counted(tmp_path, inputs)
+    checkpoint = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1, "k": 7}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    record, sql = checkpoint.state["counts"], "select k, n from counts"
+    (stored,) = spark.read.format("delta").load(runtime.uri(record.path)).inputFiles()
+    kept, restore = lose(store, urlparse(stored))
+    with pytest.raises(SpindleError) as missing:
+        runtime.query(program, checkpoint, sql)
+    assert missing.value.reason == "StateFileMissing", missing.value.message
+    assert missing.value.details == {"relation": "counts", "path": record.path}
+    assert missing.value.message.endswith("then query again.")
+    restore(kept)
+    assert runtime.query(program, checkpoint, sql) == ([{"k": 7, "n": 1}], False)
+    shutil.rmtree(urlparse(runtime.uri(record.path)).path)
+    with pytest.raises(SpindleError) as missing:
+        runtime.query(program, checkpoint, sql)
+    assert missing.value.reason == "StateFileMissing", missing.value.message
+    assert missing.value.details == {"relation": "counts", "path": record.path}
+
+
 def lose(store: Any, stored: Any) -> tuple[bytes, Callable[[bytes], None]]:
     """Delete the stored file at the parsed URI `stored` (local or on S3) as something outside
     Spindle would: its bytes and the function that puts them back."""

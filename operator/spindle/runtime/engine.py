@@ -79,6 +79,10 @@ def _quiet(event: str, **fields: Any) -> None:
     pass
 
 
+RESTART = "then start the driver again; nothing was committed"
+"""What a step or bootstrap that found stored state gone says to do once it is restored."""
+
+
 @dataclass
 class StepStats:
     sequence: int
@@ -133,9 +137,12 @@ class Runtime:
                     raise
                 raise named from error
 
-    def _lost(self, manifest: Manifest, error: BaseException) -> SpindleError | None:
+    def _lost(
+        self, manifest: Manifest, error: BaseException, *, then: str = RESTART
+    ) -> SpindleError | None:
         """`StateFileMissing` for the relation whose stored state `error` says lost a file:
-        the file Spark failed to read, if it names one, else any its messages name."""
+        the file Spark failed to read, if it names one, else any its messages name. `then`:
+        what to do once the file is restored."""
         if not semantics.lost_file(error):
             return None
         failed, said = semantics.failed_file(error), semantics.said(error)
@@ -146,7 +153,7 @@ class Runtime:
                 if failed
                 else f"{storage.local_path(uri) or uri}/" in said
             ):
-                return _missing(name, record, error)
+                return _missing(name, record, error, then=then)
         return None
 
     def _unreadable(self, program: Program, error: BaseException) -> SpindleError | None:
@@ -504,7 +511,7 @@ class Runtime:
             done = self.compaction.after_write(self.spark, uri, record.version, live=live)
         except Exception as error:  # upkeep: the write stands, and the next write compacts
             if semantics.lost_file(error):
-                raise _missing(name, record, error) from error  # lost data: said at once
+                raise _missing(name, record, error, then=RESTART) from error  # lost data: at once
             self.report("compaction-failed", relation=name, error=semantics.cause(error))
             return record
         if done is None:
@@ -738,23 +745,28 @@ class Runtime:
         ever collected)."""
         readable, limit = materialized(program), row_limit(limit)
         checked = check_query(sql, relations=readable)
-        self.views(program).register(manifest.state, tuple(sorted(readable)))
         try:
+            self.views(program).register(manifest.state, tuple(sorted(readable)))
             rows = self.spark.sql(checked.spark_sql).limit(limit + 1).collect()
-        except Exception as error:
+        except (
+            Exception
+        ) as error:  # stored state gone is lost data, as a step says; not the query's
+            lost = self._lost(manifest, error, then="then query again")
+            if lost is not None:
+                raise lost from None
             raise query_failed(sql, str(error).splitlines()[0], readable) from None
         return [row.asDict(recursive=True) for row in rows[:limit]], len(rows) > limit
 
 
-def _missing(name: str, record: StateRecord, error: BaseException) -> SpindleError:
+def _missing(name: str, record: StateRecord, error: BaseException, *, then: str) -> SpindleError:
     """A file a relation's stored state names is gone: data lost outside Spindle, which every
     later read of the relation would fail on."""
     return SpindleError(
         reason="StateFileMissing",
         message=f"A file of {name}'s stored state at {record.path} is missing "
         f"({semantics.cause(error)}): something outside Spindle deleted it (a bucket lifecycle "
-        "rule, a manual cleanup, another tool's vacuum). Restore it from a backup of the "
-        "storage, then start the driver again; nothing was committed.",
+        f"rule, a manual cleanup, another tool's vacuum). Restore it from a backup of the "
+        f"storage, {then}.",
         details={"relation": name, "path": record.path},
     )
 

@@ -241,6 +241,7 @@ def test_golden_manifests_of_every_released_format_load() -> None:
         "v1.json",
         "v2.json",
         "v3.json",
+        "v4.json",
     ]
     for path in golden:
         loaded = load_manifest(path.read_bytes(), uri=str(path))
@@ -269,6 +270,14 @@ def test_format_3_records_throughput_and_older_formats_have_none() -> None:
     v3 = load_manifest(Path("tests/golden/manifests/v3.json").read_bytes(), uri="v3.json")
     assert v3.throughput["bootstrap"].rows == 10 and v3.throughput["step"].seconds == 4.2
     assert v3.restated == "avg_grade"
+
+
+def test_format_4_records_the_translation_and_older_formats_say_revision_0() -> None:
+    """State computed before calls were written for Spark as written (`spark_calls`) is
+    known by its revision, 0, so the plan can report the views whose values it changes."""
+    v3 = load_manifest(Path("tests/golden/manifests/v3.json").read_bytes(), uri="v3.json")
+    v4 = load_manifest(Path("tests/golden/manifests/v4.json").read_bytes(), uri="v4.json")
+    assert (v3.translation_revision, v4.translation_revision) == (0, 1)
 
 
 # -- faults: a proxy between the store and the real S3 server ------------------------------------

@@ -108,7 +108,65 @@ def test_a_pin_plans_nothing_another_runtime_modifies_every_view_and_they_differ
     unpinned = cli.json("local", "apply", "-f", program(tmp_path, sql=GUARDED))
     assert runtime_reasons(unpinned) == VIEWS  # written by v2, planned under v1
     unknown = json.loads(
-        cli("local", "apply", "-f", program(tmp_path, sql=GUARDED, runtime="v0"), "--json", expect=1)
+        cli(
+            "local", "apply", "-f", program(tmp_path, sql=GUARDED, runtime="v0"), "--json", expect=1
+        )
     )
     assert unknown["conditions"][0]["reason"] == "InvalidSpec"
     assert "v1, v2" in unknown["conditions"][0]["message"]
+
+
+HOURLY = """create table e (id int, ts timestamp) with ('materialized' = 'true');
+create materialized view hourly as select date_trunc('hour', ts) as hour, count(*) as n
+  from e group by date_trunc('hour', ts);
+create materialized view busiest as select max(n) as n from hourly;
+create materialized view ids as select id from e;
+"""
+
+
+def test_state_of_an_older_translation_waits_for_approval_and_is_recomputed(
+    tmp_path: Path, session: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint whose state was computed before DATE_TRUNC was written for Spark as
+    written (revision 0: `TRUNC(ts, 'HOUR')`, NULL) plans its view, and what reads it, as
+    modified for the runtime; approved, the bootstrap recomputes exactly those."""
+    from spindle.checkpoint.manifest import new_checkpoint_id
+    from spindle.program.spark_calls import TRANSLATION_REVISION
+
+    cli = Cli(tmp_path / "home", capsys)
+    cli("local", "apply", "-f", program(tmp_path, sql=HOURLY))
+    rows = "(1, timestamp'2024-05-06 13:45:12'), (2, timestamp'2024-05-06 13:05:00')"
+    cli("local", "execute", "scope", f"insert into e values {rows}")
+    cli("local", "run", "scope", "--until-idle")
+    store = LocalPipeline(tmp_path / "home", "scope").store()
+    current = store.latest()
+    assert current is not None and current.translation_revision == TRANSLATION_REVISION
+    assert cli.json("query", "scope", "SELECT n FROM hourly") == [{"n": 2}]
+    older = current.model_copy(  # as an older Spindle's step would have left it
+        update={
+            "id": new_checkpoint_id(current.sequence + 1),
+            "parent": current.id,
+            "sequence": current.sequence + 1,
+            "translation_revision": 0,
+        }
+    )
+    store.commit(older)
+
+    status = cli.json("local", "apply", "-f", program(tmp_path, sql=HOURLY))
+    assert status["phase"] == "AwaitingApproval"
+    changes = status["pendingChange"]["changes"]
+    assert {n: c["reasons"] for n, c in changes.items()} == {
+        "hourly": ["runtime"],
+        "busiest": ["upstream:hourly"],
+    }
+    cli("local", "approve", "scope", status["pendingChange"]["id"])
+    cli("local", "run", "scope", "--until-idle")
+    recomputed = store.latest()
+    assert recomputed is not None and recomputed.bootstrap is not None
+    assert set(recomputed.bootstrap.views_evaluated) == {"hourly", "busiest"}
+    assert recomputed.translation_revision == TRANSLATION_REVISION
+    assert cli.json("query", "scope", "SELECT CAST(hour AS STRING) AS h, n FROM hourly") == [
+        {"h": "2024-05-06 13:00:00", "n": 2}
+    ]
+    again = cli.json("local", "apply", "-f", program(tmp_path, sql=HOURLY))
+    assert again["phase"] != "AwaitingApproval" and "pendingChange" not in again

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spindle.errors import SpindleError, first_problem
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 def new_checkpoint_id(sequence: int) -> str:
@@ -100,7 +100,7 @@ class RateRecord(_Frozen):
 
 
 class Manifest(_Frozen):
-    format_version: Literal[3] = 3
+    format_version: Literal[4] = 4
     id: str
     parent: str | None
     sequence: int = Field(ge=0, description="0 for the first checkpoint, parent's + 1 after.")
@@ -110,6 +110,13 @@ class Manifest(_Frozen):
     parser_version: str
     plan_format_version: int
     runtime_version: str
+    translation_revision: int = Field(
+        default=0,
+        ge=0,
+        description="How views were written for Spark when this checkpoint's state was "
+        "computed (`program.spark_calls.TRANSLATION_REVISION`; 0 before format 4): a view "
+        "whose translation changed since is reported modified, with the reason `runtime`.",
+    )
     spark_version: str | None = None
     connectors: dict[str, ConnectorRecord] = Field(default_factory=dict)
     state: dict[str, StateRecord] = Field(default_factory=dict)
@@ -156,10 +163,18 @@ def _throughput(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "format_version": 3}
 
 
+def _translation(document: dict[str, Any]) -> dict[str, Any]:
+    """3 → 4: checkpoints record the revision of the translation to Spark SQL their state was
+    computed with; format 3's were computed with revision 0 (before calls were written for
+    Spark as the program wrote them)."""
+    return {**document, "format_version": 4, "translation_revision": 0}
+
+
 MIGRATIONS: dict[int, Migration] = {
     # from_version: function turning a from_version document into from_version + 1
     1: _file_offsets_as_marks,
     2: _throughput,
+    3: _translation,
 }
 
 

@@ -15,6 +15,7 @@ from spindle.checkpoint.manifest import (
     new_checkpoint_id,
 )
 from spindle.program import Program, fingerprint
+from spindle.program.spark_calls import TRANSLATION_REVISION
 from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 
 
@@ -63,6 +64,12 @@ def next_manifest(
         parser_version=PARSER_VERSION,
         plan_format_version=PLAN_FORMAT_VERSION,
         runtime_version=runtime_version,
+        # the views' state is written with this translation only where computed afresh: at
+        # the first checkpoint and at a bootstrap (whose plan recomputes every view the
+        # translation changed since its parent); a step keeps its parent's
+        translation_revision=TRANSLATION_REVISION
+        if parent is None or bootstrap is not None
+        else parent.translation_revision,
         spark_version=spark_version,
         connectors=connectors,
         state=state,

@@ -361,6 +361,7 @@ def _plan(
     old: str | None,
     old_runtime: str | None,
     runtime: str,
+    old_translation: int | None,
     restate: tuple[str, ...],
     restate_request: str | None,
     sizes: tuple[tuple[str, StoredSize], ...] | None,
@@ -375,6 +376,7 @@ def _plan(
         new=_parsed(new),
         old_runtime=old_runtime,
         runtime=runtime,
+        old_translation=old_translation,
         restate=restate,
         restate_request=restate_request,
         stored=Stored(
@@ -426,6 +428,7 @@ def situation(observed: Observation) -> Situation | Decision:
         old=None if checkpoint is None else checkpoint.program.text,
         old_runtime=checkpoint.runtime_version if checkpoint else None,
         runtime=observed.spec.runtime_version or observed.runtime_version,
+        old_translation=checkpoint.translation_revision if checkpoint else None,
         restate=restate,
         restate_request=observed.restate,
         sizes=_sizes(observed.sizes),

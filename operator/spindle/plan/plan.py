@@ -16,8 +16,10 @@ from spindle.plan.diff import Diff, ProgramDiff
 from spindle.plan.estimate import Estimate, Rate, StoredSize, make_estimate
 from spindle.plan.maintenance import Maintenance, maintenance_of
 from spindle.plan.refusals import Change, Refusal, refusal
+from spindle.plan.translation import revised_views, with_revised
 from spindle.program import Fingerprints, Program, fingerprint, parse_program
 from spindle.program.fingerprint import digest
+from spindle.program.spark_calls import TRANSLATION_REVISION
 from spindle.versions import RUNTIME_VERSION
 
 EMPTY_PROGRAM = parse_program("")
@@ -195,12 +197,14 @@ def make_plan(
     new: Program,
     old_runtime: str | None = None,
     runtime: str = RUNTIME_VERSION,
+    old_translation: int | None = None,
     restate: tuple[str, ...] = (),
     restate_request: str | None = None,
     stored: Stored | None = None,
 ) -> ChangePlan:
     """Diff `new` against `old` (the checkpointed program, or None before the first one);
-    `restate` names views of `new` to recompute though they did not change."""
+    `restate` names views of `new` to recompute though they did not change; `old_translation`
+    is the translation revision of the checkpoint's state (`plan.translation`)."""
     first_start = old is None
     before = EMPTY_PROGRAM if old is None else old
     old_fp, new_fp = fingerprint(before), fingerprint(new)
@@ -210,6 +214,12 @@ def make_plan(
         old=before, new=new, old_fp=old_fp, new_fp=new_fp, runtime_changed=runtime_changed
     )
     changes = _with_restated(changes, new, restate)
+    revised = (
+        ()
+        if first_start or old_translation is None or old_runtime != runtime
+        else revised_views(old=before, new=new, since=old_translation)
+    )
+    changes = with_revised(changes, new=new, revised=revised)
 
     def names(kind: str, status: Status) -> tuple[str, ...]:
         return tuple(sorted(n for n, c in changes.items() if c.kind == kind and c.status is status))
@@ -234,7 +244,7 @@ def make_plan(
         change_id=change_id(
             old_program_fp="" if first_start else old_fp.program,
             new_program_fp=new_fp.program,
-            runtime=runtime,
+            runtime=f"{runtime}+translation-{TRANSLATION_REVISION}" if revised else runtime,
             restate=restate,
         ),
         bootstrap=_bootstrap(None if first_start else found),

@@ -31,6 +31,7 @@ from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.statements import split
+from spindle.program.writable import UNSUPPORTED
 
 _Columns = tuple[str, ...] | None
 """A relation's column names, or None when they cannot be known here."""
@@ -61,6 +62,9 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     declared = frozenset(program.functions)
     problems: list[Unrunnable] = []
     for view in program.views.values():
+        if view.query.find(*UNSUPPORTED):  # refused as it is (`writable`); its columns unknown
+            known[view.name.lower()] = None
+            continue
         qualified = _qualified(view, known)
         known[view.name.lower()] = None if qualified is None else _outputs(qualified)
         if qualified is None:  # sqlglot refuses a USING column a side does not have

@@ -21,12 +21,9 @@ from sqlglot.schema import MappingSchema
 
 from spindle.errors import SpindleError, located
 from spindle.program import Function, Program, Table, View
+from spindle.program.spark_calls import as_written
 from spindle.program.types import stored_type, type_problem
-
-UNSUPPORTED: dict[type[exp.Expr], str] = {
-    exp.Lateral: "LATERAL",
-    exp.Pivot: "PIVOT",
-}
+from spindle.program.writable import UNSUPPORTED
 
 
 def spark_type(declared: str) -> str:
@@ -119,11 +116,11 @@ def view_sql(view: View, program: Program, schemas: Mapping[str, Mapping[str, st
 
 def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, str]]) -> exp.Expr:
     """The view's query as Spark will run it: UDFs inlined, qualified (stars expanded) when the
-    schemas allow, AVG over DECIMAL fixed."""
+    schemas allow, AVG over DECIMAL fixed, Spark's calls as written (`spark_calls`)."""
     _check_supported(view)
     tree: exp.Expr = view.query.copy()
     tree = _inline_udfs(tree, program.functions)
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )
-    return _fix_decimal_avg(tree, schema)
+    return as_written(_fix_decimal_avg(tree, schema))

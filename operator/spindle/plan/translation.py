@@ -1,0 +1,52 @@
+"""Views whose stored state was computed by an older translation to Spark SQL.
+
+A fix to how calls are written for Spark (`program.spark_calls`) changes what a view that
+makes such a call computes, though its SQL did not change. The checkpoint records the
+translation revision its state was computed with; each view kept by the checkpoint that makes
+a call written otherwise since is modified with the reason `runtime`, and every view reading
+it, transitively, with `upstream:<name>`, so the change waits for approval and its bootstrap
+recomputes them, instead of mixing values of both translations in one view.
+"""
+
+from __future__ import annotations
+
+from spindle.plan.changes import Category, ObjectChange, Status
+from spindle.program import Program
+from spindle.program.spark_calls import revised_calls
+
+RUNTIME = "runtime"
+
+
+def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
+    """The views of both programs whose query (or a function it calls) makes a call whose
+    translation changed after revision `since`."""
+    return tuple(
+        name
+        for name, view in new.views.items()
+        if name in old.views
+        and revised_calls(
+            [view.query, *(new.functions[f].body for f in view.functions if f in new.functions)],
+            since=since,
+        )
+    )
+
+
+def with_revised(
+    changes: dict[str, ObjectChange], *, new: Program, revised: tuple[str, ...]
+) -> dict[str, ObjectChange]:
+    """`changes` with each of `revised` modified for the runtime, and the views reading them
+    for their upstream."""
+    changed = set(revised)
+    for name, view in new.views.items():  # topological order: upstream first
+        upstream = sorted(changed & set(view.dependencies))
+        reasons = ((RUNTIME,) if name in revised else ()) + tuple(f"upstream:{u}" for u in upstream)
+        if not reasons:
+            continue
+        changed.add(name)
+        existing = changes.get(name)
+        if existing is None:
+            changes[name] = ObjectChange(name, "view", Status.MODIFIED, reasons, Category.BREAKING)
+        elif existing.status is Status.MODIFIED:
+            merged = (*existing.reasons, *(r for r in reasons if r not in existing.reasons))
+            changes[name] = ObjectChange(name, "view", Status.MODIFIED, merged, Category.BREAKING)
+    return changes

@@ -1,0 +1,114 @@
+"""Calls of Spark's functions, written for Spark as the program wrote them.
+
+Spindle reads a program in its dialect (sqlglot's default) and the runtime writes each view's
+query again for Spark. Spindle's function vocabulary is Spark's (`UnknownFunction` checks
+calls against it), but sqlglot reads some calls with another engine's meaning and rewrites
+them for Spark, which changed what the view computes:
+
+- `DATE_TRUNC('hour', ts)` was `TRUNC(ts, 'HOUR')`: NULL for a unit below a month, and a DATE,
+  not a TIMESTAMP, for the others;
+- `TRUNC(d, 'MM')` was `CAST(d AS BIGINT)`: NULL (an error under ANSI);
+- `TO_CHAR(x, fmt)` was `CAST(x AS STRING)`: the format dropped;
+- `REGEXP_EXTRACT(s, re, 2)` was `REGEXP_EXTRACT(s, re)`: group 1, not 2;
+- `CONCAT_WS(',', a, b)` was NULL when any part is; Spark skips NULL parts;
+- `ARRAY_INSERT(a, 1, x)` was `ARRAY_INSERT(a, 2, x)`: read as 0-based;
+- `ARRAY_APPEND(a, x)` (and `ARRAY_PREPEND`) gave `[x]`, not NULL, for a NULL array;
+- `UNIX_DATE(d)` gave a BIGINT, not an INT;
+- `PERCENTILE_CONT(q)`/`PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY x)` was
+  `PERCENTILE_APPROX(x, q)`: approximate, and the order's direction dropped.
+
+`AS_WRITTEN` writes each such call back as written; `tests/integration/test_calls_as_written.py`
+has Spark evaluate calls both ways and holds them equal. A view whose translation this changed
+computed other values before: the checkpoint records the translation it was computed with
+(`TRANSLATION_REVISION`), and the plan reports such a view modified (`revised_views`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from sqlglot import exp
+
+TRANSLATION_REVISION = 1
+"""The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`."""
+
+
+def _call(name: str, *arguments: exp.Expr | None) -> exp.Anonymous:
+    return exp.Anonymous(this=name, expressions=[a.copy() for a in arguments if a is not None])
+
+
+def _only(node: exp.Expr, *keys: str) -> bool:
+    return all(key in keys for key, value in node.args.items() if value not in (None, False, []))
+
+
+def _named(name: str, *keys: str) -> Callable[[exp.Expr], exp.Expr | None]:
+    """The call written `name(keys...)`, when it has each of `keys` and no other argument."""
+
+    def written(node: exp.Expr) -> exp.Expr | None:
+        ignored = ("null_propagation",)  # sqlglot's own flag, never written
+        if any(node.args.get(key) is None for key in keys) or not _only(node, *keys, *ignored):
+            return None
+        return _call(name, *(node.args[key] for key in keys))
+
+    return written
+
+
+def _trunc(node: exp.Expr) -> exp.Expr | None:
+    places = node.args.get("decimals")
+    dated = isinstance(places, exp.Literal) and places.is_string  # TRUNC(d, 'MM'), not places
+    return _named("TRUNC", "this", "decimals")(node) if dated else None
+
+
+def _concat_ws(node: exp.Expr) -> exp.Expr | None:
+    return _call("CONCAT_WS", *node.expressions)
+
+
+_PERCENTILES = {exp.PercentileCont: "PERCENTILE_CONT", exp.PercentileDisc: "PERCENTILE_DISC"}
+
+
+def _within_group(node: exp.Expr) -> exp.Expr | None:
+    inner = node.this
+    name = _PERCENTILES.get(type(inner))
+    if name is None:
+        return None
+    return exp.WithinGroup(this=_call(name, inner.this), expression=node.expression.copy())
+
+
+AS_WRITTEN: Mapping[type[exp.Expr], Callable[[exp.Expr], exp.Expr | None]] = {
+    exp.DateTrunc: _named("DATE_TRUNC", "unit", "this"),
+    exp.Trunc: _trunc,
+    exp.ToChar: _named("TO_CHAR", "this", "format"),
+    exp.RegexpExtract: _named("REGEXP_EXTRACT", "this", "expression", "position"),  # a group
+    exp.ConcatWs: _concat_ws,
+    exp.ArrayInsert: _named("ARRAY_INSERT", "this", "position", "expression"),
+    exp.ArrayAppend: _named("ARRAY_APPEND", "this", "expression"),
+    exp.ArrayPrepend: _named("ARRAY_PREPEND", "this", "expression"),
+    exp.UnixDate: _named("UNIX_DATE", "this"),
+    exp.WithinGroup: _within_group,
+}
+"""For each kind of call sqlglot writes for Spark with another meaning, the call as written
+(None: this call's form is written faithfully)."""
+
+REVISED: Mapping[type[exp.Expr], int] = {kind: 1 for kind in AS_WRITTEN}
+"""The translation revision that changed how each kind of call is written for Spark."""
+
+
+def as_written(tree: exp.Expr) -> exp.Expr:
+    """`tree` with each call of `AS_WRITTEN` as the program wrote it (`tree` is not changed)."""
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        rule = AS_WRITTEN.get(type(node))
+        written = rule(node) if rule is not None else None
+        return node if written is None else written
+
+    return tree.copy().transform(rewrite)
+
+
+def revised_calls(trees: Iterable[exp.Expr], *, since: int) -> list[exp.Expr]:
+    """The calls of `trees` whose translation changed after revision `since`."""
+    return [
+        node
+        for tree in trees
+        for node in tree.walk()
+        if REVISED.get(type(node), 0) > since and AS_WRITTEN[type(node)](node) is not None
+    ]

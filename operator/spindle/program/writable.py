@@ -1,0 +1,90 @@
+"""Views Spindle cannot write for Spark, refused when the program is planned.
+
+Two kinds, each `UnsupportedSql` at its own line and column:
+- a construct Spindle does not run (`UNSUPPORTED`: LATERAL, PIVOT);
+- a call sqlglot cannot write in Spark's SQL: `REGEXP_REPLACE(s, 'a')` (no replacement) made
+  the driver fail after approval with `InternalError: Unexpected KeyError: 'replacement'`.
+
+Both used to be found by the runtime only, as it translated the view for its first step or
+bootstrap (`runtime.translate`, which keeps the same checks for a checkpointed program).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel
+
+from spindle.program.model import Program, Unrunnable
+from spindle.program.spark_calls import as_written
+from spindle.program.statements import split
+
+UNSUPPORTED: dict[type[exp.Expr], str] = {
+    exp.Lateral: "LATERAL",
+    exp.Pivot: "PIVOT",
+}
+
+
+def spark_sql(tree: exp.Expr) -> str:
+    """`tree` in Spark's SQL, its calls as written (what sqlglot would warn of, a form it
+    writes otherwise, is `spark_calls`'s to get right, not a log line)."""
+    return as_written(tree).sql(dialect="spark", unsupported_level=ErrorLevel.IGNORE)
+
+
+def unwritable(node: exp.Expr) -> str | None:
+    """Why `node` (a call) cannot be written in Spark's SQL, or None when it can."""
+    try:
+        spark_sql(node)
+    except KeyError as error:  # the generator reading an argument the call does not have
+        return f"it lacks its argument {error}"
+    except Exception as error:  # sqlglot's UnsupportedError, ValueError, ...
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return None
+
+
+def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
+    """Each view's first construct or call Spindle cannot write for Spark, in text order."""
+    statements = {s.text: s for s in split(program.text)}
+    problems: list[Unrunnable] = []
+    for view in program.views.values():
+        statement = statements.get(view.text)
+        found = next(_problems(view.query), None)
+        if found is None or statement is None:
+            continue
+        node, said = found
+        located = next((n for n in node.walk() if "start" in n.meta), node)  # LATERAL: its call
+        problems.append(
+            Unrunnable.at(
+                statement.locate(int(located.meta.get("start", 0))),
+                reason="UnsupportedSql",
+                message=f"View '{view.name}' {said}",
+                view=view.name,
+            )
+        )
+    return tuple(problems)
+
+
+def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
+    for node in query.walk():
+        label = UNSUPPORTED.get(type(node))
+        if label is not None:
+            yield node, f"uses {label}, which Spindle cannot run on Spark"
+    try:
+        spark_sql(query)
+        return
+    except Exception:  # find the call, innermost first: its message names it
+        pass
+    calls = [n for n in query.walk() if isinstance(n, exp.Func) and "start" in n.meta]
+    for call in reversed(calls):  # breadth first, reversed: the innermost call at fault
+        why = unwritable(call)
+        if why is not None:
+            name = call.sql_name() if not isinstance(call, exp.Anonymous) else call.name.upper()
+            yield (
+                call,
+                (
+                    f"calls {name} in a form Spindle cannot write for Spark: {why}. Check the "
+                    f"number and order of its arguments against Spark's {name}"
+                ),
+            )
+            return

@@ -1,0 +1,92 @@
+"""A view whose translation to Spark SQL changed since its state was computed is a change.
+
+`DATE_TRUNC('hour', ts)` was written for Spark as `TRUNC(ts, 'HOUR')`, NULL for every row
+(`program.spark_calls`). A pipeline whose checkpoint holds state computed that way would,
+after an upgrade, go on adding correctly truncated rows to a view of NULLs; instead the plan
+reports the view (and what reads it) modified, for the runtime, and its bootstrap recomputes it.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from sqlglot import exp
+
+from spindle.checkpoint.manifest import BootstrapRecord, Manifest, PipelineRef
+from spindle.checkpoint.records import next_manifest
+from spindle.plan import make_plan
+from spindle.program import parse_program
+from spindle.program.spark_calls import TRANSLATION_REVISION, as_written, revised_calls
+
+PROGRAM = parse_program(
+    """create table events (id int, ts timestamp, name varchar);
+create function tag(s varchar) returns varchar as concat_ws('-', s, 'x');
+create view hourly as select date_trunc('hour', ts) as hour, count(*) as n from events
+  group by date_trunc('hour', ts);
+create view busiest as select max(n) as n from hourly;
+create view tagged as select tag(name) as t from events;
+create view plain as select id, upper(name) as name from events;
+"""
+)
+
+
+def test_views_computed_by_an_older_translation_are_modified_for_the_runtime() -> None:
+    plan = make_plan(old=PROGRAM, new=PROGRAM, old_runtime="v1", runtime="v1", old_translation=0)
+    assert {n: c.reasons for n, c in plan.changes.items()} == {
+        "hourly": ("runtime",),
+        "busiest": ("upstream:hourly",),
+        "tagged": ("runtime",),  # the call is in the function it calls
+    }
+    assert plan.diff.program_diff.modified_views == ("busiest", "hourly", "tagged")
+    assert plan.views_to_evaluate == ("hourly", "busiest", "tagged")
+    unchanged = make_plan(old=PROGRAM, new=PROGRAM, old_runtime="v1", runtime="v1")
+    assert plan.change_id != unchanged.change_id
+
+
+def test_state_of_the_current_translation_is_no_change() -> None:
+    plan = make_plan(
+        old=PROGRAM,
+        new=PROGRAM,
+        old_runtime="v1",
+        runtime="v1",
+        old_translation=TRANSLATION_REVISION,
+    )
+    assert plan.diff.is_empty and not plan.changes
+
+
+def test_only_calls_written_otherwise_count() -> None:
+    query = (
+        parse_program(
+            "create table t (s varchar, d date); create view v as select "
+            "date_trunc('month', d) as m, trunc(d, 'MM') as t, to_char(s) as c, "
+            "regexp_extract(s, 'a') as r from t;"
+        )
+        .views["v"]
+        .query
+    )
+    revised = revised_calls([query], since=0)
+    # TO_CHAR without a format and REGEXP_EXTRACT without a group are written as before
+    assert [type(c) for c in revised] == [exp.DateTrunc, exp.Trunc]
+    assert revised_calls([query], since=TRANSLATION_REVISION) == []
+    written = as_written(query).sql(dialect="spark")
+    assert "DATE_TRUNC('MONTH', d)" in written and "TRUNC(d, 'MM')" in written
+
+
+def test_a_step_keeps_its_parents_translation_and_a_bootstrap_records_the_current_one() -> None:
+    def manifest(parent: Manifest | None, bootstrap: BootstrapRecord | None = None) -> Manifest:
+        return next_manifest(
+            parent=parent,
+            pipeline=PipelineRef(namespace="default", name="p"),
+            program=PROGRAM,
+            state={},
+            connectors={},
+            spark_version="4.2.0",
+            bootstrap=bootstrap,
+        )
+
+    assert manifest(None).translation_revision == TRANSLATION_REVISION
+    step = manifest(manifest(None).model_copy(update={"translation_revision": 0}))
+    assert step.translation_revision == 0, "a step recomputes no view: its state is as it was"
+    now = datetime.datetime.now(datetime.UTC)
+    record = BootstrapRecord(change_id="c", started_at=now, finished_at=now)
+    assert manifest(step, record).translation_revision == TRANSLATION_REVISION

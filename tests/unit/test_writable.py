@@ -1,0 +1,47 @@
+"""Views Spindle cannot write for Spark are refused when the program is planned, at the call."""
+
+from __future__ import annotations
+
+import pytest
+
+from spindle.errors import SpindleError
+from spindle.program import parse_program
+
+TABLE = "create table t (s varchar, n int);\n"
+
+
+@pytest.mark.parametrize(
+    ("query", "said", "column"),
+    [
+        # the driver failed after approval: InternalError, Unexpected KeyError: 'replacement'
+        (
+            "select regexp_replace(s, 'a') as r from t",
+            "calls REGEXP_REPLACE in a form Spindle cannot write for Spark: it lacks its "
+            "argument 'replacement'. Check the number and order of its arguments",
+            8,
+        ),
+        ("select upper(regexp_replace(s, 'a')) as r from t", "calls REGEXP_REPLACE", 14),
+        # refused by the runtime only, at the view's first line, after approval
+        (
+            "select k from t lateral view explode(split(s, ',')) x as k",
+            "uses LATERAL, which Spindle cannot run on Spark",
+            30,
+        ),
+        ("select * from t pivot (sum(n) for s in ('a'))", "uses PIVOT", 24),
+    ],
+)
+def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
+    query: str, said: str, column: int
+) -> None:
+    program = parse_program(f"{TABLE}create view v as {query};")
+    with pytest.raises(SpindleError) as refused:
+        program.refuse_unrunnable()
+    assert refused.value.reason == "UnsupportedSql"
+    assert refused.value.message.startswith(f"View 'v' {said}")
+    assert (refused.value.details["line"], refused.value.details["column"]) == (2, 17 + column)
+
+
+def test_calls_sqlglot_would_warn_of_are_written_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    program = parse_program(f"{TABLE}create view v as select initcap(s) as i from t;")
+    program.refuse_unrunnable()
+    assert not [r for r in caplog.records if "INITCAP" in r.getMessage()]

@@ -5,6 +5,7 @@ integration test holds each verdict against Spark's analyzer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,36 @@ def test_an_ungrouped_column_says_how_to_group_it(query: str, says: str) -> None
     with pytest.raises(SpindleError) as raised:
         parse_program(program_of(query)).refuse_unrunnable()
     assert says in raised.value.message
+
+
+def test_an_unknown_call_is_one_problem_not_also_an_ungrouped_column() -> None:
+    """`avgg(score)` may be an aggregate (it is a typo of one): the column inside it was also
+    reported as neither grouped nor aggregated, with advice to group it."""
+    program = parse_program(program_of("select name, avgg(score) as a from t group by name"))
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    assert raised.value.reason == "UnknownFunction"
+    assert "problems" not in raised.value.details, raised.value.details.get("more")
+
+
+@pytest.mark.parametrize("output", ["file_output", "delta_table_output"])
+def test_a_view_column_named_as_its_outputs_weight_is_refused(output: str) -> None:
+    """The output adds `weight` to every row: the view's own column of that name failed every
+    write after approval (COLUMN_ALREADY_EXISTS, retried five times as OutputUnwritable)."""
+    config = {"path": "/out"} if output == "file_output" else {"uri": "s3://b/out"}
+    connectors = json.dumps([{"name": "sink", "transport": {"name": output, "config": config}}])
+    program = parse_program(
+        "create table t (k varchar);\n"
+        f"create view totals with ('connectors' = '{connectors}') as\n"
+        "  select k, count(*) as Weight from t group by k;"
+    )
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    assert raised.value.reason == "DuplicateColumn"
+    assert raised.value.message.startswith(
+        "View 'totals' has a column named 'weight', the column its output connector 'sink' adds"
+    )
+    assert (raised.value.details["line"], raised.value.details["column"]) == (3, 13)
+    parse_program(
+        "create table t (k varchar);\ncreate view v as select k as weight from t;"
+    ).refuse_unrunnable()

@@ -74,6 +74,7 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
                 next(_problems(view, qualified, known), None)
                 or _grouping(view, qualified, declared)
                 or _repeated(view, qualified)
+                or _weighed(view, qualified)
                 or _mismatched(view, qualified)
             )
         statement = statements.get(view.text)
@@ -159,6 +160,33 @@ def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, ob
             f"by name. Give one another name (... AS {name}_2)",
             {"view": view.name, "name": name},
         )
+    return None
+
+
+OUTPUT_WEIGHT = "weight"
+"""The column an output connector adds to each row it writes (+1 inserted, -1 deleted; in an
+`insert_delete` file it says which key the row goes under)."""
+
+
+def _weighed(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
+    """A column named as the one the view's output connectors add: the output's writer would
+    fail on it (COLUMN_ALREADY_EXISTS, retried as if the location were unwritable), or replace
+    the view's values with the weights."""
+    first = _first(query)
+    if first is None or not view.connectors:
+        return None
+    for index, select in enumerate(first.selects):
+        name = _named(select, index)
+        if name is not None and name.lower() == OUTPUT_WEIGHT:
+            output = view.connectors[0].name
+            return (
+                _start(select),
+                "DuplicateColumn",
+                f"View '{view.name}' has a column named '{name}', the column its output "
+                f"connector '{output}' adds to each row it writes (+1 for a row inserted, -1 for "
+                f"one deleted). Give the view's column another name (... AS {name}_1)",
+                {"view": view.name, "name": name, "connector": output},
+            )
     return None
 
 

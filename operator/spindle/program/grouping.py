@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from spindle.program.spark_functions import SPARK_AGGREGATES
+from spindle.program.spark_functions import SPARK_AGGREGATES, SPARK_FUNCTIONS
 
 Problem = tuple[exp.Expr, str, str, dict[str, object]]
 """Where the problem is (a column, or a call), the reason, the message, and the details."""
@@ -45,8 +45,8 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
         misplaced = _misplaced(view, select, declared) or _nested(view, select, declared)
         if misplaced is not None:
             return misplaced
-        if not _aggregates(select, declared):
-            continue
+        if not _aggregates(select, declared) or _unknown_call(select, declared):
+            continue  # an unknown call (`AVGG(x)`, UnknownFunction) may be an aggregate
         group = select.args.get("group")
         if group is not None and group.args.get("all"):
             continue  # GROUP BY ALL groups by whatever is not aggregated
@@ -192,6 +192,16 @@ def _aggregates(select: exp.Select, declared: frozenset[str]) -> bool:
     if select.args.get("group") is not None:
         return True
     return any(is_aggregate(node) for node in _walk(_after_grouping(select), declared))
+
+
+def _unknown_call(select: exp.Select, declared: frozenset[str]) -> bool:
+    """Whether the SELECT's list or HAVING calls a function neither Spark nor the program has."""
+    return any(
+        isinstance(node, exp.Anonymous)
+        and node.name.lower() not in SPARK_FUNCTIONS
+        and node.name.lower() not in declared
+        for node in _walk(_after_grouping(select), declared)
+    )
 
 
 def _after_grouping(select: exp.Select) -> list[exp.Expr]:

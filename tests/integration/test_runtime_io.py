@@ -156,8 +156,10 @@ def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
 @pytest.mark.parametrize(
     ("query", "reason"),
     [
-        # what no check of the program layer looks for: operands of types that do not mix
-        ("select id, v + array(1) as s from t", "UnsupportedSql"),
+        # what no check of the program layer looks for: operands of types that do not mix,
+        # a call with the wrong number of arguments (each was UnsupportedSql)
+        ("select id, v + array(1) as s from t", "TypeMismatch"),
+        ("select id, round(v, 1, 2) as r from t", "WrongArgumentCount"),
         # a grouping the program layer leaves to Spark (the columns it reads are all grouped,
         # the expression is not): Spark's refusal has the check's reason
         ("select id * v as p, count(*) as n from t group by id + v", "UngroupedColumn"),
@@ -182,6 +184,7 @@ def test_sql_spark_refuses_fails_before_anything_is_written(
     assert main(["local", "run", "bad", "--until-idle", "--home", str(tmp_path / "home")]) == 1
     err = capsys.readouterr().err
     assert f"error {reason}:" in err and "'bad' (line 3, column 13)" in err
+    assert " pos " not in err, "Spark's position in the SQL written for it is not the program's"
     assert LocalPipeline(tmp_path / "home", "bad").store().latest() is None
     assert json.loads(cli("local", "status", "bad", "--json"))["phase"] == "Failed"
 

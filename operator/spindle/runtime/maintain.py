@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -51,9 +52,24 @@ SPARK_REASONS = {
     "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE": "MisplacedWindow",
     "NESTED_AGGREGATE_FUNCTION": "NestedAggregate",
     "INVALID_AGGREGATE_FILTER": "NestedAggregate",
+    "DATATYPE_MISMATCH": "TypeMismatch",
+    "INCOMPATIBLE_COLUMN_TYPE": "TypeMismatch",
+    "WRONG_NUM_ARGS": "WrongArgumentCount",
 }
 """Spark's analysis error classes with a reason of their own (the program layer's, for what its
-reference checks leave to Spark); any other failure to evaluate a view is `UnsupportedSql`."""
+reference checks leave to Spark; `TypeMismatch` and `WrongArgumentCount` only Spark finds); any
+other failure to evaluate a view is `UnsupportedSql`."""
+
+_SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?\s*$")
+"""Where Spark's message says its error is: in the SQL written for Spark, not the program's
+text (the view's line and column are said instead)."""
+
+
+def spark_said(error: BaseException) -> str:
+    """The first line of Spark's message, without its position in the translated SQL, as a
+    sentence."""
+    said = _SPARK_POSITION.sub("", str(error).splitlines()[0]).rstrip(" ;.")
+    return f"{said}."
 
 _names = itertools.count()
 
@@ -208,7 +224,7 @@ class Views:
             raise SpindleError(
                 reason=SPARK_REASONS.get(condition.split(".")[0], "UnsupportedSql"),
                 message=f"Spark cannot evaluate view '{view.name}' ({view.where}): "
-                f"{str(error).splitlines()[0]}",
+                f"{spark_said(error)}",
                 details=view.located,
             ) from None
         names = [c.lower() for c in frame.columns]

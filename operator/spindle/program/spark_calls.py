@@ -94,14 +94,17 @@ REVISED: Mapping[type[exp.Expr], int] = {kind: 1 for kind in AS_WRITTEN}
 
 
 def as_written(tree: exp.Expr) -> exp.Expr:
-    """`tree` with each call of `AS_WRITTEN` as the program wrote it (`tree` is not changed)."""
+    """`tree` with each call of `AS_WRITTEN` as the program wrote it: a copy where one is
+    rewritten, else `tree` itself (never changed: it may be a parsed program's, shared)."""
+    if not any(type(node) in AS_WRITTEN for node in tree.walk()):
+        return tree
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         rule = AS_WRITTEN.get(type(node))
         written = rule(node) if rule is not None else None
         return node if written is None else written
 
-    return tree.copy().transform(rewrite)
+    return tree.transform(rewrite)  # on a copy
 
 
 def revised_calls(trees: Iterable[exp.Expr], *, since: int) -> list[exp.Expr]:

@@ -29,6 +29,7 @@ create table kinds (
   d double, n decimal(5,2), big decimal(38,10), v varchar(3), c char(2), day date,
   at timestamp, t time, bin varbinary
 );
+create view roster as select name from students;
 """
 )
 KINDS = [c.name for c in PROGRAM.tables["kinds"].columns]
@@ -219,6 +220,18 @@ REFUSED: list[tuple[str, str, str, tuple[int, int] | None]] = [
     ("insert into students values ('a", "InvalidInsert", "Cannot tokenize the statement", None),
     # the table and its columns
     ("insert into nobody values (1)", "UnknownRelation", "Table 'nobody' is not declared", (1, 13)),
+    (
+        "insert into student values (1, 'a')",
+        "UnknownRelation",
+        "Table 'student' is not declared in the pipeline's program (did you mean 'students'?)",
+        (1, 13),
+    ),
+    (  # was "Table 'roster' is not declared"
+        "insert into roster values ('a')",
+        "UnknownRelation",
+        "'roster' is a view of the pipeline's program: views are computed from its tables",
+        (1, 13),
+    ),
     (
         "insert into students (id, nme) values (1, 'a')",
         "InvalidInsert",

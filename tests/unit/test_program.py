@@ -245,3 +245,11 @@ def test_a_quoted_name_read_as_a_type_is_a_syntax_error() -> None:
         "\ncreate view v with ('connectors' = '[]'\") as select 1 as n;"
     )
     assert error.reason == "InvalidProgram" and error.message.startswith("Syntax error: ")
+
+
+def test_an_unknown_relation_suggests_the_closest_declared_one() -> None:
+    error = error_of("create table grades (a int);\ncreate view v as select a from grade;")
+    assert error.reason == "UnknownRelation"
+    assert error.message.startswith(
+        "View 'v' reads 'grade', which is not declared (did you mean 'grades'?); declare it"
+    )

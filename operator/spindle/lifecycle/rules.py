@@ -417,7 +417,8 @@ def situation(observed: Observation) -> Situation | Decision:
             return failed(
                 "CheckpointProgramUnreadable",
                 f"The checkpointed program no longer parses ({error.message}); start the "
-                "pipeline from an older checkpoint or clear its state.",
+                "pipeline from an older checkpoint (spec.storage.startFrom), or start it over "
+                "without its stored state (a new spec.storage.uri).",
                 stop=active,
             )
     restate = restatement(observed, program)

@@ -17,6 +17,7 @@ not of its column's type, NULL in a NOT NULL column), `UnknownRelation`.
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import uuid
 from collections.abc import Sequence
@@ -320,9 +321,19 @@ def _target(statement: exp.Insert, program: Program, source: _Source) -> tuple[T
     name = _name(table_node.this)
     table = program.tables.get(name)
     if table is None:
+        said = (
+            f"'{name}' is a view of the pipeline's program: views are computed from its "
+            "tables, so insert into the tables it reads"
+            if name in program.views
+            else f"Table '{name}' is not declared in the pipeline's program"
+            + "".join(
+                f" (did you mean '{c}'?)"
+                for c in difflib.get_close_matches(name, program.tables, n=1)
+            )
+        )
         raise source.error(
             "UnknownRelation",
-            f"Table '{name}' is not declared in the pipeline's program",
+            said,
             _start(table_node),
             relation=name,
         )

@@ -43,8 +43,9 @@ def lateness(change: Change) -> Refusal | None:
     return Refusal(
         error_code="LatenessNotBootstrappable",
         message=f"The program changed and uses LATENESS (tables: {', '.join(tables)}); state "
-        "discarded under LATENESS cannot rebuild views. Revert the change, or clear the "
-        "pipeline's state and backfill from scratch.",
+        "discarded under LATENESS cannot rebuild views. Revert the change, or start the "
+        "pipeline over without its stored state (a new spec.storage.uri) and backfill its "
+        "inputs from their start.",
         details={"tables": tables},
     )
 
@@ -85,7 +86,9 @@ def unmaterialized_tables(change: Change) -> Refusal | None:
         error_code="TableNotMaterialized",
         message=f"Views that need bootstrapping read tables that are not materialized "
         f"({', '.join(tables)}), so their contents are not stored. Declare them with "
-        "'materialized' = 'true' (which truncates them once), or clear the pipeline's state.",
+        "'materialized' = 'true' (which truncates them once), or start the pipeline over "
+        "without its stored state (a new spec.storage.uri: its inputs are then ingested again "
+        "from their start).",
         details={"tables": tables, "views": sorted({v for vs in blocking.values() for v in vs})},
     )
 

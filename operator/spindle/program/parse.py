@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -212,10 +213,12 @@ def parse_program(text: str) -> Program:
         for reference in facts.reads:
             if reference.name not in tables and reference.name not in views:
                 where = statement.locate(reference.offset)
+                close = difflib.get_close_matches(reference.name, [*tables, *views], n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise located(
                     reason="UnknownRelation",
-                    message=f"View '{name}' reads '{reference.name}', which is not declared; "
-                    "declare it as a table or view, or fix the name",
+                    message=f"View '{name}' reads '{reference.name}', which is not declared"
+                    f"{hint}; declare it as a table or view, or fix the name",
                     line=where.line,
                     column=where.column,
                     view=name,

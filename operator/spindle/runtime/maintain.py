@@ -71,6 +71,7 @@ def spark_said(error: BaseException) -> str:
     said = _SPARK_POSITION.sub("", str(error).splitlines()[0]).rstrip(" ;.")
     return f"{said}."
 
+
 _names = itertools.count()
 
 

@@ -152,3 +152,37 @@ def test_plan_shows_the_estimate_and_plans_a_restate_annotation(
     body = json.loads(capsys.readouterr().out)
     assert body["needsApproval"] is True and body["pendingChange"]["reason"] == "restate"
     assert body["pendingChange"]["estimate"]["viewsToEvaluate"] == ["avg_grade_enriched"]
+
+
+MANIFEST = """\
+apiVersion: spindle.dev/v1alpha1
+kind: Pipeline
+metadata:
+  name: demo
+spec:
+  sql: |
+
+    create table t (a int);
+    create view v as
+      select b, frob(a) as f from t;
+"""
+
+
+def test_a_problem_is_located_in_the_manifest_file_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spec.sql` starts at the file's line 7 (a blank line first), indented by 4: the error
+    said only `line 4, column 10`, the place in spec.sql, while the editor shows line 10."""
+    manifest = tmp_path / "p.yaml"
+    manifest.write_text(MANIFEST)
+    assert main(["plan", "-f", str(manifest)]) == 1
+    err = capsys.readouterr().err
+    assert f"({manifest} line 10, column 14; spec.sql line 4, column 10)" in err
+    assert "also: View 'v' calls 'frob'" in err and f"({manifest} line 10, column 17;" in err
+    assert main(["plan", "-f", str(manifest), "--json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    assert (body["details"]["line"], body["details"]["column"]) == (4, 10)  # spec.sql's
+    folded = MANIFEST.replace("sql: |", "sql: >")  # lines folded: no file position to give
+    manifest.write_text(folded)
+    assert main(["plan", "-f", str(manifest)]) == 1
+    assert "spec.sql line" not in capsys.readouterr().err

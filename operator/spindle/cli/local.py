@@ -18,6 +18,7 @@ from rich.progress import (
 from spindle.api import Phase, PipelineManifest, load_manifest_document
 from spindle.api.status import PipelineStatus
 from spindle.cli import files, render, served, server_commands
+from spindle.cli.sql_origin import SqlOrigin, sql_origin
 from spindle.errors import SpindleError
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, home_path
@@ -66,11 +67,14 @@ class BootstrapProgress:
             self.bar = None
 
 
-def _show_status(name: str, status: PipelineStatus, plan: ChangePlan | None) -> None:
+def _show_status(
+    name: str, status: PipelineStatus, plan: ChangePlan | None, origin: SqlOrigin | None = None
+) -> None:
     out = render.console()
     out.print(f"Pipeline [bold]{name}[/]: phase [bold]{status.phase.value}[/]")
     for condition in status.conditions:
-        out.print(f"  {condition.reason}: {condition.message}", markup=False)
+        said = origin.said(condition.message) if origin else condition.message
+        out.print(f"  {condition.reason}: {said}", markup=False)
     if status.pending_change is not None and plan is not None:
         render.print_plan(plan, out)
         pending = status.pending_change
@@ -81,15 +85,21 @@ def _show_status(name: str, status: PipelineStatus, plan: ChangePlan | None) -> 
 
 def read_manifest(path: str) -> PipelineManifest:
     """A Pipeline manifest from a YAML or JSON file (`-`: standard input), validated."""
+    return read_manifest_at(path)[0]
+
+
+def read_manifest_at(path: str) -> tuple[PipelineManifest, SqlOrigin | None]:
+    """A manifest, and where its `spec.sql` is in the file (for the positions of errors)."""
     data = files.read_bytes(path, limit=files.MAX_MANIFEST_BYTES)
     document = files.load_yaml(data, path=path)
-    return load_manifest_document(document, source=path)
+    manifest = load_manifest_document(document, source=path)
+    return manifest, sql_origin(data, path="standard input" if path == "-" else path)
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
     """Record and plan the manifest; a program the plan fails on (phase `Failed`) exits 1, as
     `spindle plan -f` does, though it is recorded and its status printed."""
-    manifest = read_manifest(args.file)
+    manifest, origin = read_manifest_at(args.file)
     pipeline = _pipeline(args, manifest.metadata.name)
     generation = pipeline.save(manifest)
     status, decision = runner.status(pipeline, say=_say, shown=True)
@@ -97,7 +107,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         render.print_json(status.to_json())
     else:
         render.console().print(f"pipeline/{pipeline.name} applied (generation {generation})")
-        _show_status(pipeline.name, status, decision.plan)
+        _show_status(pipeline.name, status, decision.plan, origin)
     return 1 if status.phase is Phase.FAILED else 0
 
 

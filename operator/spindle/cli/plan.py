@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spindle.api import Phase
+from spindle.api import Phase, PipelineManifest
 from spindle.api.types import RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
@@ -19,7 +19,8 @@ from spindle.checkpoint.origin import starting_checkpoint
 from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import open_store, pipeline_root
 from spindle.cli import render
-from spindle.cli.local import read_manifest
+from spindle.cli.local import read_manifest_at
+from spindle.cli.sql_origin import in_file
 from spindle.errors import SpindleError
 from spindle.lifecycle import Observation, decide
 from spindle.program import parse_program
@@ -27,7 +28,14 @@ from spindle.versions import RUNTIME_VERSION
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    manifest = read_manifest(args.file)
+    manifest, origin = read_manifest_at(args.file)
+    try:
+        return _plan(args, manifest)
+    except SpindleError as error:  # a program's problem: where it is in the file too
+        raise in_file(error, origin) from None
+
+
+def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
     spec, meta = manifest.spec, manifest.metadata
     storage = spec.storage
     uri = args.checkpoint

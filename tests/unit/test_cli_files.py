@@ -255,3 +255,40 @@ def test_storage_that_once_crashed_or_hung_is_a_user_error(
         code, body = run(argv, capsys)
         assert code == 1 and body["error_code"] == reason, body
         assert said in str(body["message"]), body
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        # only "spec.sql: Field required", though the key was there, misspelt
+        (
+            "  sqll: create table t (a int);\n",
+            "spec.sql: Field required (it has 'sqll': did you mean 'sql'?)",
+        ),
+        # SQL pasted below bootstrapPolicy folds into its value, which the message hid
+        (
+            "  sql: create table t (a int);\n  bootstrapPolicy: allow\n    create view v\n",
+            "spec.bootstrapPolicy: Input should be 'await_approval', 'allow' or 'reject' (it is "
+            "'allow create view v')",
+        ),
+    ],
+)
+def test_a_manifest_error_shows_what_the_manifest_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str, said: str
+) -> None:
+    manifest = tmp_path / "p.yaml"
+    manifest.write_text(
+        "apiVersion: spindle.dev/v1alpha1\nkind: Pipeline\nmetadata:\n  name: p\nspec:\n" + spec
+    )
+    assert main(["plan", "-f", str(manifest)]) == 1
+    assert said in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_yaml_error_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "p.yaml"
+    manifest.write_text("apiVersion: [1\nkind: 2\n")
+    assert main(["plan", "-f", str(manifest)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"in {manifest}, line 1, column 13" in err.replace("\n", " ") and "<byte string>" not in err
+    )

@@ -425,9 +425,34 @@ def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
         return PipelineManifest.model_validate(document)
     except ValidationError as error:
         where, problem = first_problem(error)
+        first = error.errors()[0]
+        if first["type"] == "missing":  # a key misspelt beside it is why (`sqll` for `sql`)
+            problem += _misspelt(document, first["loc"])
+        elif first["type"] in ("enum", "literal_error", "string_pattern_mismatch"):
+            given = repr(first.get("input"))
+            problem += f" (it is {given[:80] + '...' if len(given) > 80 else given})"
         raise SpindleError(
             reason="InvalidManifest",
             message=f"{source}: {where}: {problem}. Fix the Pipeline manifest "
             f"(apiVersion {API_VERSION}, kind {KIND}).",
             details={"source": source, "field": where},
         ) from None
+
+
+def _misspelt(document: Any, location: tuple[int | str, ...]) -> str:
+    """`(it has 'sqll': did you mean 'sql'?)`, when the mapping that lacks `location`'s last
+    key has a key one typo from it."""
+    import difflib
+
+    *parents, missing = location
+    mapping = document
+    for key in parents:
+        mapping = mapping.get(key) if isinstance(mapping, dict) else None
+    if not isinstance(mapping, dict) or not isinstance(missing, str):
+        return ""
+    wanted = PipelineSpec.model_fields.get(missing)
+    names = [missing, *([wanted.alias] if wanted is not None and wanted.alias else [])]
+    for key in mapping:
+        if isinstance(key, str) and difflib.get_close_matches(key, names, n=1, cutoff=0.75):
+            return f" (it has '{key}': did you mean '{names[-1]}'?)"
+    return ""

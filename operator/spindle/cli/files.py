@@ -134,9 +134,10 @@ def load_yaml(data: bytes, *, path: str) -> Any:
             details={"path": path},
         ) from None
     except yaml.YAMLError as error:
+        said = str(error).replace('"<byte string>"', path)  # PyYAML names bytes so
         raise SpindleError(
             reason="InvalidManifest",
-            message=f"{path} is not valid YAML or JSON: {error}",
+            message=f"{path} is not valid YAML or JSON: {said}",
             details={"source": path},
         ) from None
     finally:

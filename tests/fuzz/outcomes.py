@@ -40,6 +40,7 @@ LOCATED_REASONS = frozenset(
         "UnsupportedType",
         "UnknownFunction",
         "UngroupedColumn",
+        "UnorderedWindow",
         "DuplicateColumn",
         "ColumnCountMismatch",
         "LocationConflict",

@@ -33,6 +33,7 @@ SPARK_CLASSES = {
     "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY", "UNRESOLVED_COLUMN"),
     "MisplacedAggregate": ("INVALID_WHERE_CONDITION", "GROUP_BY_AGGREGATE"),
     "MisplacedWindow": ("WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",),
+    "UnorderedWindow": ("WINDOW_FUNCTION_FRAME_NOT_ORDERED",),
     "NestedAggregate": ("NESTED_AGGREGATE_FUNCTION", "INVALID_AGGREGATE_FILTER"),
     "DuplicateColumn": (DUPLICATE,),
     "ColumnCountMismatch": ("NUM_COLUMNS_MISMATCH",),

@@ -139,6 +139,20 @@ CASES: tuple[Case, ...] = (
         "rank()",
     ),
     Case("select id from t qualify row_number() over (partition by name order by ts) = 1", None),
+    # numbering, ranking and offsets need ordered rows; aggregates and first_value do not
+    Case(
+        "select id, row_number() over (partition by name) as r from t",
+        "UnorderedWindow",
+        "row_number()",
+    ),
+    Case("select id, lag(score) over () as p from t", "UnorderedWindow", "lag("),
+    Case("select id, ntile(4) over (partition by name) as q from t", "UnorderedWindow", "ntile("),
+    Case(
+        "select id from t qualify rank() over (partition by name) = 1", "UnorderedWindow", "rank("
+    ),
+    Case("select id, sum(score) over (partition by name) as s from t", None),
+    Case("select id, first_value(score) over (partition by name) as f from t", None),
+    Case("select id, row_number() over w as r from t window w as (order by id)", None),
     Case("select id from (select id, rank() over (order by id) as r from t) where r = 1", None),
     Case("select sum(count(*)) as x from t", "NestedAggregate", "count(*)"),
     Case("select name, max(score + avg(id)) as x from t group by name", "NestedAggregate", "avg("),

@@ -9,8 +9,9 @@ aggregates where rows are not grouped yet.
 every aggregate call whose column appears nowhere in the GROUP BY: `UngroupedColumn`, at the
 column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`). An
 aggregate call in a WHERE or a GROUP BY, which are evaluated before rows are grouped, is
-`MisplacedAggregate`, a window function in a WHERE or HAVING `MisplacedWindow`, and an
-aggregate call inside another's arguments `NestedAggregate`.
+`MisplacedAggregate`, a window function in a WHERE or HAVING `MisplacedWindow`, an
+aggregate call inside another's arguments `NestedAggregate`, and a window function that
+numbers, ranks or offsets rows over a window without ORDER BY `UnorderedWindow`.
 
 Only what Spark refuses too. A column that appears anywhere in a grouping expression is left to
 Spark (`SELECT b + a ... GROUP BY a + b` runs: Spark compares expressions semantically); so are
@@ -42,7 +43,11 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
         select = scope.expression
         if not isinstance(select, exp.Select):
             continue
-        misplaced = _misplaced(view, select, declared) or _nested(view, select, declared)
+        misplaced = (
+            _misplaced(view, select, declared)
+            or _nested(view, select, declared)
+            or _unordered(view, select, declared)
+        )
         if misplaced is not None:
             return misplaced
         if not _aggregates(select, declared) or _unknown_call(select, declared):
@@ -124,6 +129,43 @@ def _nested(view: str, select: exp.Select, declared: frozenset[str]) -> Problem 
         )
         return inner, "NestedAggregate", message, {"view": view}
     return None
+
+
+ORDERED_WINDOW_FUNCTIONS = frozenset(
+    {"ROW_NUMBER", "RANK", "DENSE_RANK", "PERCENT_RANK", "CUME_DIST", "NTILE", "LAG", "LEAD"}
+    | {"NTH_VALUE"}
+)
+"""Window functions whose window Spark requires ordered (`WINDOW_FUNCTION_FRAME_NOT_ORDERED`):
+they number, rank or offset the rows of a partition, which have no order without one."""
+
+
+def _unordered(view: str, select: exp.Select, declared: frozenset[str]) -> Problem | None:
+    """A window function that needs its rows ordered, over a window without ORDER BY (a named
+    window, `OVER w`, is left to Spark: its ORDER BY is in the WINDOW clause)."""
+    for window in _walk([*select.expressions, *_present(select, "qualify")], declared):
+        if not isinstance(window, exp.Window) or window.args.get("order") is not None:
+            continue
+        if window.args.get("alias") is not None:
+            continue
+        name = _name(_unwrapped(window.this))
+        if name not in ORDERED_WINDOW_FUNCTIONS:
+            continue
+        message = (
+            f"View '{view}' calls window function {name}() over a window without ORDER BY: "
+            f"the rows of a partition have no order to {_ORDERED_VERB.get(name, 'rank')} them "
+            f"by. Add ORDER BY to its OVER clause ({name}(...) OVER (PARTITION BY ... ORDER BY "
+            "...))"
+        )
+        return window, "UnorderedWindow", message, {"view": view, "function": name}
+    return None
+
+
+_ORDERED_VERB = {"ROW_NUMBER": "number", "LAG": "offset", "LEAD": "offset", "NTH_VALUE": "pick"}
+
+
+def _present(select: exp.Select, clause: str) -> list[exp.Expr]:
+    node = select.args.get(clause)
+    return [] if node is None else [node]
 
 
 def _is(node: exp.Expr, *, window: bool) -> bool:

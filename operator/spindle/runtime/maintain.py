@@ -50,6 +50,7 @@ SPARK_REASONS = {
     "INVALID_WHERE_CONDITION": "MisplacedAggregate",
     "GROUP_BY_AGGREGATE": "MisplacedAggregate",
     "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE": "MisplacedWindow",
+    "WINDOW_FUNCTION_FRAME_NOT_ORDERED": "UnorderedWindow",
     "NESTED_AGGREGATE_FUNCTION": "NestedAggregate",
     "INVALID_AGGREGATE_FILTER": "NestedAggregate",
     "DATATYPE_MISMATCH": "TypeMismatch",

@@ -41,6 +41,7 @@ LOCATED_REASONS = frozenset(
         "UnknownFunction",
         "UngroupedColumn",
         "UnorderedWindow",
+        "OrdinalOutOfRange",
         "DuplicateColumn",
         "ColumnCountMismatch",
         "LocationConflict",

@@ -153,6 +153,12 @@ CASES: tuple[Case, ...] = (
     Case("select id, sum(score) over (partition by name) as s from t", None),
     Case("select id, first_value(score) over (partition by name) as f from t", None),
     Case("select id, row_number() over w as r from t window w as (order by id)", None),
+    # positions count the select list from 1: sqlglot read 0 and -1 as Python indexes
+    Case("select name, count(*) as c from t group by 0", "OrdinalOutOfRange", "0"),
+    Case("select name, count(*) as c from t group by 3", "OrdinalOutOfRange", "3"),
+    Case("select id, name from t order by 0", "OrdinalOutOfRange", "0"),
+    Case("select name, count(*) as c from t group by 1 order by 2", None),
+    Case("select * from t order by 4", None),
     Case("select id from (select id, rank() over (order by id) as r from t) where r = 1", None),
     Case("select sum(count(*)) as x from t", "NestedAggregate", "count(*)"),
     Case("select name, max(score + avg(id)) as x from t group by name", "NestedAggregate", "avg("),

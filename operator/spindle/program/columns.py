@@ -30,6 +30,7 @@ from sqlglot.schema import MappingSchema
 from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
+from spindle.program.ordinals import ordinal_problem
 from spindle.program.statements import split
 from spindle.program.writable import UNSUPPORTED
 
@@ -67,16 +68,17 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             continue
         qualified = _qualified(view, known)
         known[view.name.lower()] = None if qualified is None else _outputs(qualified)
-        if qualified is None:  # sqlglot refuses a USING column a side does not have
-            problem = _using(view, known)
-        else:
-            problem = (
-                next(_problems(view, qualified, known), None)
-                or _grouping(view, qualified, declared)
-                or _repeated(view, qualified)
-                or _weighed(view, qualified)
-                or _mismatched(view, qualified)
-            )
+        # positions first, in the query as written: qualify reads them as Python indexes;
+        # without a qualified query (sqlglot refuses a USING column a side does not have), USING
+        problem = _at_start(ordinal_problem(view.name, view.query)) or (
+            _using(view, known)
+            if qualified is None
+            else next(_problems(view, qualified, known), None)
+            or _grouping(view, qualified, declared)
+            or _repeated(view, qualified)
+            or _weighed(view, qualified)
+            or _mismatched(view, qualified)
+        )
         statement = statements.get(view.text)
         if problem is not None and statement is not None:
             offset, reason, message, details = problem
@@ -88,7 +90,13 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
 def _grouping(
     view: View, query: exp.Query, declared: frozenset[str]
 ) -> tuple[int, str, str, dict[str, object]] | None:
-    found = grouping_problem(view.name, query, declared=declared)
+    return _at_start(grouping_problem(view.name, query, declared=declared))
+
+
+def _at_start(
+    found: tuple[exp.Expr, str, str, dict[str, object]] | None,
+) -> tuple[int, str, str, dict[str, object]] | None:
+    """A problem at a node, as one at the node's offset in its statement."""
     if found is None:
         return None
     node, reason, message, details = found

@@ -51,6 +51,8 @@ SPARK_REASONS = {
     "GROUP_BY_AGGREGATE": "MisplacedAggregate",
     "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE": "MisplacedWindow",
     "WINDOW_FUNCTION_FRAME_NOT_ORDERED": "UnorderedWindow",
+    "GROUP_BY_POS_OUT_OF_RANGE": "OrdinalOutOfRange",
+    "ORDER_BY_POS_OUT_OF_RANGE": "OrdinalOutOfRange",
     "NESTED_AGGREGATE_FUNCTION": "NestedAggregate",
     "INVALID_AGGREGATE_FILTER": "NestedAggregate",
     "DATATYPE_MISMATCH": "TypeMismatch",

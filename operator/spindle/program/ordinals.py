@@ -1,0 +1,53 @@
+"""GROUP BY and ORDER BY positions that name no column of the select list.
+
+`GROUP BY 0` (or 3 of two columns, or -1) is Spark's `GROUP_BY_POS_OUT_OF_RANGE`. sqlglot reads
+the position as a Python index before Spark sees it, so `GROUP BY 0` reached Spark as the last
+column (`GROUP BY COUNT(*)`: refused with the wrong reason) and `ORDER BY 0` ran, ordered by the
+last column, where Spark refuses it. Here such a position is `OrdinalOutOfRange`, at the number.
+A SELECT with a star is left to Spark: its number of columns is not known here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlglot import exp
+
+Problem = tuple[exp.Expr, str, str, dict[str, object]]
+
+
+def ordinal_problem(view: str, query: exp.Query) -> Problem | None:
+    """The first GROUP BY or ORDER BY position outside 1..(columns selected) in the query."""
+    for select in query.find_all(exp.Select):
+        if any(isinstance(e, exp.Star) or e.is_star for e in select.expressions):
+            continue
+        width = len(select.expressions)
+        for clause, node in _positions(select):
+            position = _number(node)
+            if position is not None and not 1 <= position <= width:
+                message = (
+                    f"View '{view}' has {clause} {position}, but its SELECT has {width} "
+                    f"column{'s' if width != 1 else ''}: a position counts them from 1. Name the "
+                    f"column instead, or use a position from 1 to {width}"
+                )
+                return node, "OrdinalOutOfRange", message, {"view": view, "position": position}
+    return None
+
+
+def _positions(select: exp.Select) -> Iterator[tuple[str, exp.Expr]]:
+    group = select.args.get("group")
+    for node in group.expressions if group is not None else ():
+        yield "GROUP BY", node
+    order = select.args.get("order")
+    for node in order.expressions if order is not None else ():
+        yield "ORDER BY", node.this if isinstance(node, exp.Ordered) else node
+
+
+def _number(node: exp.Expr) -> int | None:
+    """The integer `node` writes (`1`, `-1`), or None for anything else."""
+    sign = 1
+    if isinstance(node, exp.Neg):
+        sign, node = -1, node.this
+    if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
+        return sign * int(node.name)
+    return None

@@ -153,6 +153,17 @@ CASES: tuple[Case, ...] = (
     Case("select id, sum(score) over (partition by name) as s from t", None),
     Case("select id, first_value(score) over (partition by name) as f from t", None),
     Case("select id, row_number() over w as r from t window w as (order by id)", None),
+    # Spark's time window is a call, though WINDOW starts a clause (a syntax error before)
+    Case(
+        "select window(ts, '1 hour').start as h, count(*) as c from t "
+        "group by window(ts, '1 hour')",
+        None,
+    ),
+    Case(
+        "select window(ts, '1 hour') as w, name from t group by window(ts, '1 hour')",
+        "UngroupedColumn",
+        "name from",
+    ),
     # positions count the select list from 1: sqlglot read 0 and -1 as Python indexes
     Case("select name, count(*) as c from t group by 0", "OrdinalOutOfRange", "0"),
     Case("select name, count(*) as c from t group by 3", "OrdinalOutOfRange", "3"),

@@ -8,6 +8,7 @@ parse with the stock (compiled) parser, refuse what sqlglot could only keep as a
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -186,7 +187,21 @@ def tokenize(text: str) -> list[Token]:
             f"Syntax error: the {kind} that starts here is never closed", **_at_offset(text, offset)
         ) from None
     _within_limits(text, tokens)
+    _calls_of_keywords(tokens)
     return tokens
+
+
+CALLED_KEYWORDS = frozenset({TokenType.WINDOW})
+"""Keywords that are also Spark functions: `WINDOW(ts, '1 hour')`, Spark's time window, which
+sqlglot read as the start of a WINDOW clause (`Syntax error: Expecting )`)."""
+
+
+def _calls_of_keywords(tokens: list[Token]) -> None:
+    """Each keyword of `CALLED_KEYWORDS` that an opening parenthesis follows, read as a name:
+    a call (`WINDOW w AS (...)`, the clause, has a name between)."""
+    for token, following in itertools.pairwise(tokens):
+        if token.token_type in CALLED_KEYWORDS and following.token_type is TokenType.L_PAREN:
+            token.token_type = TokenType.VAR
 
 
 _CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}

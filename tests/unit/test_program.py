@@ -253,3 +253,18 @@ def test_an_unknown_relation_suggests_the_closest_declared_one() -> None:
     assert error.message.startswith(
         "View 'v' reads 'grade', which is not declared (did you mean 'grades'?); declare it"
     )
+
+
+def test_a_comment_never_closed_is_refused_for_the_program_to_run() -> None:
+    """Everything after `/*` was read as the comment: the view below it left the program
+    without a word (a checkpointed program with one still reads: it ran so)."""
+    program = parse_program("create table t (a int);\n/* old\ncreate view v as select a from t;")
+    assert list(program.views) == []
+    with pytest.raises(SpindleError) as refused:
+        program.refuse_unrunnable()
+    assert refused.value.reason == "InvalidProgram"
+    assert refused.value.message.startswith(
+        "Syntax error: the comment that starts here is never closed"
+    )
+    assert (refused.value.details["line"], refused.value.details["column"]) == (2, 1)
+    parse_program("create table t (a int);\ncreate view v as select '/*' as a from t;")

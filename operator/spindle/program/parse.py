@@ -24,6 +24,7 @@ from spindle.program.model import (
 )
 from spindle.program.properties import flag, property_problems
 from spindle.program.statements import Statement, split
+from spindle.program.syntax import unclosed_comment
 from spindle.program.types import type_problem
 
 
@@ -228,6 +229,19 @@ def parse_program(text: str) -> Program:
         views[name] = replace(views[name], functions=udfs)
 
     unrunnable.extend(location_problems(connected))
+    opened = unclosed_comment(text)
+    if opened is not None:  # a problem of the program to run: a checkpointed one ran so
+        unrunnable.append(
+            Unrunnable.at(
+                Position(
+                    line=text.count("\n", 0, opened) + 1,
+                    column=opened - (text.rfind("\n", 0, opened) + 1) + 1,
+                ),
+                reason="InvalidProgram",
+                message="Syntax error: the comment that starts here is never closed; "
+                "everything after it was read as a comment. Close it with */",
+            )
+        )
     return Program(
         text=text,
         tables=tables,

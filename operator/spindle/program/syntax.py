@@ -207,11 +207,28 @@ def _calls_of_keywords(tokens: list[Token]) -> None:
 _CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}
 
 
+_SPECIAL = re.compile(r"--|/\*|['\"`]")
+
+
+def unclosed_comment(text: str) -> int | None:
+    """Where a block comment that is never closed opens in a program, or None. sqlglot and the
+    statement splitter read the rest of the text as the comment, silently: a view after it
+    was dropped from the program."""
+    if "/*" not in text:
+        return None
+    opened = _unclosed(text)
+    return opened[0] if opened is not None and opened[1] == "comment" else None
+
+
 def _unclosed(text: str) -> tuple[int, str] | None:
     """Where a string, quoted name or block comment that never closes opens, and what it is
     (the tokenizer's own error quotes the text before the end, not the opening)."""
     at = 0
     while at < len(text):
+        special = _SPECIAL.search(text, at)
+        if special is None:
+            return None
+        at = special.start()
         char = text[at]
         if text.startswith("--", at):
             end = text.find("\n", at)

@@ -35,6 +35,10 @@ SCALARS = [
     "date_trunc('month', ts)",
     "date_trunc('week', d)",
     "date_trunc('quarter', d)",
+    "date_trunc('dd', ts)",
+    "date_trunc('day', date_trunc('hour', ts))",  # a call inside one: written as well
+    "trunc(d, if(n > 1, 'MM', 'year'))",
+    "concat_ws('-', concat_ws(',', s, t), 'z')",
     "trunc(d, 'MM')",
     "trunc(ts, 'year')",
     "to_char(amount, '999.99')",

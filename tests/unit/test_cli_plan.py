@@ -186,3 +186,24 @@ def test_a_problem_is_located_in_the_manifest_file_too(
     manifest.write_text(folded)
     assert main(["plan", "-f", str(manifest)]) == 1
     assert "spec.sql line" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "indent"),
+    [
+        ("spec:\n  sql: |\n    create table t (a int);\n", 3, 4),
+        ("spec:\n  sql: |-\n\n    create table t (a int);\n", 3, 4),  # a blank line first
+        # an explicit indentation: the first line may be indented more than the block
+        ("spec:\n  sql: |2\n      create table t (a int);\n    select 1;\n", 3, 4),
+        # a key given twice: YAML keeps the last
+        ("spec:\n  sql: |\n    a\n  sql: |\n      b\n", 5, 6),
+        ("spec:\n  sql: 'create table t (a int);'\n", None, None),  # not a block: no lines kept
+    ],
+)
+def test_where_spec_sql_starts_in_a_manifest(
+    text: str, line: int | None, indent: int | None
+) -> None:
+    from spindle.cli.sql_origin import sql_origin
+
+    origin = sql_origin(text.encode(), path="p.yaml")
+    assert (origin.line, origin.indent) == (line, indent) if origin else line is None

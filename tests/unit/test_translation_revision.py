@@ -26,6 +26,9 @@ create view hourly as select date_trunc('hour', ts) as hour, count(*) as n from 
 create view busiest as select max(n) as n from hourly;
 create view tagged as select tag(name) as t from events;
 create view plain as select id, upper(name) as name from events;
+create function outer_tag(s varchar) returns varchar as upper(tag(s));
+create view nested as select date_trunc('day', date_trunc('hour', ts)) as d from events;
+create view wrapped as select outer_tag(name) as t from events;
 """
 )
 
@@ -36,9 +39,17 @@ def test_views_computed_by_an_older_translation_are_modified_for_the_runtime() -
         "hourly": ("runtime",),
         "busiest": ("upstream:hourly",),
         "tagged": ("runtime",),  # the call is in the function it calls
+        "nested": ("runtime",),
+        "wrapped": ("runtime",),  # in a function that function calls
     }
-    assert plan.diff.program_diff.modified_views == ("busiest", "hourly", "tagged")
-    assert plan.views_to_evaluate == ("hourly", "busiest", "tagged")
+    assert plan.diff.program_diff.modified_views == (
+        "busiest",
+        "hourly",
+        "nested",
+        "tagged",
+        "wrapped",
+    )
+    assert plan.views_to_evaluate == ("hourly", "busiest", "tagged", "nested", "wrapped")
     unchanged = make_plan(old=PROGRAM, new=PROGRAM, old_runtime="v1", runtime="v1")
     assert plan.change_id != unchanged.change_id
 
@@ -70,6 +81,8 @@ def test_only_calls_written_otherwise_count() -> None:
     assert revised_calls([query], since=TRANSLATION_REVISION) == []
     written = as_written(query).sql(dialect="spark")
     assert "DATE_TRUNC('MONTH', d)" in written and "TRUNC(d, 'MM')" in written
+    nested = PROGRAM.views["nested"].query
+    assert "DATE_TRUNC('DAY', DATE_TRUNC('HOUR', ts))" in as_written(nested).sql(dialect="spark")
 
 
 def test_a_step_keeps_its_parents_translation_and_a_bootstrap_records_the_current_one() -> None:

@@ -28,6 +28,14 @@ TABLE = "create table t (s varchar, n int);\n"
             30,
         ),
         ("select * from t pivot (sum(n) for s in ('a'))", "uses PIVOT", 24),
+        # sqlglot reads the column as the word 'N', a unit no one has: NULL for every row
+        (
+            "select date_trunc(n, current_timestamp()) as d from t",
+            "calls DATE_TRUNC with the unit 'N', which is none of Spark's",
+            8,
+        ),
+        # was written CAST(n AS BIGINT), the places dropped
+        ("select trunc(n, 2) as x from t", "calls TRUNC with a number of places", 8),
     ],
 )
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(

@@ -18,6 +18,7 @@ import yaml
 from spindle.errors import SpindleError
 
 _POSITION = re.compile(r"\(line (\d+), column (\d+)\)")
+_INDICATOR = re.compile(r"\|[+-]?(?P<digit>[1-9])?")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,11 @@ def sql_origin(data: bytes, *, path: str) -> SqlOrigin | None:
     if first >= len(lines):
         return None
     indent = len(lines[first]) - len(lines[first].lstrip(" "))
+    header = lines[sql.start_mark.line]
+    explicit = _INDICATOR.match(header, sql.start_mark.column)
+    if explicit is not None and explicit["digit"]:  # `|2`: the key's indentation, then 2
+        key = len(header) - len(header.lstrip(" "))
+        indent = key + int(explicit["digit"])
     leading = len(sql.value) - len(sql.value.lstrip("\n"))
     return SqlOrigin(path=path, line=first + 1 - leading, indent=indent)
 
@@ -75,7 +81,7 @@ def sql_origin(data: bytes, *, path: str) -> SqlOrigin | None:
 def _value(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if not isinstance(node, yaml.MappingNode):
         return None
-    for name, value in node.value:
+    for name, value in reversed(node.value):  # a key given twice: YAML keeps the last
         if isinstance(name, yaml.ScalarNode) and name.value == key and isinstance(value, yaml.Node):
             return value
     return None

@@ -25,10 +25,23 @@ def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
         for name, view in new.views.items()
         if name in old.views
         and revised_calls(
-            [view.query, *(new.functions[f].body for f in view.functions if f in new.functions)],
+            [view.query, *(new.functions[f].body for f in _called(new, view.functions))],
             since=since,
         )
     )
+
+
+def _called(program: Program, direct: tuple[str, ...]) -> list[str]:
+    """The functions `direct` names and every function they call, transitively."""
+    found: list[str] = []
+    pending = [f for f in direct if f in program.functions]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.append(name)
+        pending.extend(f for f in program.functions[name].calls if f in program.functions)
+    return found
 
 
 def with_revised(

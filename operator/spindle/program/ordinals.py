@@ -4,7 +4,8 @@
 the position as a Python index before Spark sees it, so `GROUP BY 0` reached Spark as the last
 column (`GROUP BY COUNT(*)`: refused with the wrong reason) and `ORDER BY 0` ran, ordered by the
 last column, where Spark refuses it. Here such a position is `OrdinalOutOfRange`, at the number.
-A SELECT with a star is left to Spark: its number of columns is not known here.
+A SELECT with a star or a generator (`posexplode`, `inline`, ...) is left to Spark: its number
+of columns is not known here; so is a number above INT's range, a constant to Spark.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ Problem = tuple[exp.Expr, str, str, dict[str, object]]
 def ordinal_problem(view: str, query: exp.Query) -> Problem | None:
     """The first GROUP BY or ORDER BY position outside 1..(columns selected) in the query."""
     for select in query.find_all(exp.Select):
-        if any(isinstance(e, exp.Star) or e.is_star for e in select.expressions):
+        if any(_widens(e) for e in select.expressions):
             continue
         width = len(select.expressions)
         for clause, node in _positions(select):
@@ -43,11 +44,32 @@ def _positions(select: exp.Select) -> Iterator[tuple[str, exp.Expr]]:
         yield "ORDER BY", node.this if isinstance(node, exp.Ordered) else node
 
 
+GENERATORS = frozenset(
+    {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer"}
+    | {"stack", "json_tuple"}
+)
+"""Spark's generators: one select item that stands for several columns."""
+INT_MAX = 2**31 - 1
+"""Above it a number is a BIGINT, which Spark sorts and groups by as a constant, not a position."""
+
+
+def _widens(item: exp.Expr) -> bool:
+    """Whether a select item may stand for more columns than one (a star, a generator)."""
+    if isinstance(item, exp.Star) or item.is_star:
+        return True
+    return any(
+        isinstance(n, exp.Func)
+        and (n.name if isinstance(n, exp.Anonymous) else n.sql_name()).lower() in GENERATORS
+        for n in item.walk()
+    )
+
+
 def _number(node: exp.Expr) -> int | None:
-    """The integer `node` writes (`1`, `-1`), or None for anything else."""
+    """The integer position `node` writes (`1`, `-1`), or None for anything else."""
     sign = 1
     if isinstance(node, exp.Neg):
         sign, node = -1, node.this
     if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
-        return sign * int(node.name)
+        value = int(node.name)
+        return sign * value if value <= INT_MAX else None
     return None

@@ -54,9 +54,15 @@ def _named(name: str, *keys: str) -> Callable[[exp.Expr], exp.Expr | None]:
 
 
 def _trunc(node: exp.Expr) -> exp.Expr | None:
+    """Spark's TRUNC(d, format) truncates a date; a number of places (`TRUNC(x, 2)`) is
+    refused (`writable`): Spark has no such TRUNC."""
+    return None if numeric_places(node) else _named("TRUNC", "this", "decimals")(node)
+
+
+def numeric_places(node: exp.Expr) -> bool:
+    """Whether a TRUNC call's second argument is a number (`TRUNC(x, 2)`)."""
     places = node.args.get("decimals")
-    dated = isinstance(places, exp.Literal) and places.is_string  # TRUNC(d, 'MM'), not places
-    return _named("TRUNC", "this", "decimals")(node) if dated else None
+    return isinstance(places, exp.Literal) and not places.is_string
 
 
 def _concat_ws(node: exp.Expr) -> exp.Expr | None:
@@ -98,13 +104,17 @@ def as_written(tree: exp.Expr) -> exp.Expr:
     rewritten, else `tree` itself (never changed: it may be a parsed program's, shared)."""
     if not any(type(node) in AS_WRITTEN for node in tree.walk()):
         return tree
-
-    def rewrite(node: exp.Expr) -> exp.Expr:
-        rule = AS_WRITTEN.get(type(node))
+    copy = tree.copy()
+    for node in reversed(list(copy.walk())):  # innermost first: a call's arguments are written
+        rule = AS_WRITTEN.get(type(node))  # before it copies them
         written = rule(node) if rule is not None else None
-        return node if written is None else written
-
-    return tree.transform(rewrite)  # on a copy
+        if written is None:
+            continue
+        if node is copy:
+            copy = written
+        else:
+            node.replace(written)
+    return copy
 
 
 def revised_calls(trees: Iterable[exp.Expr], *, since: int) -> list[exp.Expr]:

@@ -11,13 +11,13 @@ bootstrap (`runtime.translate`, which keeps the same checks for a checkpointed p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
 from spindle.program.model import Program, Unrunnable
-from spindle.program.spark_calls import as_written
+from spindle.program.spark_calls import as_written, numeric_places
 from spindle.program.statements import split
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
@@ -65,11 +65,51 @@ def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
     return tuple(problems)
 
 
+DATE_TRUNC_UNITS = frozenset(
+    {"YEAR", "YYYY", "YY", "QUARTER", "MONTH", "MM", "MON", "WEEK", "DAY", "DD", "HOUR"}
+    | {"MINUTE", "SECOND", "MILLISECOND", "MICROSECOND"}
+)
+"""The units Spark's DATE_TRUNC reads; any other gives NULL for every row."""
+
+
+def _date_trunc(node: exp.Expr) -> str | None:
+    unit = node.args.get("unit")
+    if unit is None or unit.name.upper() in DATE_TRUNC_UNITS:
+        return None
+    return (
+        f"calls DATE_TRUNC with the unit {unit.name!r}, which is none of Spark's (NULL for every "
+        "row): write DATE_TRUNC('hour', ts), the unit first and quoted (year, quarter, month, "
+        "week, day, hour, minute, second, millisecond, microsecond)"
+    )
+
+
+def _trunc(node: exp.Expr) -> str | None:
+    if not numeric_places(node):
+        return None
+    return (
+        "calls TRUNC with a number of places, but Spark's TRUNC truncates dates "
+        "(TRUNC(d, 'MM')): round a number with ROUND(x, 2), or FLOOR(x, 2) and CEIL(x, 2)"
+    )
+
+
+CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
+    exp.DateTrunc: _date_trunc,
+    exp.Trunc: _trunc,
+}
+"""Calls whose arguments Spark would read otherwise than they were meant, silently: sqlglot
+reads `DATE_TRUNC(unit_col, ts)`'s unit as the word `UNIT_COL`, and wrote `TRUNC(x, 2)` as
+`CAST(x AS BIGINT)`."""
+
+
 def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
     for node in query.walk():
         label = UNSUPPORTED.get(type(node))
         if label is not None:
             yield node, f"uses {label}, which Spindle cannot run on Spark"
+        check = CALL_PROBLEMS.get(type(node))
+        said = check(node) if check is not None else None
+        if said is not None:
+            yield node, said
     try:
         spark_sql(query)
         return

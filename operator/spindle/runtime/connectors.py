@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -302,8 +303,9 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
     """The number of the first line of `file` that `_whole` quotes as `quoted` (its first
     `QUOTED` characters), read again only once a record failed, so the error can say where it
     is; None when the file cannot be read again or no line matches (it changed meanwhile)."""
-    try:
-        lines = _positioned(spark, spark.read.text([file]), [file])
+    try:  # the name read as it is, not as a glob pattern (`[`, `*`, `?` in it)
+        literal = re.sub(r"([\[\]{}*?\\])", r"\\\1", file)
+        lines = _positioned(spark, spark.read.text([literal]), [file])
         found = (
             lines.where(F.substring("value", 1, QUOTED) == F.lit(quoted))
             .select(F.min(ORDER).alias("first"))

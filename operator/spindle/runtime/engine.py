@@ -745,13 +745,20 @@ class Runtime:
         ever collected)."""
         readable, limit = materialized(program), row_limit(limit)
         checked = check_query(sql, relations=readable)
+        then = "then query again"  # stored state gone is lost data, as a step says it
         try:
             self.views(program).register(manifest.state, tuple(sorted(readable)))
+        except SpindleError:
+            raise
+        except Exception as error:
+            lost = self._lost(manifest, error, then=then)
+            if lost is None:
+                raise
+            raise lost from None
+        try:
             rows = self.spark.sql(checked.spark_sql).limit(limit + 1).collect()
-        except (
-            Exception
-        ) as error:  # stored state gone is lost data, as a step says; not the query's
-            lost = self._lost(manifest, error, then="then query again")
+        except Exception as error:  # a file lost under the query, else the query's own failure
+            lost = self._lost(manifest, error, then=then)
             if lost is not None:
                 raise lost from None
             raise query_failed(sql, str(error).splitlines()[0], readable) from None

@@ -19,13 +19,11 @@ from sqlglot import exp
 
 from spindle.program.model import Program, Unrunnable
 from spindle.program.spark_functions import SPARK_FUNCTIONS
-from spindle.program.statements import split
 
 
 def call_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Each view's and function's first call of a function that does not exist, in order."""
     declared = frozenset(program.functions)
-    statements = {s.text: s for s in split(program.text)}
     problems: list[Unrunnable] = []
     owners = [
         *(("View", v.name, v.text, v.query) for v in program.views.values()),
@@ -33,11 +31,10 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
     ]
     for kind, name, text, tree in owners:
         call = min(_unknown_calls(tree, declared), key=_start, default=None)
-        statement = statements.get(text)
-        if call is None or statement is None:
+        where = None if call is None else program.locate(text, _start(call))
+        if call is None or where is None:
             continue
         called = call.name.lower()
-        where = statement.locate(_start(call))
         close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         problem = Unrunnable.at(

@@ -31,7 +31,6 @@ from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.ordinals import ordinal_problem
-from spindle.program.statements import split
 from spindle.program.writable import UNSUPPORTED
 
 _Columns = tuple[str, ...] | None
@@ -59,7 +58,6 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
     known: dict[str, _Columns] = {  # by lower-case name: Spark compares names so
         name.lower(): tuple(c.name for c in table.columns) for name, table in program.tables.items()
     }
-    statements = {s.text: s for s in split(program.text)}
     declared = frozenset(program.functions)
     problems: list[Unrunnable] = []
     for view in program.views.values():
@@ -79,10 +77,11 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             or _weighed(view, qualified)
             or _mismatched(view, qualified)
         )
-        statement = statements.get(view.text)
-        if problem is not None and statement is not None:
-            offset, reason, message, details = problem
-            where = statement.locate(offset) if offset >= 0 else view.position
+        if problem is None:
+            continue
+        offset, reason, message, details = problem
+        where = program.locate(view.text, offset) if offset >= 0 else view.position
+        if where is not None:
             problems.append(Unrunnable.at(where, reason=reason, message=message, **details))
     return tuple(problems)
 

@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from spindle.errors import SpindleError, located
+
+if TYPE_CHECKING:
+    from spindle.program.statements import Statement
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,19 @@ class Program:
             error.details["problems"] = len(found)
             error.details["more"] = [u.message for u in found[1 : MORE_PROBLEMS + 1]]
         raise error
+
+    def locate(self, text: str, offset: int) -> Position | None:
+        """Where `offset` in the statement whose text is `text` (a view's or a function's) is
+        in the program, or None for a text the program does not hold."""
+        statement = self._statements.get(text)
+        return None if statement is None else statement.locate(offset)
+
+    @cached_property
+    def _statements(self) -> Mapping[str, Statement]:
+        # Imported here: the statements module reads `Position` from this one.
+        from spindle.program.statements import split
+
+        return {s.text: s for s in split(self.text)}
 
     @cached_property
     def _reference_problems(self) -> tuple[Unrunnable, ...]:

@@ -233,10 +233,7 @@ def parse_program(text: str) -> Program:
     if opened is not None:  # a problem of the program to run: a checkpointed one ran so
         unrunnable.append(
             Unrunnable.at(
-                Position(
-                    line=text.count("\n", 0, opened) + 1,
-                    column=opened - (text.rfind("\n", 0, opened) + 1) + 1,
-                ),
+                Statement(text=text, start=0, line=1, column=1).locate(opened),
                 reason="InvalidProgram",
                 message="Syntax error: the comment that starts here is never closed; "
                 "everything after it was read as a comment. Close it with */",

@@ -18,7 +18,6 @@ from sqlglot.errors import ErrorLevel
 
 from spindle.program.model import Program, Unrunnable
 from spindle.program.spark_calls import as_written, numeric_places
-from spindle.program.statements import split
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
     exp.Lateral: "LATERAL",
@@ -45,23 +44,23 @@ def unwritable(node: exp.Expr) -> str | None:
 
 def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Each view's first construct or call Spindle cannot write for Spark, in text order."""
-    statements = {s.text: s for s in split(program.text)}
     problems: list[Unrunnable] = []
     for view in program.views.values():
-        statement = statements.get(view.text)
         found = next(_problems(view.query), None)
-        if found is None or statement is None:
+        if found is None:
             continue
         node, said = found
         located = next((n for n in node.walk() if "start" in n.meta), node)  # LATERAL: its call
-        problems.append(
-            Unrunnable.at(
-                statement.locate(int(located.meta.get("start", 0))),
-                reason="UnsupportedSql",
-                message=f"View '{view.name}' {said}",
-                view=view.name,
+        where = program.locate(view.text, int(located.meta.get("start", 0)))
+        if where is not None:
+            problems.append(
+                Unrunnable.at(
+                    where,
+                    reason="UnsupportedSql",
+                    message=f"View '{view.name}' {said}",
+                    view=view.name,
+                )
             )
-        )
     return tuple(problems)
 
 
@@ -110,11 +109,8 @@ def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
         said = check(node) if check is not None else None
         if said is not None:
             yield node, said
-    try:
-        spark_sql(query)
+    if unwritable(query) is None:
         return
-    except Exception:  # find the call, innermost first: its message names it
-        pass
     calls = [n for n in query.walk() if isinstance(n, exp.Func) and "start" in n.meta]
     for call in reversed(calls):  # breadth first, reversed: the innermost call at fault
         why = unwritable(call)

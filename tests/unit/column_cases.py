@@ -257,6 +257,12 @@ CASES: tuple[Case, ...] = (
     Case("select levenshtein(name, 'a') as l, nvl2(name, 1, 0) as n from t", None),
     Case("select avgg(score) as a from t", "UnknownFunction", "avgg"),
     Case("select AVGG(score) as a from t", "UnknownFunction", "AVGG"),
+    # TIMESTAMPADD is Spark's grammar, not an unknown call: the grouping check still applies
+    Case(
+        "select name, timestampadd(hour, 1, ts) as h, count(*) as c from t group by name",
+        "UngroupedColumn",
+        "ts)",
+    ),
     # an unknown call may be an aggregate: no UngroupedColumn beside it (was a second problem)
     Case("select name, avgg(score) as a from t group by name", "UnknownFunction", "avgg"),
     Case("select id, frobnicate(name) as f from t where id > 0", "UnknownFunction", "frobnicate"),

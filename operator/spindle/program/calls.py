@@ -58,9 +58,23 @@ def _unknown_calls(tree: exp.Expr, declared: frozenset[str]) -> Iterator[exp.Ano
             continue  # a qualified name, or a table function: Spark's to resolve
         if call.find_ancestor(exp.Hint) is not None:
             continue  # `/*+ BROADCAST(u) */`: a hint, not a call
-        name = call.name.lower()
-        if name not in SPARK_FUNCTIONS and name not in SYNTAX and name not in declared:
+        if unknown_call(call, declared):
             yield call
+
+
+def unknown_call(node: exp.Expr, declared: frozenset[str]) -> bool:
+    """Whether `node` calls, by name, a function neither Spark nor the program has."""
+    if not isinstance(node, exp.Anonymous):
+        return False
+    name = node.name.lower()
+    return name not in SPARK_FUNCTIONS and name not in SYNTAX and name not in declared
+
+
+def call_name(call: exp.Expr) -> str:
+    """A call's name as Spark writes it, in upper case (`ROW_NUMBER`, an unknown `AVGG`)."""
+    if isinstance(call, exp.Anonymous):
+        return call.name.upper()
+    return call.sql_name() if isinstance(call, exp.Func) else call.key.upper()
 
 
 SYNTAX = frozenset({"timestampadd", "timestampdiff"})

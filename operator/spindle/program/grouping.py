@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from spindle.program.spark_functions import SPARK_AGGREGATES, SPARK_FUNCTIONS
+from spindle.program.calls import call_name, unknown_call
+from spindle.program.spark_functions import SPARK_AGGREGATES
 
 Problem = tuple[exp.Expr, str, str, dict[str, object]]
 """Where the problem is (a column, or a call), the reason, the message, and the details."""
@@ -95,9 +96,9 @@ def _misplaced(view: str, select: exp.Select, declared: frozenset[str]) -> Probl
         if found is None:
             continue
         if window:
-            kind = f"window function {_name(_unwrapped(found.this))}() OVER (...)"
+            kind = f"window function {call_name(_unwrapped(found.this))}() OVER (...)"
         else:
-            kind = f"aggregate {_name(_unwrapped(found))}"
+            kind = f"aggregate {call_name(_unwrapped(found))}"
         reason, why = _KINDS[window]
         shown = _CLAUSES[clause]
         message = f"View '{view}' calls {kind} in its {shown}, which is evaluated {why}: {advice}"
@@ -121,7 +122,7 @@ def _nested(view: str, select: exp.Select, declared: frozenset[str]) -> Problem 
         )
         if inner is None:
             continue
-        within, called = _name(_unwrapped(outer)), _name(_unwrapped(inner))
+        within, called = call_name(_unwrapped(outer)), call_name(_unwrapped(inner))
         message = (
             f"View '{view}' calls aggregate {called} inside aggregate {within}: aggregate the "
             f"result of {called} in an outer query, or make {within} a window function "
@@ -147,7 +148,7 @@ def _unordered(view: str, select: exp.Select, declared: frozenset[str]) -> Probl
             continue
         if window.args.get("alias") is not None:
             continue
-        name = _name(_unwrapped(window.this))
+        name = call_name(_unwrapped(window.this))
         if name not in ORDERED_WINDOW_FUNCTIONS:
             continue
         message = (
@@ -224,12 +225,6 @@ def _unwrapped(node: exp.Expr) -> exp.Expr:
     return node
 
 
-def _name(call: exp.Expr) -> str:
-    if isinstance(call, exp.Anonymous):
-        return call.name.upper()
-    return call.sql_name() if isinstance(call, exp.Func) else call.key.upper()
-
-
 def _aggregates(select: exp.Select, declared: frozenset[str]) -> bool:
     if select.args.get("group") is not None:
         return True
@@ -238,12 +233,7 @@ def _aggregates(select: exp.Select, declared: frozenset[str]) -> bool:
 
 def _unknown_call(select: exp.Select, declared: frozenset[str]) -> bool:
     """Whether the SELECT's list or HAVING calls a function neither Spark nor the program has."""
-    return any(
-        isinstance(node, exp.Anonymous)
-        and node.name.lower() not in SPARK_FUNCTIONS
-        and node.name.lower() not in declared
-        for node in _walk(_after_grouping(select), declared)
-    )
+    return any(unknown_call(node, declared) for node in _walk(_after_grouping(select), declared))
 
 
 def _after_grouping(select: exp.Select) -> list[exp.Expr]:

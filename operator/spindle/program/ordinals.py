@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
+from spindle.program.calls import call_name
+
 Problem = tuple[exp.Expr, str, str, dict[str, object]]
 
 
@@ -57,11 +59,7 @@ def _widens(item: exp.Expr) -> bool:
     """Whether a select item may stand for more columns than one (a star, a generator)."""
     if isinstance(item, exp.Star) or item.is_star:
         return True
-    return any(
-        isinstance(n, exp.Func)
-        and (n.name if isinstance(n, exp.Anonymous) else n.sql_name()).lower() in GENERATORS
-        for n in item.walk()
-    )
+    return any(isinstance(n, exp.Func) and call_name(n).lower() in GENERATORS for n in item.walk())
 
 
 def _number(node: exp.Expr) -> int | None:

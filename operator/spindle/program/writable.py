@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from spindle.program.calls import call_name
 from spindle.program.model import Program, Unrunnable
 from spindle.program.spark_calls import as_written, numeric_places
 
@@ -115,7 +116,7 @@ def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
     for call in reversed(calls):  # breadth first, reversed: the innermost call at fault
         why = unwritable(call)
         if why is not None:
-            name = call.sql_name() if not isinstance(call, exp.Anonymous) else call.name.upper()
+            name = call_name(call)
             yield (
                 call,
                 (

@@ -127,6 +127,21 @@ def view_change(
     return ObjectChange(new.name, "view", Status.MODIFIED, tuple(reasons), category)
 
 
+def with_reasons(changes: dict[str, ObjectChange], name: str, reasons: tuple[str, ...]) -> None:
+    """View `name` modified for `reasons` too, though its own SQL may not have changed: a new
+    breaking modification, or the reasons an existing modification lacks added to it (a view
+    added or removed stays as it is)."""
+    existing = changes.get(name)
+    if existing is None:
+        changes[name] = ObjectChange(name, "view", Status.MODIFIED, reasons, Category.BREAKING)
+        return
+    missing = tuple(r for r in reasons if r not in existing.reasons)
+    if existing.status is Status.MODIFIED and missing:
+        changes[name] = ObjectChange(
+            name, "view", Status.MODIFIED, (*existing.reasons, *missing), Category.BREAKING
+        )
+
+
 def object_changes(
     *, old: Program, new: Program, old_fp: Fingerprints, new_fp: Fingerprints, runtime_changed: bool
 ) -> dict[str, ObjectChange]:

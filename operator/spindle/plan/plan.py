@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from spindle.plan.changes import Category, ObjectChange, Status, object_changes
+from spindle.plan.changes import ObjectChange, Status, object_changes, with_reasons
 from spindle.plan.connectors import connector_changes
 from spindle.plan.diff import Diff, ProgramDiff
 from spindle.plan.estimate import Estimate, Rate, StoredSize, make_estimate
@@ -153,31 +153,21 @@ def _bootstrap(found: Refusal | None) -> Bootstrap:
     return Bootstrap(False, found.error_code, found.message, found.details)
 
 
-def restated(new: Program, restate: tuple[str, ...]) -> dict[str, ObjectChange]:
-    """The views named and every view reading them, transitively, as modified with the reason
-    `restate` (the caller checked that the names are views of `new`)."""
+def restated(new: Program, restate: tuple[str, ...]) -> list[str]:
+    """The views named and every view reading them, transitively, in the program's order (the
+    caller checked that the names are views of `new`)."""
     found: set[str] = set(restate)
     for name, view in new.views.items():  # topological order: upstream first
         if found & set(view.dependencies):
             found.add(name)
-    return {
-        n: ObjectChange(n, "view", Status.MODIFIED, (RESTATE,), Category.BREAKING)
-        for n in new.views
-        if n in found
-    }
+    return [n for n in new.views if n in found]
 
 
 def _with_restated(
     changes: dict[str, ObjectChange], new: Program, restate: tuple[str, ...]
 ) -> dict[str, ObjectChange]:
-    for name, change in restated(new, restate).items():
-        existing = changes.get(name)
-        if existing is None:
-            changes[name] = change
-        elif existing.status is Status.MODIFIED and RESTATE not in existing.reasons:
-            changes[name] = ObjectChange(
-                name, "view", Status.MODIFIED, (*existing.reasons, RESTATE), Category.BREAKING
-            )
+    for name in restated(new, restate):
+        with_reasons(changes, name, (RESTATE,))
     return changes
 
 

@@ -10,7 +10,7 @@ recomputes them, instead of mixing values of both translations in one view.
 
 from __future__ import annotations
 
-from spindle.plan.changes import Category, ObjectChange, Status
+from spindle.plan.changes import ObjectChange, with_reasons
 from spindle.program import Program
 from spindle.program.spark_calls import revised_calls
 
@@ -56,10 +56,5 @@ def with_revised(
         if not reasons:
             continue
         changed.add(name)
-        existing = changes.get(name)
-        if existing is None:
-            changes[name] = ObjectChange(name, "view", Status.MODIFIED, reasons, Category.BREAKING)
-        elif existing.status is Status.MODIFIED:
-            merged = (*existing.reasons, *(r for r in reasons if r not in existing.reasons))
-            changes[name] = ObjectChange(name, "view", Status.MODIFIED, merged, Category.BREAKING)
+        with_reasons(changes, name, reasons)
     return changes

@@ -42,32 +42,27 @@ def property_problems(
     flags, read = FLAGS[kind], READ[kind]
     for key, value in properties.items():
         if key in flags and value.strip().lower() not in TRUE | FALSE:
-            problems.append(
-                Unrunnable.at(
-                    at,
-                    reason="InvalidProperty",
-                    message=f"'{relation}': property '{key}' is {value!r}, which is neither true "
-                    f"nor false. Write '{key}' = 'true' or 'false'",
-                    relation=relation,
-                    property=key,
-                )
+            said = (
+                f"property '{key}' is {value!r}, which is neither true nor false. Write "
+                f"'{key}' = 'true' or 'false'"
             )
-        elif key not in read:
-            near = difflib.get_close_matches(key, sorted(read), n=1, cutoff=0.8)
-            if near:
-                problems.append(
-                    Unrunnable.at(
-                        at,
-                        reason="InvalidProperty",
-                        message=f"'{relation}': Spindle does not read property '{key}'; did you "
-                        f"mean '{near[0]}'? Fix the key (as written it would be ignored, and "
-                        f"'{near[0]}' taken as unset)",
-                        relation=relation,
-                        property=key,
-                    )
-                )
-            else:
-                warnings.append(
-                    f"'{relation}': Spindle does not read property '{key}'; it is ignored"
-                )
+        elif key in read:
+            continue
+        elif near := difflib.get_close_matches(key, sorted(read), n=1, cutoff=0.8):
+            said = (
+                f"Spindle does not read property '{key}'; did you mean '{near[0]}'? Fix the key "
+                f"(as written it would be ignored, and '{near[0]}' taken as unset)"
+            )
+        else:
+            warnings.append(f"'{relation}': Spindle does not read property '{key}'; it is ignored")
+            continue
+        problems.append(
+            Unrunnable.at(
+                at,
+                reason="InvalidProperty",
+                message=f"'{relation}': {said}",
+                relation=relation,
+                property=key,
+            )
+        )
     return problems, warnings

@@ -252,7 +252,7 @@ class FileInput:
             connector=self.connector,
             file=unquote(row["__file"]),
             unit=unit,
-            number=int(row[ORDER]) & ((1 << _FILE_BITS) - 1),
+            number=_in_file(int(row[ORDER])),
             problem=problems[int(row["__p"])][1],
         )
 
@@ -314,7 +314,12 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
     except Exception:  # the error stands without its line: it is the record that matters
         return None
     first = found[0]["first"] if found else None
-    return None if first is None else int(first) & ((1 << _FILE_BITS) - 1)
+    return None if first is None else _in_file(int(first))
+
+
+def _in_file(order: int) -> int:
+    """A record's 1-based position in its file, from its ORDER (`_positioned`)."""
+    return order & ((1 << _FILE_BITS) - 1)
 
 
 def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:

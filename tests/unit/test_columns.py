@@ -21,6 +21,7 @@ from spindle.program.grouping import is_aggregate
 from spindle.program.spark_functions import SPARK_AGGREGATES
 from tests.unit.column_cases import CASES, TABLES, Case
 from tests.unit.test_lifecycle import checkpoint, observe, spec
+from tests.unit.test_program import refusal
 
 VIEW_LINE = TABLES.count("\n") + 2  # the query's line: after the tables and `create view v as`
 
@@ -145,11 +146,11 @@ def test_an_ungrouped_column_says_how_to_group_it(query: str, says: str) -> None
 def test_an_unknown_call_is_one_problem_not_also_an_ungrouped_column() -> None:
     """`avgg(score)` may be an aggregate (it is a typo of one): the column inside it was also
     reported as neither grouped nor aggregated, with advice to group it."""
-    program = parse_program(program_of("select name, avgg(score) as a from t group by name"))
-    with pytest.raises(SpindleError) as raised:
-        program.refuse_unrunnable()
-    assert raised.value.reason == "UnknownFunction"
-    assert "problems" not in raised.value.details, raised.value.details.get("more")
+    refused = refusal(
+        parse_program(program_of("select name, avgg(score) as a from t group by name"))
+    )
+    assert refused.reason == "UnknownFunction"
+    assert "problems" not in refused.details, refused.details.get("more")
 
 
 @pytest.mark.parametrize("output", ["file_output", "delta_table_output"])
@@ -163,13 +164,12 @@ def test_a_view_column_named_as_its_outputs_weight_is_refused(output: str) -> No
         f"create view totals with ('connectors' = '{connectors}') as\n"
         "  select k, count(*) as Weight from t group by k;"
     )
-    with pytest.raises(SpindleError) as raised:
-        program.refuse_unrunnable()
-    assert raised.value.reason == "DuplicateColumn"
-    assert raised.value.message.startswith(
+    refused = refusal(program)
+    assert refused.reason == "DuplicateColumn"
+    assert refused.message.startswith(
         "View 'totals' has a column named 'weight', the column its output connector 'sink' adds"
     )
-    assert (raised.value.details["line"], raised.value.details["column"]) == (3, 13)
+    assert (refused.details["line"], refused.details["column"]) == (3, 13)
     parse_program(
         "create table t (k varchar);\ncreate view v as select k as weight from t;"
     ).refuse_unrunnable()

@@ -5,13 +5,20 @@ from __future__ import annotations
 import pytest
 
 from spindle.errors import SpindleError
-from spindle.program import Direction, parse_program
+from spindle.program import Direction, Program, parse_program
 
 
 def error_of(sql: str) -> SpindleError:
     with pytest.raises(SpindleError) as caught:
         parse_program(sql)
     return caught.value
+
+
+def refusal(program: Program) -> SpindleError:
+    """What `refuse_unrunnable` refuses of a program that parses (the program to run)."""
+    with pytest.raises(SpindleError) as refused:
+        program.refuse_unrunnable()
+    return refused.value
 
 
 def test_tables_columns_keys_properties_and_lateness() -> None:
@@ -50,12 +57,10 @@ def test_tables_columns_keys_properties_and_lateness() -> None:
     ],
 )
 def test_a_table_property_spindle_would_misread_is_refused(properties: str, said: str) -> None:
-    program = parse_program(f"CREATE TABLE t (a INT) WITH ({properties});")
-    with pytest.raises(SpindleError) as refused:
-        program.refuse_unrunnable()
-    assert refused.value.reason == "InvalidProperty"
-    assert said in refused.value.message
-    assert "(line 1, column 14)" in refused.value.message
+    refused = refusal(parse_program(f"CREATE TABLE t (a INT) WITH ({properties});"))
+    assert refused.reason == "InvalidProperty"
+    assert said in refused.message
+    assert "(line 1, column 14)" in refused.message
 
 
 def test_other_properties_are_read_or_ignored_with_a_warning() -> None:
@@ -260,11 +265,8 @@ def test_a_comment_never_closed_is_refused_for_the_program_to_run() -> None:
     without a word (a checkpointed program with one still reads: it ran so)."""
     program = parse_program("create table t (a int);\n/* old\ncreate view v as select a from t;")
     assert list(program.views) == []
-    with pytest.raises(SpindleError) as refused:
-        program.refuse_unrunnable()
-    assert refused.value.reason == "InvalidProgram"
-    assert refused.value.message.startswith(
-        "Syntax error: the comment that starts here is never closed"
-    )
-    assert (refused.value.details["line"], refused.value.details["column"]) == (2, 1)
+    refused = refusal(program)
+    assert refused.reason == "InvalidProgram"
+    assert refused.message.startswith("Syntax error: the comment that starts here is never closed")
+    assert (refused.details["line"], refused.details["column"]) == (2, 1)
     parse_program("create table t (a int);\ncreate view v as select '/*' as a from t;")

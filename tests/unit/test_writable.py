@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spindle.errors import SpindleError
 from spindle.program import parse_program
+from tests.unit.test_program import refusal
 
 TABLE = "create table t (s varchar, n int);\n"
 
@@ -41,12 +41,10 @@ TABLE = "create table t (s varchar, n int);\n"
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
     query: str, said: str, column: int
 ) -> None:
-    program = parse_program(f"{TABLE}create view v as {query};")
-    with pytest.raises(SpindleError) as refused:
-        program.refuse_unrunnable()
-    assert refused.value.reason == "UnsupportedSql"
-    assert refused.value.message.startswith(f"View 'v' {said}")
-    assert (refused.value.details["line"], refused.value.details["column"]) == (2, 17 + column)
+    refused = refusal(parse_program(f"{TABLE}create view v as {query};"))
+    assert refused.reason == "UnsupportedSql"
+    assert refused.message.startswith(f"View 'v' {said}")
+    assert (refused.details["line"], refused.details["column"]) == (2, 17 + column)
 
 
 def test_calls_sqlglot_would_warn_of_are_written_quietly(caplog: pytest.LogCaptureFixture) -> None:

@@ -124,6 +124,10 @@ SCALARS = [
     "b <=> true",
     "s rlike '[0-9]'",
     "s like 'a%'",
+    "like(s, 'a%')",  # Spark's call form: like(str, pattern), not SQLite's like(pattern, str)
+    "not like(s, concat(t, '%'))",
+    "like(s, 'a!%', '!')",
+    "'a%' like s",
     "s ilike 'A%'",
     "startswith(s, 'a')",
     "case when n > 1 then 'big' else 'small' end",

@@ -103,3 +103,28 @@ def test_a_step_keeps_its_parents_translation_and_a_bootstrap_records_the_curren
     now = datetime.datetime.now(datetime.UTC)
     record = BootstrapRecord(change_id="c", started_at=now, finished_at=now)
     assert manifest(step, record).translation_revision == TRANSLATION_REVISION
+
+
+def test_a_fix_of_a_later_revision_revises_only_the_views_it_changed() -> None:
+    """`LIKE(s, 'a%')`, Spark's call form, was written `'a%' LIKE s` until revision 2; state of
+    revision 1 is stale only for a view that calls it so, not for one using the operator."""
+    program = parse_program(
+        """create table t (s varchar);
+create function starts_a(x varchar) returns boolean as not not like(x, 'a%');
+create view called as select s from t where like(s, 'a%');
+create view through as select s from t where starts_a(s);
+create view operator as select s from t where s like 'a%' or 'a%' like s;
+"""
+    )
+    plan = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=1)
+    assert {n: c.reasons for n, c in plan.changes.items()} == {
+        "called": ("runtime",),
+        "through": ("runtime",),
+    }
+    written = as_written(program.views["called"].query)
+    assert "WHERE s LIKE 'a%'" in written.sql(dialect="spark")
+    assert as_written(written).sql() == written.sql(), "written once: not swapped back"
+    operator = program.views["operator"].query
+    assert as_written(operator).sql() == operator.sql() == (
+        "SELECT s FROM t WHERE s LIKE 'a%' OR 'a%' LIKE s"
+    )

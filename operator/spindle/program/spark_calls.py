@@ -15,7 +15,9 @@ them for Spark, which changed what the view computes:
 - `ARRAY_APPEND(a, x)` (and `ARRAY_PREPEND`) gave `[x]`, not NULL, for a NULL array;
 - `UNIX_DATE(d)` gave a BIGINT, not an INT;
 - `PERCENTILE_CONT(q)`/`PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY x)` was
-  `PERCENTILE_APPROX(x, q)`: approximate, and the order's direction dropped.
+  `PERCENTILE_APPROX(x, q)`: approximate, and the order's direction dropped;
+- `LIKE(s, 'a%')`, Spark's call form (`like(str, pattern)`), was `'a%' LIKE s`: sqlglot reads
+  it as SQLite's `like(pattern, str)` (revision 2).
 
 `AS_WRITTEN` writes each such call back as written; `tests/integration/test_calls_as_written.py`
 has Spark evaluate calls both ways and holds them equal. A view whose translation this changed
@@ -29,8 +31,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
-TRANSLATION_REVISION = 1
-"""The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`."""
+TRANSLATION_REVISION = 2
+"""The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`,
+1 with its first calls, 2 with `LIKE`'s call form."""
 
 
 def _call(name: str, *arguments: exp.Expr | None) -> exp.Anonymous:
@@ -69,6 +72,22 @@ def _concat_ws(node: exp.Expr) -> exp.Expr | None:
     return _call("CONCAT_WS", *node.expressions)
 
 
+def _start(node: exp.Expr) -> int | None:
+    """Where `node`'s text starts in its statement: its first token that sqlglot located."""
+    return min((n.meta["start"] for n in node.walk() if "start" in n.meta), default=None)
+
+
+def _like_call(node: exp.Expr) -> exp.Expr | None:
+    """`LIKE(s, pattern)` as Spark reads it: sqlglot builds the call with its arguments swapped
+    (SQLite's `like(pattern, s)`), so the subject follows the pattern in the text. The tree
+    must be as parsed (positions within one statement): `translate` writes calls before it
+    inlines functions."""
+    subject, pattern = _start(node.expression), _start(node.this)
+    if subject is None or pattern is None or subject > pattern:
+        return None  # `s LIKE pattern`, written as an operator
+    return exp.Like(this=node.expression.copy(), expression=node.this.copy())
+
+
 _PERCENTILES = {exp.PercentileCont: "PERCENTILE_CONT", exp.PercentileDisc: "PERCENTILE_DISC"}
 
 
@@ -91,11 +110,12 @@ AS_WRITTEN: Mapping[type[exp.Expr], Callable[[exp.Expr], exp.Expr | None]] = {
     exp.ArrayPrepend: _named("ARRAY_PREPEND", "this", "expression"),
     exp.UnixDate: _named("UNIX_DATE", "this"),
     exp.WithinGroup: _within_group,
+    exp.Like: _like_call,
 }
 """For each kind of call sqlglot writes for Spark with another meaning, the call as written
 (None: this call's form is written faithfully)."""
 
-REVISED: Mapping[type[exp.Expr], int] = {kind: 1 for kind in AS_WRITTEN}
+REVISED: Mapping[type[exp.Expr], int] = {**{kind: 1 for kind in AS_WRITTEN}, exp.Like: 2}
 """The translation revision that changed how each kind of call is written for Spark."""
 
 

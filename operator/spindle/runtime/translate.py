@@ -57,7 +57,7 @@ def _inline_udfs(tree: exp.Expr, functions: Mapping[str, Function], depth: int =
             return node
         function = functions[name]
         arguments = dict(zip((p for p, _ in function.parameters), node.expressions, strict=False))
-        body = function.body.copy()
+        body = _owned(as_written(function.body), function.body)
         body = body.transform(
             lambda n: (
                 arguments[n.name].copy()
@@ -118,9 +118,14 @@ def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, 
     """The view's query as Spark will run it: UDFs inlined, qualified (stars expanded) when the
     schemas allow, AVG over DECIMAL fixed, Spark's calls as written (`spark_calls`)."""
     _check_supported(view)
-    tree: exp.Expr = view.query.copy()
+    tree = _owned(as_written(view.query), view.query)  # as parsed: positions within the view
     tree = _inline_udfs(tree, program.functions)
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )
-    return as_written(_fix_decimal_avg(tree, schema))
+    return _fix_decimal_avg(tree, schema)
+
+
+def _owned(tree: exp.Expr, shared: exp.Expr) -> exp.Expr:
+    """`tree`, copied if it is the parsed (shared, never mutated) `shared`."""
+    return tree.copy() if tree is shared else tree

@@ -26,6 +26,8 @@ from typing import Any
 from sqlglot import exp
 
 from spindle.program import Program, View
+from spindle.program.calls import call_name
+from spindle.program.grouping import is_aggregate
 
 
 class Mode(StrEnum):
@@ -147,14 +149,23 @@ def _first_fallback(query: exp.Expr) -> str | None:
         reason = FALLBACK.get(type(node))
         if reason is not None:
             return reason
-        if isinstance(node, exp.AggFunc) and type(node) not in AGGREGATES:
-            return f"the aggregate {node.key.upper()}"
+        if _other_aggregate(node):
+            return f"the aggregate {call_name(node)}"
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.AggFunc):
             return f"{node.parent.key.upper()}(DISTINCT ...)"
         nested = node is not query and node.parent_select is not None
         if isinstance(node, exp.Select) and nested and not isinstance(node.parent, exp.Union):
             return "a subquery"
     return None
+
+
+def _other_aggregate(node: exp.Expr) -> bool:
+    """Whether `node` aggregates by other than `AGGREGATES`: sqlglot's (`STDDEV`) and also
+    Spark's own that sqlglot does not know (`TRY_SUM`, `EVERY`: the program layer knows them by
+    name), which the plan said were maintained incrementally while the runtime recomputed them."""
+    return (
+        isinstance(node, exp.Func | exp.Any) and type(node) not in AGGREGATES and is_aggregate(node)
+    )
 
 
 def _branches(query: exp.Expr) -> tuple[exp.Select, ...] | str:

@@ -114,12 +114,15 @@ create function starts_a(x varchar) returns boolean as not not like(x, 'a%');
 create view called as select s from t where like(s, 'a%');
 create view through as select s from t where starts_a(s);
 create view operator as select s from t where s like 'a%' or 'a%' like s;
+create view trimmed as select ltrim('a', s) as s, log10(length(s)) as l from t;
+create view logged as select log(10, length(s)) as l, trim(leading 'a' from s) as s from t;
 """
     )
     plan = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=1)
     assert {n: c.reasons for n, c in plan.changes.items()} == {
         "called": ("runtime",),
         "through": ("runtime",),
+        "trimmed": ("runtime",),  # LTRIM(chars, s) and LOG10, revised in revision 2 too
     }
     written = as_written(program.views["called"].query)
     assert "WHERE s LIKE 'a%'" in written.sql(dialect="spark")

@@ -252,6 +252,31 @@ def test_a_quoted_name_read_as_a_type_is_a_syntax_error() -> None:
     assert error.reason == "InvalidProgram" and error.message.startswith("Syntax error: ")
 
 
+@pytest.mark.parametrize(
+    ("number", "instead"),
+    [("5L", "CAST(5 AS BIGINT)"), ("1.5D", "CAST(1.5 AS DOUBLE)"), ("10days", "separate")],
+)
+def test_a_number_a_name_follows_without_a_space_is_a_syntax_error(
+    number: str, instead: str
+) -> None:
+    """Spark's typed literal `5L` read as `5 AS l`: a view with a column `l` holding 5."""
+    error = error_of(f"create table t (a int);\ncreate view v as select a, {number} from t;")
+    assert error.reason == "InvalidProgram"
+    assert error.message.startswith(f"Syntax error: {number!r} is a number a name follows")
+    assert instead in error.message
+    assert (error.details["line"], error.details["column"]) == (2, 28)
+    parse_program("create table t (a int);\ncreate view v as select a, 5 l, 1e5 as e from t;")
+
+
+def test_a_binary_literal_is_read() -> None:
+    """`x'0A'` is Feldera's (and Spark's) BINARY literal; it was a syntax error."""
+    program = parse_program(
+        "create table t (b varbinary);\ncreate view v as select b from t "
+        "where b <> x'00ff' and b <> X'';"
+    )
+    assert "x'00ff'" in program.views["v"].canonical
+
+
 def test_an_unknown_relation_suggests_the_closest_declared_one() -> None:
     error = error_of("create table grades (a int);\ncreate view v as select a from grade;")
     assert error.reason == "UnknownRelation"

@@ -188,7 +188,38 @@ def tokenize(text: str) -> list[Token]:
         ) from None
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
+    _typed_numbers(text, tokens)
     return tokens
+
+
+SPARK_SUFFIXES = {"L": "BIGINT", "S": "SMALLINT", "Y": "TINYINT", "D": "DOUBLE", "F": "FLOAT"}
+SPARK_SUFFIXES |= {"BD": "DECIMAL(p, s)"}
+"""Spark's typed number literals (`5L`), by suffix: Spindle's SQL read `SELECT k, 5L` as
+`5 AS l`, a column named `l`."""
+
+
+def _typed_numbers(text: str, tokens: list[Token]) -> None:
+    """A number a name follows with no space between (`5L`, `1.5D`, `10days`) is a syntax
+    error at the number: it read as the number and an alias."""
+    for number, name in itertools.pairwise(tokens):
+        if not (
+            number.token_type is TokenType.NUMBER
+            and name.token_type is TokenType.VAR
+            and name.start == number.end + 1
+        ):
+            continue
+        written = text[number.start : name.end + 1]
+        cast = SPARK_SUFFIXES.get(name.text.upper())
+        instead = (
+            f"Spark's {cast} literal is CAST({number.text} AS {cast}) here"
+            if cast is not None
+            else "separate the name from the number"
+        )
+        raise invalid(
+            f"Syntax error: {written!r} is a number a name follows with no space between; "
+            f"{instead} (an alias needs a space: {number.text} AS {name.text.lower()})",
+            **_at(text, number),
+        )
 
 
 CALLED_KEYWORDS = frozenset({TokenType.WINDOW})

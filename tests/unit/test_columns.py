@@ -53,6 +53,10 @@ def test_a_column_reference_is_checked_against_what_the_view_reads(case: Case) -
         ("select s.nme from t as s", "'t' (as s) has no column 'nme'. Did you mean 'name'?"),
         ("select x.id from t as y", "nothing it reads is named 'x' (it reads y)"),
         ("select id from t, u", "'t' and 'u' both have. Qualify it, for example t.id"),
+        (  # Spark's double-quoted string is a name in Spindle's SQL (Feldera's, standard)
+            'select format_string("%d", id) as f from t',
+            "('t'). Double quotes name a column; a string is in single quotes: '%d'.",
+        ),
     ],
 )
 def test_the_message_says_what_to_write(query: str, says: str) -> None:

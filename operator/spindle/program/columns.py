@@ -432,11 +432,15 @@ def _problem(
         )
     candidates = [c for s in sources for c in s.columns or ()]
     readable = ", ".join(sorted({_described(s) for s in sources}))
+    quoted = isinstance(column.this, exp.Identifier) and column.this.quoted
+    string = (
+        f" Double quotes name a column; a string is in single quotes: '{name}'." if quoted else ""
+    )
     return (
         offset,
         "UnknownColumn",
         f"View '{view.name}' reads column '{name}', which none of what it reads has "
-        f"({readable}).{_suggestion(name, candidates)} Fix the name, or add the column",
+        f"({readable}).{_suggestion(name, candidates)}{string} Fix the name, or add the column",
         {"view": view.name, "reference": name},
     )
 

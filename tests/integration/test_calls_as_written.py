@@ -140,6 +140,10 @@ SCALARS = [
     "log(10, n)",
     "map('a', n)",
     "map_values(map(k, s))",
+    "map('a', n, 'b', m)",  # more arguments than sqlglot reads MAP with: read as written
+    "element_at(map('a', n, 'b', m), 'b')",
+    "first_value(t, true) over (order by k)",
+    "last_value(t, true) over (order by k rows between 1 preceding and 1 following)",
     "collate(s, 'UTF8_LCASE') = 'A,B;C'",
     "to_json(parse_json(concat('{\"a\": ', n, '}')))",
     "variant_get(parse_json(concat('{\"a\": ', n, '}')), '$.a', 'int')",
@@ -158,6 +162,7 @@ AGGREGATES = [
     "string_agg(s) within group (order by s)",  # no delimiter: Spark's default is none
     "length(string_agg(distinct t))",
     "max_by(s, x, 2)",
+    "any_value(t, true) is not null",
     "min_by(k, n, 3)",
     "listagg(s, ',') within group (order by s)",
     "count_if(b)",

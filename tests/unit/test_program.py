@@ -277,6 +277,22 @@ def test_a_binary_literal_is_read() -> None:
     assert "x'00ff'" in program.views["v"].canonical
 
 
+def test_calls_spark_takes_with_more_arguments_are_read_as_written() -> None:
+    """`MAP(k1, v1, k2, v2)` and `FIRST_VALUE(x, true)` were syntax errors: sqlglot reads MAP
+    with two arguments and FIRST_VALUE with one."""
+    program = parse_program(
+        "create table t (k int, s varchar);\n"
+        "create view m as select element_at(map('a', k, 'b', k + 1), 'b') as b from t;\n"
+        "create view f as select first_value(s, true) over (order by k) as f, "
+        "map(1, 2) as two from t;"
+    )
+    program.refuse_unrunnable()
+    assert program.views["m"].canonical == (
+        "SELECT ELEMENT_AT(MAP('a', k, 'b', k + 1), 'b') AS b FROM t AS \"#t0\""
+    )
+    assert "FIRST_VALUE(s, TRUE) OVER (ORDER BY k)" in program.views["f"].canonical
+
+
 def test_an_unknown_relation_suggests_the_closest_declared_one() -> None:
     error = error_of("create table grades (a int);\ncreate view v as select a from grade;")
     assert error.reason == "UnknownRelation"

@@ -189,7 +189,47 @@ def tokenize(text: str) -> list[Token]:
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
     _typed_numbers(text, tokens)
+    _wider_calls(tokens)
     return tokens
+
+
+WIDER_IN_SPARK: Mapping[str, int] = MappingProxyType(
+    {"MAP": 2, "FIRST_VALUE": 1, "LAST_VALUE": 1, "ANY_VALUE": 1}
+)
+"""Calls Spark takes with more arguments than sqlglot reads them with, by that number:
+`MAP(k1, v1, k2, v2)`, `FIRST_VALUE(x, true)` (ignore NULLs) were syntax errors ("The number of
+provided arguments (4) is greater than the maximum number of supported arguments (2)")."""
+_AS_WRITTEN = "sqlglot.anonymous"
+"""sqlglot's own mark, a comment after a call: read the call as written (an `Anonymous`)."""
+
+
+def _wider_calls(tokens: list[Token]) -> None:
+    """Each call of `WIDER_IN_SPARK` with more arguments than sqlglot reads, marked to be read
+    as written; Spark's SQL then has it as written (`MAP(1, 'a', 2, 'b')`)."""
+    for at in range(len(tokens) - 1):
+        most = WIDER_IN_SPARK.get(tokens[at].text.upper())
+        if most is None or tokens[at + 1].token_type is not TokenType.L_PAREN:
+            continue
+        if at and tokens[at - 1].token_type is TokenType.DOT:
+            continue  # `s.map(...)`: not the call
+        depth, arguments = 0, 1
+        for closing in range(at + 1, len(tokens)):
+            kind = tokens[closing].token_type
+            depth += (kind is TokenType.L_PAREN) - (kind is TokenType.R_PAREN)
+            arguments += depth == 1 and kind is TokenType.COMMA
+            if depth == 0:
+                if arguments > most:
+                    tokens[closing].comments.append(_AS_WRITTEN)
+                break
+
+
+def _unmarked(trees: list[exp.Expr | None]) -> None:
+    """The mark `_wider_calls` left, taken off the calls it made anonymous (or whatever took
+    their comments: an alias around one)."""
+    for tree in trees:
+        for node in tree.walk() if tree is not None else ():
+            if node.comments and _AS_WRITTEN in node.comments:
+                node.comments = [c for c in node.comments if c != _AS_WRITTEN] or None
 
 
 SPARK_SUFFIXES = {"L": "BIGINT", "S": "SMALLINT", "Y": "TINYINT", "D": "DOUBLE", "F": "FLOAT"}
@@ -291,7 +331,10 @@ def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
     (`Syntax error: ...`, tokens by their text) at a statement-relative position. Programs
     and ad-hoc queries (`spindle.program.queries`) share it."""
     try:
-        return DIALECT.parser().parse(tokens, text)
+        trees = DIALECT.parser().parse(tokens, text)
+        if any(_AS_WRITTEN in token.comments for token in tokens if token.comments):
+            _unmarked(trees)
+        return trees
     except TokenError as error:  # a quoted name read as a type is tokenized again
         raise invalid(f"Syntax error: {error}") from None
     except ParseError as error:

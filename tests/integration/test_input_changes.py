@@ -249,6 +249,50 @@ def test_json_insert_delete_deletes_rows_of_a_table_without_a_key(
     assert pipeline.changes(out) == Counter({("x", 5): -1, ("y", 9): -1})
 
 
+def test_json_keys_match_unquoted_columns_whatever_their_capitals(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Feldera's JSON format: column names are case-insensitive, except those declared in
+    double quotes. Spark's parser matched exactly: `{"Name": "x"}` was a row whose `name` is
+    NULL, without a word. Plain rows and `insert_delete` records both."""
+    plain, cdc = tmp_path / "plain", tmp_path / "cdc"
+    sql = (
+        "create table p (id int, name varchar, \"Tag\" varchar) with ('connectors' = "
+        f"'{connectors(file_input('rows', plain))}');\n"
+        f"create table c (id int, name varchar) with ('connectors' = '{insert_delete(cdc)}');\n"
+        "create materialized view pv as select id, name, \"Tag\" from p;\n"
+        "create materialized view cv as select id, name from c;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(
+        plain / "1.jsonl",
+        [
+            {"ID": 1, "Name": "upper first", "Tag": "kept"},
+            {"id": 2, "NAME": "all capitals", "tag": "quoted: only exactly"},
+            {"id": 3, "name": "as declared", "Tag": None},
+            {"id": 4, "Name": "two spellings", "NAME": "of one key"},
+        ],
+        mtime=1_000_000,
+    )
+    write_lines(
+        cdc / "1.jsonl",
+        [{"insert": {"Id": 7, "Name": "in"}}, {"insert": {"ID": 8, "NAME": "out"}}],
+        mtime=1_000_000,
+    )
+    pipeline.step()
+    assert pipeline.rows("pv") == Counter(
+        {
+            (1, "upper first", "kept"): 1,
+            (2, "all capitals", None): 1,
+            (3, "as declared", None): 1,
+            (4, None, None): 1,  # which of the two? neither, as before
+        }
+    )
+    write_lines(cdc / "2.jsonl", [{"delete": {"iD": 8, "nAmE": "out"}}], mtime=1_000_100)
+    pipeline.step()
+    assert pipeline.rows("cv") == Counter({(7, "in"): 1})
+
+
 def test_csv_weight_column_and_parquet_operation_column(tmp_path: Path, spark: Any) -> None:
     csv_in, parquet_in = tmp_path / "csv", tmp_path / "parquet"
     sql = (

@@ -55,7 +55,7 @@ from spindle.program.formats import (
 from spindle.program.formats import invalid_record as _invalid_record
 from spindle.program.locations import location
 from spindle.program.transports import TRANSPORTS, whole_number
-from spindle.runtime import file_offsets, semantics, storage
+from spindle.runtime import file_offsets, json_keys, semantics, storage
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.zsets import column
 
@@ -170,8 +170,9 @@ class FileInput:
                 StructField(CORRUPT, StringType()),
             ]
         )
+        record = json_keys.respelled(F.col("value"), names, nested=True)
         parsed = lines.where(F.trim("value") != "").withColumn(
-            "__e", F.from_json("value", envelope, {"columnNameOfCorruptRecord": CORRUPT})
+            "__e", F.from_json(record, envelope, {"columnNameOfCorruptRecord": CORRUPT})
         )
         inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
         self._check(
@@ -213,7 +214,10 @@ class FileInput:
             reader = reader.option("header", str(fmt.header).lower()).option("sep", fmt.delimiter)
             if fmt.header and fmt.header_checked:  # Spark checks each file's header
                 reader = reader.option("enforceSchema", "false")
-        records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
+        if fmt.name == "json":
+            records = _json_records(spark, files, StructType(fields))
+        else:
+            records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
         if guarded:
             # a change column's own check says more (`_check`: "has no integer weight")
             rechecked = names if fmt.name == "csv" else None
@@ -255,6 +259,23 @@ class FileInput:
             number=_in_file(int(row[ORDER])),
             problem=problems[int(row["__p"])][1],
         )
+
+
+def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> DataFrame:
+    """JSON lines as `schema`'s fields (blank lines skipped), `ORDER` by line, keys matched
+    with columns as Feldera matches them (`json_keys`); a record that does not parse keeps its
+    own text in `CORRUPT`, as Spark's JSON reader keeps it."""
+    names = [f.name for f in schema.fields if f.name != CORRUPT]
+    lines = _positioned(spark, spark.read.text(files), files).where(F.trim("value") != "")
+    record = json_keys.respelled(F.col("value"), names)
+    parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
+    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull(), F.col("value"))
+    return lines.withColumn("__r", parsed).select(
+        *[F.col("__r").getField(n).alias(n) for n in names],
+        corrupt.alias(CORRUPT),
+        "__file",
+        ORDER,
+    )
 
 
 CORRUPT = "__corrupt"

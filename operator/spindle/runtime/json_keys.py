@@ -17,13 +17,12 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType, StringType, VariantType
 
 CAPITAL_KEY = r'"[^"\\]*[A-Z][^"\\]*"\s*:'
 """A key with a capital letter (or a string with one just before a colon): only records that
 have one are read twice."""
 
-_ANY = MapType(StringType(), VariantType())
+_ANY = "map<string, variant>"
 """A record as its keys and their JSON values, kept exactly (a number, a string, an object)."""
 
 
@@ -44,7 +43,7 @@ def respelled(value: Column, columns: Sequence[str], *, nested: bool = False) ->
         return F.transform_keys(record, spelled)
 
     if nested:
-        parsed = F.from_json(value, MapType(StringType(), _ANY))
+        parsed = F.from_json(value, f"map<string, {_ANY}>")
         records = F.transform_values(parsed, lambda _, row: keys(row))
     else:  # through a lambda's variable: the record is parsed once, not once per key
         records = F.transform(F.array(F.from_json(value, _ANY)), keys)[0]

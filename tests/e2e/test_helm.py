@@ -108,6 +108,17 @@ def test_lint_and_template(helm: Path) -> None:
         args = [a for value in values for a in ("--set", value)]
         refused = run_helm(helm, None, "template", "spindle", str(CHART), *args, check=False)
         assert said in refused, refused
+    assert not any("drivers" in d["metadata"]["name"] for d in rendered(helm))  # off by default
+    limited = rendered(
+        helm,
+        "driver.allowedImagePrefixes={registry.corp/spark/}",
+        "driver.allowedServiceAccounts={s3-driver}",
+    )
+    [policy] = [d for d in limited if d["kind"] == "ValidatingAdmissionPolicy"]
+    images, accounts = (v["expression"] for v in policy["spec"]["validations"])
+    # the chart's own defaults stay allowed, by repository and tag or digest only
+    assert '["registry.corp/spark/","ghcr.io/spindle-dev/spindle-spark:",' in images
+    assert '["s3-driver","spindle-driver"]' in accounts
     monitored = rendered(helm, "metrics.serviceMonitor.enabled=true")
     assert any(d["kind"] == "ServiceMonitor" for d in monitored)
     assert (CHART / "crds" / "pipeline.yaml").read_text() == (
@@ -153,6 +164,10 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
         "driver.serviceAccountName=spindle-helm-driver",
         "--set",
         "approval.restrictToGroup=spindle-approvers",
+        "--set",
+        "driver.allowedImagePrefixes={ghcr.io/spindle-dev/}",
+        "--set",
+        "driver.allowedServiceAccounts={spindle-s3-driver}",
     )
     try:
         for kind, name, namespace in [
@@ -165,9 +180,32 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
             ("serviceaccount", "spindle-helm-driver", space.name),
             ("validatingadmissionpolicy", f"{release}-spindle-approval", None),
             ("validatingadmissionpolicybinding", f"{release}-spindle-approval", None),
+            ("validatingadmissionpolicy", f"{release}-spindle-drivers", None),
         ]:
             scope = ["-n", namespace] if namespace else []
             kube.kubectl("get", kind, name, *scope)
+
+        # Editing a Pipeline is no way to run another image, or as another service account
+        # (a server-side dry run: admission runs, nothing is stored).
+        def admitted(**spec: Any) -> str:
+            document = grades("v1", space, name="elsewhere", **spec)
+            document["metadata"]["namespace"] = space.name
+            dry = ("apply", "--dry-run=server", "-f", "-")
+            return kube.kubectl(*dry, input=yaml.safe_dump(document), check=False)
+
+        said = "spec.spark.image registry.example/miner:1 is not an image this cluster"
+        wait_for(  # the API server loads a new policy within a second or so
+            "the driver policy in force",
+            lambda: said in admitted(spark={"image": "registry.example/miner:1"}),
+            timeout=60,
+        )
+        refused = admitted(serviceAccountName="default")
+        assert "spec.serviceAccountName default is not a service account this" in refused
+        allowed = admitted(
+            spark={"image": "ghcr.io/spindle-dev/spindle-spark:0.1.0"},
+            serviceAccountName="spindle-s3-driver",
+        )
+        assert "created (server dry run)" in allowed, allowed
 
         # The chart's own operator pod, namespaced, under the chart's RBAC: the session's
         # cluster-wide operator is down meanwhile, so only this one can reconcile.

@@ -260,7 +260,7 @@ def test_json_keys_match_unquoted_columns_whatever_their_capitals(
         "create table p (id int, name varchar, \"Tag\" varchar) with ('connectors' = "
         f"'{connectors(file_input('rows', plain))}');\n"
         f"create table c (id int, name varchar) with ('connectors' = '{insert_delete(cdc)}');\n"
-        "create materialized view pv as select id, name, \"Tag\" from p;\n"
+        'create materialized view pv as select id, name, "Tag" from p;\n'
         "create materialized view cv as select id, name from c;"
     )
     pipeline = Pipeline(spark, tmp_path, sql)
@@ -520,6 +520,22 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
         ("csv", {}, ["k,v", "a,1", "b,one"], "line 3", CSV_MALFORMED + "'b,one'"),
         # the line a record is on counts every line: the header, blank lines
         ("json", {}, ['{"k": "a", "v": 1}', "", '{"k": "b", "v": "one"}'], "line 3", ""),
+        # the other lines that do not parse are counted, the first of them named: one run
+        # finds them all, not one per fix
+        (
+            "json",
+            {},
+            ['{"k": "a", "v": 1}', "{x", "", '{"v": "2"}', "[", '{"k": "b"}', "{", "{", "{", "{"],
+            "line 2",
+            "'{x'; 6 more lines of it do not parse either (4, 5, 7, 8, ...). Nothing of",
+        ),
+        (
+            "json",
+            {},
+            ["{x", '{"v": true}'],
+            "line 1",
+            "'{x'; 1 more line of it does not parse either (2)",
+        ),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

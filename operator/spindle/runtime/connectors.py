@@ -201,8 +201,7 @@ class FileInput:
         always read it: missing fields NULL, extra ones dropped."""
         names, fmt = [f.name for f in self.schema.fields], self.format
         extra = fmt.change_column
-        kinds = {fmt.weight_column: LongType(), fmt.op_column: StringType()}
-        fields = [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
+        fields = self._fields()
         reader = spark.read.format(fmt.name)
         guarded = fmt.name in ("json", "csv")
         if guarded:
@@ -239,6 +238,27 @@ class FileInput:
         selected = [*[column(n) for n in names], signed, F.col(ORDER)]
         return records.select(*selected).where(F.col(WEIGHT) != 0)
 
+    def _fields(self) -> list[StructField]:
+        """The table's columns, and the weight or operation column its format adds."""
+        extra = self.format.change_column
+        kinds = {self.format.weight_column: LongType(), self.format.op_column: StringType()}
+        return [*self.schema.fields, *([StructField(extra, kinds[extra])] if extra else [])]
+
+    def bad_lines(self, spark: SparkSession, file: str) -> tuple[int, list[int]] | None:
+        """How many lines of a JSON `file` do not parse as the table's columns, and the first
+        of them (`SHOWN`), read again only once one failed a step; None when the file cannot
+        be read again, or is not JSON rows."""
+        if self.format.name != "json" or self.format.update_format == "insert_delete":
+            return None
+        try:
+            lines = _positioned(spark, spark.read.text([_literal(file)]), [file])
+            schema = StructType([*self._fields(), StructField(CORRUPT, StringType())])
+            bad = _parsed_json(lines, schema).where(column(CORRUPT).isNotNull())
+            first = [_in_file(int(r[ORDER])) for r in bad.orderBy(ORDER).limit(SHOWN).collect()]
+            return (bad.count() if len(first) == SHOWN else len(first)), first
+        except Exception:  # the error stands without the count: it is the record that matters
+            return None
+
     def _check(
         self, records: DataFrame, unit: str, problems: tuple[tuple[Column, str], ...]
     ) -> None:
@@ -265,8 +285,13 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
     """JSON lines as `schema`'s fields (blank lines skipped), `ORDER` by line, keys matched
     with columns as Feldera matches them (`json_keys`); a record that does not parse keeps its
     own text in `CORRUPT`, as Spark's JSON reader keeps it."""
+    return _parsed_json(_positioned(spark, spark.read.text(files), files), schema)
+
+
+def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
+    """`_json_records` of positioned lines of text."""
     names = [f.name for f in schema.fields if f.name != CORRUPT]
-    lines = _positioned(spark, spark.read.text(files), files).where(F.trim("value") != "")
+    lines = lines.where(F.trim("value") != "")
     record = json_keys.respelled(F.col("value"), names)
     parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
     corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull(), F.col("value"))
@@ -324,9 +349,8 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
     """The number of the first line of `file` that `_whole` quotes as `quoted` (its first
     `QUOTED` characters), read again only once a record failed, so the error can say where it
     is; None when the file cannot be read again or no line matches (it changed meanwhile)."""
-    try:  # the name read as it is, not as a glob pattern (`[`, `*`, `?` in it)
-        literal = re.sub(r"([\[\]{}*?\\])", r"\\\1", file)
-        lines = _positioned(spark, spark.read.text([literal]), [file])
+    try:
+        lines = _positioned(spark, spark.read.text([_literal(file)]), [file])
         found = (
             lines.where(F.substring("value", 1, QUOTED) == F.lit(quoted))
             .select(F.min(ORDER).alias("first"))
@@ -336,6 +360,30 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
         return None
     first = found[0]["first"] if found else None
     return None if first is None else _in_file(int(first))
+
+
+def _others(bad: tuple[int, list[int]] | None, first: int | None) -> str:
+    """What a message adds of the other lines of a file that do not parse: `; 3 more lines
+    of it do not parse either (7, 9, 12)`."""
+    if bad is None:
+        return ""
+    count, lines = bad
+    others = [n for n in lines if n != first]
+    more = count - (1 if first in lines else 0)
+    if more <= 0:
+        return ""
+    listed = ", ".join(str(n) for n in others) + (", ..." if more > len(others) else "")
+    lines_do = "lines of it do" if more > 1 else "line of it does"
+    return f"; {more} more {lines_do} not parse either ({listed})"
+
+
+def _literal(file: str) -> str:
+    """The file's name read as it is, not as a glob pattern (`[`, `*`, `?` in it)."""
+    return re.sub(r"([\[\]{}*?\\])", r"\\\1", file)
+
+
+SHOWN = 5
+"""Lines of a file that does not parse an `InvalidInputRecord` names besides the first."""
 
 
 def _in_file(order: int) -> int:
@@ -574,13 +622,15 @@ def unreadable_file(
     match semantics.raised(error, MALFORMED):
         case [connector, file, *text] if isinstance(source := sources.get(connector), FileInput):
             quoted = "\t".join(text)
+            number = _line_of(spark, unquote(file), quoted)
             return _invalid_record(
                 connector=connector,
                 file=unquote(file),
                 problem=f"{_malformed(source.format.name)}: {quoted!r}"
-                + (" (cut)" if len(quoted) >= QUOTED else ""),
+                + (" (cut)" if len(quoted) >= QUOTED else "")
+                + _others(source.bad_lines(spark, unquote(file)), number),
                 unit="line",
-                number=_line_of(spark, unquote(file), quoted),
+                number=number,
             )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:

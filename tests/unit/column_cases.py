@@ -170,7 +170,7 @@ CASES: tuple[Case, ...] = (
     Case("select id, name from t order by 0", "OrdinalOutOfRange", "0"),
     Case("select name, count(*) as c from t group by 1 order by 2", None),
     Case("select * from t order by 4", None),
-    Case("select posexplode(array(id, score)) from t order by 2", None),  # two columns
+    Case("select posexplode(array(id, score)) as (p, v) from t order by 2", None),  # two columns
     Case("select id, name from t order by 99999999999", None),  # a BIGINT: a constant
     Case("select id from (select id, rank() over (order by id) as r from t) where r = 1", None),
     Case("select sum(count(*)) as x from t", "NestedAggregate", "count(*)"),

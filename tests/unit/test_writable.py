@@ -36,6 +36,16 @@ TABLE = "create table t (s varchar, n int);\n"
         ),
         # was written CAST(n AS BIGINT), the places dropped
         ("select trunc(n, 2) as x from t", "calls TRUNC with a number of places", 8),
+        # Spark refused these after approval: UDTF_ALIAS_NUMBER_MISMATCH
+        (
+            "select n, posexplode(split(s, ',')) from t",
+            "calls POSEXPLODE, which makes more than one column, with no name for them: "
+            "name each, POSEXPLODE(...) AS (a, b)",
+            11,
+        ),
+        ("select json_tuple(s, 'a', 'b') as j from t", "calls JSON_TUPLE, which makes", 8),
+        ("select stack(2, n, n, n, n) from t", "calls STACK, which makes", 8),
+        ("select inline(array(struct(n, s))) from t", "calls INLINE, which makes", 8),
     ],
 )
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
@@ -51,3 +61,21 @@ def test_calls_sqlglot_would_warn_of_are_written_quietly(caplog: pytest.LogCaptu
     program = parse_program(f"{TABLE}create view v as select initcap(s) as i from t;")
     program.refuse_unrunnable()
     assert not [r for r in caplog.records if "INITCAP" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "posexplode(split(s, ',')) as (p, v)",
+        "json_tuple(s, 'a')",  # one key: one column
+        "stack(2, n, n)",  # two rows of one column
+        "inline(array(struct(n)))",
+        "explode(split(s, ','))",
+        "inline(a)",  # how many fields `a` has, the SQL does not say: Spark decides
+    ],
+)
+def test_a_generator_of_one_column_or_with_a_name_for_each_is_written(item: str) -> None:
+    parse_program(
+        f"{TABLE}create view a as select array(struct(n, s)) as a from t;\n"
+        f"create view v as select {item} from {'a' if item == 'inline(a)' else 't'};"
+    ).refuse_unrunnable()

@@ -92,9 +92,53 @@ def _trunc(node: exp.Expr) -> str | None:
     )
 
 
+SEVERAL_COLUMNS = frozenset(
+    {"POSEXPLODE", "POSEXPLODE_OUTER", "INLINE", "INLINE_OUTER", "JSON_TUPLE", "STACK"}
+)
+"""Spark's generators that make more than one column: a select list names each of them."""
+
+
+def _columns(name: str, arguments: list[exp.Expr]) -> int | None:
+    """How many columns a call of one of `SEVERAL_COLUMNS` makes, where the SQL says."""
+    if name.startswith("POSEXPLODE"):
+        return 2
+    if name == "JSON_TUPLE":
+        return len(arguments) - 1
+    first = arguments[0] if arguments else None
+    if name == "STACK" and isinstance(first, exp.Literal) and first.is_int and int(first.name):
+        return -(-(len(arguments) - 1) // int(first.name))
+    if name.startswith("INLINE") and isinstance(first, exp.Array) and first.expressions:
+        row = first.expressions[0]
+        return len(row.expressions) if isinstance(row, exp.Struct) else None
+    return None
+
+
+def _unnamed_columns(node: exp.Expr) -> str | None:
+    name = call_name(node)
+    if name not in SEVERAL_COLUMNS:
+        return None
+    first = node.args.get("this")  # an Anonymous call's is its name
+    arguments = [*([first] if isinstance(first, exp.Expr) else []), *node.expressions]
+    if (_columns(name, arguments) or 0) < 2:
+        return None
+    item = node.parent if isinstance(node.parent, exp.Alias) else node
+    if not isinstance(item.parent, exp.Select) or item.arg_key != "expressions":
+        return None  # named (`AS (p, v)`: an Aliases), or not a select item
+    named = "one name" if item is not node else "no name"
+    return (
+        f"calls {name}, which makes more than one column, with {named} for them: name each, "
+        f"{name}(...) AS (a, b) (Spark refused it after approval: UDTF_ALIAS_NUMBER_MISMATCH)"
+    )
+
+
 CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
     exp.DateTrunc: _date_trunc,
     exp.Trunc: _trunc,
+    exp.Posexplode: _unnamed_columns,
+    exp.PosexplodeOuter: _unnamed_columns,
+    exp.Inline: _unnamed_columns,
+    exp.Stack: _unnamed_columns,
+    exp.Anonymous: _unnamed_columns,  # INLINE_OUTER, JSON_TUPLE
 }
 """Calls whose arguments Spark would read otherwise than they were meant, silently: sqlglot
 reads `DATE_TRUNC(unit_col, ts)`'s unit as the word `UNIT_COL`, and wrote `TRUNC(x, 2)` as

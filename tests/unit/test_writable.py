@@ -46,6 +46,9 @@ TABLE = "create table t (s varchar, n int);\n"
         ("select json_tuple(s, 'a', 'b') as j from t", "calls JSON_TUPLE, which makes", 8),
         ("select stack(2, n, n, n, n) from t", "calls STACK, which makes", 8),
         ("select inline(array(struct(n, s))) from t", "calls INLINE, which makes", 8),
+        # Spark got CAST('12:30:00' AS TIMESTAMP): today's date at 12:30
+        ("select time '12:30:00' as t from t", "uses the type TIME, which Spark's SQL", 13),
+        ("select n, cast(s as time) as t from t", "uses the type TIME", 16),  # at what it casts
     ],
 )
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(

@@ -131,7 +131,17 @@ def _unnamed_columns(node: exp.Expr) -> str | None:
     )
 
 
+def _time(node: exp.Expr) -> str | None:
+    if node.this not in (exp.DType.TIME, exp.DType.TIMETZ):
+        return None
+    return (
+        "uses the type TIME, which Spark's SQL does not have: Spindle wrote it as a TIMESTAMP, "
+        "today's date at that time. Use a TIMESTAMP (a time on a fixed date), or a VARCHAR"
+    )
+
+
 CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
+    exp.DataType: _time,  # TIME '12:30:00', CAST(s AS TIME)
     exp.DateTrunc: _date_trunc,
     exp.Trunc: _trunc,
     exp.Posexplode: _unnamed_columns,
@@ -152,8 +162,8 @@ def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
             yield node, f"uses {label}, which Spindle cannot run on Spark"
         check = CALL_PROBLEMS.get(type(node))
         said = check(node) if check is not None else None
-        if said is not None:
-            yield node, said
+        if said is not None:  # a type is where its CAST is
+            yield (node.parent if isinstance(node, exp.DataType) else node) or node, said
     if unwritable(query) is None:
         return
     calls = [n for n in query.walk() if isinstance(n, exp.Func) and "start" in n.meta]

@@ -102,8 +102,9 @@ def _trim_call(node: exp.Expr) -> exp.Expr | None:
     `chars` from `s`. sqlglot reads them as trimming `s` from `chars`; `TRIM(chars FROM s)`,
     which it reads right, has the characters first in the text."""
     chars, subject = node.this, node.expression
-    if subject is None or (_start(chars) or 0) > (_start(subject) or 0):
-        return None
+    first, then = _start(chars), _start(subject) if subject is not None else None
+    if first is None or then is None or first > then:
+        return None  # `TRIM(chars FROM s)`, or a call the text does not place
     name = {"LEADING": "LTRIM", "TRAILING": "RTRIM"}.get(node.text("position").upper(), "TRIM")
     return _call(name, chars, subject)
 

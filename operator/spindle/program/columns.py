@@ -31,6 +31,7 @@ from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.ordinals import ordinal_problem
+from spindle.program.statements import text_start
 from spindle.program.writable import UNSUPPORTED
 
 _Columns = tuple[str, ...] | None
@@ -243,8 +244,8 @@ def _columns(count: int) -> str:
 
 def _start(node: exp.Expr) -> int:
     """Where the text of `node` starts in its statement, or -1 (a column a star stands for)."""
-    starts = [int(n.meta["start"]) for n in node.walk() if n._meta and "start" in n.meta]
-    return min(starts, default=-1)
+    start = text_start(node)
+    return -1 if start is None else start
 
 
 def _qualified(view: View, known: Mapping[str, _Columns]) -> exp.Query | None:

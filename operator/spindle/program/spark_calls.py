@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
+from spindle.program.statements import text_start
+
 TRANSLATION_REVISION = 2
 """The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`,
 1 with its first calls, 2 with `LIKE`'s call form and the calls after it above."""
@@ -81,17 +83,12 @@ def _concat_ws(node: exp.Expr) -> exp.Expr | None:
     return _call("CONCAT_WS", *node.expressions)
 
 
-def _start(node: exp.Expr) -> int | None:
-    """Where `node`'s text starts in its statement: its first token that sqlglot located."""
-    return min((n.meta["start"] for n in node.walk() if "start" in n.meta), default=None)
-
-
 def _like_call(node: exp.Expr) -> exp.Expr | None:
     """`LIKE(s, pattern)` as Spark reads it: sqlglot builds the call with its arguments swapped
     (SQLite's `like(pattern, s)`), so the subject follows the pattern in the text. The tree
     must be as parsed (positions within one statement): `translate` writes calls before it
     inlines functions."""
-    subject, pattern = _start(node.expression), _start(node.this)
+    subject, pattern = text_start(node.expression), text_start(node.this)
     if subject is None or pattern is None or subject > pattern:
         return None  # `s LIKE pattern`, written as an operator
     return exp.Like(this=node.expression.copy(), expression=node.this.copy())
@@ -102,7 +99,7 @@ def _trim_call(node: exp.Expr) -> exp.Expr | None:
     `chars` from `s`. sqlglot reads them as trimming `s` from `chars`; `TRIM(chars FROM s)`,
     which it reads right, has the characters first in the text."""
     chars, subject = node.this, node.expression
-    first, then = _start(chars), _start(subject) if subject is not None else None
+    first, then = text_start(chars), text_start(subject) if subject is not None else None
     if first is None or then is None or first > then:
         return None  # `TRIM(chars FROM s)`, or a call the text does not place
     name = {"LEADING": "LTRIM", "TRAILING": "RTRIM"}.get(node.text("position").upper(), "TRIM")

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sqlglot import exp
+
 from spindle.program.model import Position
 
 
@@ -95,3 +97,10 @@ def split(program: str) -> tuple[Statement, ...]:
             statements.append(Statement(text=text, start=start, line=line, column=column))
         index = stop + 1
     return tuple(statements)
+
+
+def text_start(node: exp.Expr) -> int | None:
+    """Where `node`'s text starts in its statement: the first of its tokens that sqlglot
+    located, or None for a node made after the parse (nodes without positions keep no meta)."""
+    starts = (int(n.meta["start"]) for n in node.walk() if n._meta and "start" in n.meta)
+    return min(starts, default=None)

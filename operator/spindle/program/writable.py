@@ -18,6 +18,7 @@ from sqlglot.errors import ErrorLevel
 
 from spindle.program.calls import call_name
 from spindle.program.model import Program, Unrunnable
+from spindle.program.ordinals import GENERATORS
 from spindle.program.spark_calls import as_written, numeric_places
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
@@ -92,10 +93,10 @@ def _trunc(node: exp.Expr) -> str | None:
     )
 
 
-SEVERAL_COLUMNS = frozenset(
-    {"POSEXPLODE", "POSEXPLODE_OUTER", "INLINE", "INLINE_OUTER", "JSON_TUPLE", "STACK"}
-)
-"""Spark's generators that make more than one column: a select list names each of them."""
+SEVERAL_COLUMNS = frozenset(g.upper() for g in GENERATORS - {"explode", "explode_outer"})
+"""Spark's generators that may make more than one column (`_columns` says when they do): a
+select list names each of them. EXPLODE makes one, of an array (two of a map, which the
+plan cannot tell apart)."""
 
 
 def _columns(name: str, arguments: list[exp.Expr]) -> int | None:

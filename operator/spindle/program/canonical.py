@@ -122,8 +122,8 @@ DROPPED_SILENTLY: dict[type[exp.Expr], tuple[str, str]] = {
     exp.Exists: ("EXISTS(", "expression"),  # Spark's EXISTS(array, x -> predicate)
 }
 """Arguments Spindle's SQL drops without saying so, with the text that kind is written with:
-`EXISTS(a, x -> x > 1)` and `EXISTS(a, x -> x > 2)` were both `EXISTS(a)`.
-`tests/unit/test_canonical.py` holds calls whose canonical forms must differ."""
+`EXISTS(a, x -> x > 1)` and `EXISTS(a, x -> x > 2)` were both `EXISTS(a)`. The golden plan
+case `call_arguments_the_dialect_cannot_write` holds calls whose canonical forms must differ."""
 
 
 def render(tree: exp.Expr) -> str:

@@ -81,6 +81,44 @@ def test_a_reference_is_located_in_its_own_statement() -> None:
     assert raised.value.details["view"] == "second"
 
 
+EVENTS = "create table e (ts timestamp, mm varchar, day date, unit varchar);\ncreate view v as\n"
+
+
+@pytest.mark.parametrize(
+    ("query", "at"),
+    [
+        ("select date_trunc(mm, ts) as m from e", "mm"),
+        ('select date_trunc( "Day" , ts) as m from e', '"Day"'),
+        ("select (select max(date_trunc(DAY, x.ts)) from e x where x.mm = e.mm) from e", "DAY"),
+    ],
+)
+def test_a_date_trunc_unit_written_as_a_columns_name_is_refused(query: str, at: str) -> None:
+    """Spark reads a name as DATE_TRUNC's unit as a column; Spindle reads the unit word (sqlglot
+    writes `'MM'`): where both exist, the view would compute other values than Spark would."""
+    with pytest.raises(SpindleError) as raised:
+        parse_program(f"{EVENTS}{query};\n").refuse_unrunnable()
+    error = raised.value
+    assert error.reason == "AmbiguousColumn"
+    assert (error.details["line"], error.details["column"]) == (3, query.index(at) + 1)
+    name = at.strip('"')
+    assert f"DATE_TRUNC('{name.lower()}', ...) for the unit" in error.message
+    assert f".{name}, ...) to truncate by the column's values" in error.message
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select date_trunc('mm', ts) as m from e",
+        "select date_trunc(e.mm, ts) as m from e",  # the column's values, qualified
+        "select date_trunc(hour, ts) as m from e",  # no column of that name
+        "select date_trunc('day', day) as m from e",
+        "select date_trunc(x.unit, ts) as m from e as x",
+    ],
+)
+def test_a_date_trunc_unit_that_is_one_thing_passes(query: str) -> None:
+    parse_program(f"{EVENTS}{query};\n").refuse_unrunnable()
+
+
 def test_the_specs_program_is_refused_and_a_checkpointed_one_still_reads() -> None:
     bad = program_of("select scroe from t")
     refused = decide(observe(spec=spec(bad)))

@@ -32,6 +32,7 @@ from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.ordinals import ordinal_problem
 from spindle.program.statements import text_start
+from spindle.program.units import unit_name
 from spindle.program.writable import UNSUPPORTED
 
 _Columns = tuple[str, ...] | None
@@ -370,6 +371,10 @@ def _problems(
             problem = _problem(view, column, levels, _aliases(selects, column))
             if problem is not None:
                 yield problem
+        for call in scope.find_all(exp.DateTrunc):
+            problem = _unit_column(view, call, levels)
+            if problem is not None:
+                yield problem
 
 
 def _outer(scope: Scope) -> Iterator[Scope]:
@@ -442,6 +447,29 @@ def _problem(
         "UnknownColumn",
         f"View '{view.name}' reads column '{name}', which none of what it reads has "
         f"({readable}).{_suggestion(name, candidates)}{string} Fix the name, or add the column",
+        {"view": view.name, "reference": name},
+    )
+
+
+def _unit_column(
+    view: View, call: exp.Expr, levels: Sequence[Sequence[_Source]]
+) -> tuple[int, str, str, dict[str, object]] | None:
+    """A DATE_TRUNC unit written as a name that a source has as a column (`spindle.program.
+    units`): Spark would read the column, Spindle reads the unit word."""
+    written = unit_name(call, view.text)
+    if written is None:
+        return None
+    name = written.name
+    having = next((s for level in levels for s in level if s.has(name)), None)
+    if having is None:
+        return None
+    return (
+        written.start,
+        "AmbiguousColumn",
+        f"View '{view.name}' calls DATE_TRUNC with the name '{name}' as its unit: Spindle "
+        f"reads it as the unit '{call.text('unit')}', Spark as the column '{name}' of "
+        f"{_described(having)}. Write DATE_TRUNC('{name.lower()}', ...) for the unit, or "
+        f"DATE_TRUNC({having.name}.{name}, ...) to truncate by the column's values",
         {"view": view.name, "reference": name},
     )
 

@@ -75,12 +75,13 @@ DATE_TRUNC_UNITS = frozenset(
 
 def _date_trunc(node: exp.Expr) -> str | None:
     unit = node.args.get("unit")
-    if unit is None or unit.name.upper() in DATE_TRUNC_UNITS:
-        return None
+    if not isinstance(unit, exp.Literal) or unit.name.upper() in DATE_TRUNC_UNITS:
+        return None  # a column of units (`t.unit`), or an expression: Spark reads its values
     return (
         f"calls DATE_TRUNC with the unit {unit.name!r}, which is none of Spark's (NULL for every "
         "row): write DATE_TRUNC('hour', ts), the unit first and quoted (year, quarter, month, "
-        "week, day, hour, minute, second, millisecond, microsecond)"
+        "week, day, hour, minute, second, millisecond, microsecond), or a column of units with "
+        "its table's name (DATE_TRUNC(t.unit, ts))"
     )
 
 

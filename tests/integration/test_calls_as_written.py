@@ -151,6 +151,12 @@ SCALARS = [
     "startswith(s, 'a')",
     "case when n > 1 then 'big' else 'small' end",
     "decode(n, 1, 'one', 2, 'two', 'many')",
+    "current_catalog()",  # written bare, Spark read a column: refused after approval
+    "localtimestamp() > ts",
+    "div(m, n)",  # Spark's call form of DIV: a syntax error
+    "m div (n)",
+    "substr(s from 2)",  # SUBSTR's FROM form: a syntax error
+    "substr(s from 2 for 3)",
 ]
 AGGREGATES = [
     "percentile_cont(0.5) within group (order by x)",

@@ -293,6 +293,22 @@ def test_calls_spark_takes_with_more_arguments_are_read_as_written() -> None:
     assert "FIRST_VALUE(s, TRUE) OVER (ORDER BY k)" in program.views["f"].canonical
 
 
+def test_sparks_div_call_and_substr_from_are_read() -> None:
+    """`div(a, b)`, Spark's call of its integer division, and `SUBSTR(s FROM 2)` were syntax
+    errors; the operator `a DIV (b)` is still the operator."""
+    program = parse_program(
+        "create table t (a int, b int, s varchar);\n"
+        "create view v as select div(a, b) as q, -div(a, 2) as n, a div (b) as o, "
+        "substr(s from 2 for 3) as f from t where div(a, b) > 0 order by div(b, 2);"
+    )
+    program.refuse_unrunnable()
+    assert program.views["v"].canonical == (
+        "SELECT DIV(a, b) AS q, -DIV(a, 2) AS n, CAST(a / (b) AS BIGINT) AS o, "
+        "SUBSTRING(s, 2, 3) AS f "
+        'FROM t AS "#t0" WHERE DIV(a, b) > 0 ORDER BY DIV(b, 2)'
+    )
+
+
 def test_an_unknown_relation_suggests_the_closest_declared_one() -> None:
     error = error_of("create table grades (a int);\ncreate view v as select a from grade;")
     assert error.reason == "UnknownRelation"

@@ -188,6 +188,7 @@ def tokenize(text: str) -> list[Token]:
         ) from None
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
+    _substr_from(tokens)
     _typed_numbers(text, tokens)
     _wider_calls(tokens)
     return tokens
@@ -267,12 +268,50 @@ CALLED_KEYWORDS = frozenset({TokenType.WINDOW})
 sqlglot read as the start of a WINDOW clause (`Syntax error: Expecting )`)."""
 
 
+_OPERAND_STARTS = frozenset(
+    {TokenType.L_PAREN, TokenType.COMMA, TokenType.SELECT, TokenType.DISTINCT, TokenType.WHERE}
+    | {TokenType.HAVING, TokenType.AND, TokenType.OR, TokenType.NOT, TokenType.CASE}
+    | {TokenType.WHEN, TokenType.THEN, TokenType.ELSE, TokenType.ON, TokenType.GROUP_BY}
+    | {TokenType.ORDER_BY}
+    | {TokenType.PLUS, TokenType.DASH, TokenType.STAR, TokenType.SLASH, TokenType.MOD}
+    | {TokenType.EQ, TokenType.NEQ, TokenType.LT, TokenType.LTE, TokenType.GT, TokenType.GTE}
+    | {TokenType.DPIPE, TokenType.NULLSAFE_EQ, TokenType.DIV}
+)
+"""Tokens an operand follows, never an operator: after one, `DIV(` is Spark's call `div(a, b)`,
+not the operator of `a DIV (b)`."""
+
+
 def _calls_of_keywords(tokens: list[Token]) -> None:
     """Each keyword of `CALLED_KEYWORDS` that an opening parenthesis follows, read as a name:
-    a call (`WINDOW w AS (...)`, the clause, has a name between)."""
-    for token, following in itertools.pairwise(tokens):
-        if token.token_type in CALLED_KEYWORDS and following.token_type is TokenType.L_PAREN:
+    a call (`WINDOW w AS (...)`, the clause, has a name between); and so is `DIV` where an
+    operand starts (`SELECT div(7, 2)`, Spark's call of its integer division, was a syntax
+    error)."""
+    for before, token, following in zip([None, *tokens], tokens, tokens[1:], strict=False):
+        if following.token_type is not TokenType.L_PAREN:
+            continue
+        if token.token_type in CALLED_KEYWORDS or (
+            token.token_type is TokenType.DIV
+            and before is not None
+            and before.token_type in _OPERAND_STARTS
+        ):
             token.token_type = TokenType.VAR
+
+
+def _substr_from(tokens: list[Token]) -> None:
+    """`SUBSTR(s FROM 2 FOR 3)`, Spark's (and standard SQL's) form of a call sqlglot only
+    reads as `SUBSTRING(s FROM ...)`, read as that: it was a syntax error (`Expecting )`)."""
+    for at, (call, following) in enumerate(itertools.pairwise(tokens), start=1):
+        if call.text.upper() != "SUBSTR" or following.token_type is not TokenType.L_PAREN:
+            continue
+        depth = 0
+        for token in tokens[at:]:
+            kind = token.token_type
+            depth += (kind is TokenType.L_PAREN) - (kind is TokenType.R_PAREN)
+            if depth == 0:
+                break
+            if depth == 1 and kind is TokenType.FROM:
+                call.text = "SUBSTRING"
+                break
 
 
 _CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}

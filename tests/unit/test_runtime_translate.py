@@ -71,3 +71,25 @@ def test_a_unit_argument_keeps_its_place(written: str, spark: str) -> None:
     program = parse_program(f"{table}create view v as select {written} as x from t;")
     sql = view_sql(program.views["v"], program, {"t": {"a": "TIMESTAMP", "b": "TIMESTAMP"}}).sql
     assert f"{spark} AS" in sql
+
+
+@pytest.mark.parametrize(
+    ("body", "spark"),
+    [
+        ("like(x, 'a%')", "CAST(((`t`.`s` LIKE 'a%')) AS BOOLEAN)"),
+        ("like(x, 'a%') or x is null", "CAST(((`t`.`s` LIKE 'a%' OR `t`.`s` IS NULL)) AS BOOLEAN)"),
+        ("x like 'a%'", "CAST((`t`.`s` LIKE 'a%') AS BOOLEAN)"),
+    ],
+)
+def test_a_function_body_may_start_with_sparks_like_call(body: str, spark: str) -> None:
+    """`AS like(x, 'a%')` read as a `CREATE ... LIKE` clause: the function was refused as
+    malformed ("CREATE FUNCTION needs (parameters) RETURNS <type> AS <expression>")."""
+    program = parse_program(
+        "create table t (s varchar);\n"
+        f"create function f(x varchar) returns boolean as {body};\n"
+        "create view v as select f(s) as r from t;"
+    )
+    program.refuse_unrunnable()
+    assert view_sql(program.views["v"], program, {"t": {"s": "STRING"}}).sql == (
+        f"SELECT {spark} AS `r` FROM `t` AS `t`"
+    )

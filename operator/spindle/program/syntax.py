@@ -189,6 +189,7 @@ def tokenize(text: str) -> list[Token]:
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
     _substr_from(tokens)
+    _like_bodies(tokens)
     _typed_numbers(text, tokens)
     _wider_calls(tokens)
     return tokens
@@ -312,6 +313,23 @@ def _substr_from(tokens: list[Token]) -> None:
             if depth == 1 and kind is TokenType.FROM:
                 call.text = "SUBSTRING"
                 break
+
+
+def _like_bodies(tokens: list[Token]) -> None:
+    """`CREATE FUNCTION f(x) RETURNS BOOLEAN AS like(x, 'a%')`, a body that starts with
+    Spark's call `like(s, pattern)`, read with the body in parentheses: sqlglot read `AS LIKE`
+    as a `CREATE TABLE ... LIKE` clause, and the function was refused as malformed."""
+    if not tokens or tokens[0].token_type is not TokenType.CREATE:
+        return
+    kinds = [t.token_type for t in tokens[:4]]
+    if TokenType.FUNCTION not in kinds:
+        return
+    for at, (alias, like) in enumerate(itertools.pairwise(tokens), start=1):
+        if alias.token_type is TokenType.ALIAS and like.token_type is TokenType.LIKE:
+            first, last = like, tokens[-1]
+            tokens.insert(at, Token(TokenType.L_PAREN, "(", first.line, first.col, first.start))
+            tokens.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end, last.end))
+            return
 
 
 _CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}

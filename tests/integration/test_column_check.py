@@ -31,7 +31,13 @@ SPARK_CLASSES = {
     "UnknownColumn": ("UNRESOLVED_COLUMN", "UNRESOLVED_USING_COLUMN_FOR_JOIN"),
     "AmbiguousColumn": ("AMBIGUOUS_REFERENCE",),
     "UnknownFunction": ("UNRESOLVED_ROUTINE",),
-    "UngroupedColumn": ("MISSING_AGGREGATION", "MISSING_GROUP_BY", "UNRESOLVED_COLUMN"),
+    "UngroupedColumn": (
+        "MISSING_AGGREGATION",
+        "MISSING_GROUP_BY",
+        "UNRESOLVED_COLUMN",
+        "SCALAR_SUBQUERY_IS_IN_GROUP_BY_OR_AGGREGATE_FUNCTION",
+        "MISSING_ATTRIBUTES",  # a correlated subquery in a HAVING reading an ungrouped column
+    ),
     "MisplacedAggregate": ("INVALID_WHERE_CONDITION", "GROUP_BY_AGGREGATE"),
     "MisplacedWindow": ("WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",),
     "UnorderedWindow": ("WINDOW_FUNCTION_FRAME_NOT_ORDERED",),

@@ -122,6 +122,44 @@ CASES: tuple[Case, ...] = (
         "UngroupedColumn",
         "score >",
     ),
+    # A correlated scalar subquery is evaluated per row: in a grouped select list Spark wants
+    # it aggregated or grouped by, even where what it reads is grouped; in a HAVING, what it
+    # reads grouped.
+    Case(
+        "select name, (select max(city) from u where u.id = t.id) as c from t group by name",
+        "UngroupedColumn",
+        "t.id",
+    ),
+    Case(
+        "select name, (select max(city) from u where u.city = t.name) as c from t group by name",
+        "UngroupedColumn",
+        "t.name",
+    ),
+    Case(
+        "select count(*) as n, (select max(city) from u where u.id = t.id) as c from t",
+        "UngroupedColumn",
+        "t.id",
+    ),
+    Case(
+        "select name from t group by name having count(*) > "
+        "(select count(*) from u where u.id = t.id)",
+        "UngroupedColumn",
+        "t.id",
+    ),
+    Case(
+        "select name, max((select max(city) from u where u.id = t.id)) as c from t group by name",
+        None,
+    ),
+    Case(
+        "select name, (select max(city) from u where u.id = t.id) as c from t group by name, 2",
+        None,
+    ),
+    Case(
+        "select name from t group by name having count(*) > "
+        "(select count(*) from u where u.city = t.name)",
+        None,
+    ),
+    Case("select name, (select max(city) from u where u.id > 0) as c from t group by name", None),
     Case("select name from t where count(*) > 1", "MisplacedAggregate", "count(*)"),
     Case(
         "select name, count(*) as c from t group by name, max(score)",

@@ -7,7 +7,8 @@ aggregates where rows are not grouped yet.
 `MISSING_GROUP_BY` at the view's first line. Here each SELECT of a view's qualified query
 (`spindle.program.columns` qualifies it) that aggregates is read for a selected column outside
 every aggregate call whose column appears nowhere in the GROUP BY: `UngroupedColumn`, at the
-column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`). An
+column's line and column; so is such a column in its HAVING (Spark's `UNRESOLVED_COLUMN`), and
+a correlated scalar subquery such a SELECT evaluates per row, outside every aggregate. An
 aggregate call in a WHERE or a GROUP BY, which are evaluated before rows are grouped, is
 `MisplacedAggregate`, a window function in a WHERE or HAVING `MisplacedWindow`, an
 aggregate call inside another's arguments `NestedAggregate`, and a window function that
@@ -64,6 +65,51 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
             for column in _bare_columns([n for n in nodes if n is not None], declared):
                 if _key(column) not in grouped and column.table in _own_sources(scope):
                     return _problem(view, column, grouped=group is not None, clause=clause)
+        correlated = _ungrouped_subquery(view, scope, group, grouped, declared)
+        if correlated is not None:
+            return correlated
+    return None
+
+
+def _ungrouped_subquery(
+    view: str,
+    scope: Scope,
+    group: exp.Expr | None,
+    grouped: set[tuple[str, str]],
+    declared: frozenset[str],
+) -> Problem | None:
+    """A correlated scalar subquery an aggregating SELECT evaluates outside every aggregate
+    and does not group by: Spark evaluates it per row, and refuses it in the select list of a
+    query of one row per group (`SCALAR_SUBQUERY_IS_IN_GROUP_BY_OR_AGGREGATE_FUNCTION`), even
+    where the columns it reads are grouped; in the HAVING, where they are not."""
+    own = _own_sources(scope)
+    outer = {  # each subquery's columns of this scope's sources
+        id(child.expression): [c for c in child.external_columns if c.table in own]
+        for child in scope.subquery_scopes
+    }
+    keys = list(group.expressions) if group is not None else []
+    select = scope.expression
+    having = [select.args["having"]] if select.args.get("having") is not None else []
+    for node in _walk([*select.expressions, *having], declared, into_aggregates=False):
+        if not isinstance(node, exp.Subquery) or isinstance(node.parent, exp.Exists | exp.In):
+            continue
+        columns = outer.get(id(node.this)) or []
+        if having and node.find_ancestor(exp.Having) is not None:
+            columns = [c for c in columns if _key(c) not in grouped]
+        if not columns or any(key == node for key in keys):
+            continue
+        column = columns[0]
+        position = next(
+            (i for i, item in enumerate(select.expressions, 1) if node in (item, item.this)), 0
+        )
+        by = f"group by it (GROUP BY {position}), " if position else ""
+        message = (
+            f"View '{view}' evaluates a subquery that reads {column.table}.{column.name} of "
+            "each row outside every aggregate, and its rows are grouped: a group has many "
+            f"rows. Aggregate the subquery's value (for example MAX((SELECT ...))), {by}or join "
+            "what it reads and aggregate that"
+        )
+        return column, "UngroupedColumn", message, {"view": view, "reference": column.name}
     return None
 
 
@@ -184,8 +230,10 @@ def is_aggregate(node: exp.Expr) -> bool:
     around = node.parent
     while isinstance(around, _MODIFIERS):
         around = around.parent
-    if isinstance(around, exp.Window) or isinstance(call.this, exp.Query | exp.Subquery):
-        return False  # a window function, or `= ANY (SELECT ...)`
+    if isinstance(around, exp.Window):
+        return False  # a window function
+    if isinstance(call, exp.Any | exp.All) and isinstance(call.this, exp.Query | exp.Subquery):
+        return False  # `= ANY (SELECT ...)`: a quantifier
     if isinstance(call, exp.Any) and isinstance(call.parent, exp.Like | exp.ILike):
         return False  # `name LIKE ANY ('a%', 'b%')`: a quantifier
     if isinstance(call, exp.AggFunc):

@@ -923,3 +923,12 @@ def test_spark_leaves_no_warehouse_directory_where_it_is_run(
     ran = subprocess.run(query, cwd=project, capture_output=True, text=True, env=env, timeout=300)
     assert ran.returncode == 1 and "UNRESOLVED_ROUTINE" in ran.stderr, ran.stderr
     assert list(project.iterdir()) == []
+
+
+def test_the_first_checkpoint_records_a_restatement_asked_before_it(tmp_path: Path) -> None:
+    """It computes every view, so a request made before it is served (`spindle.dev/restate`
+    set on a pipeline that has not started yet), and its children keep it as served."""
+    runtime, _, program = counted(tmp_path, tmp_path / "in")
+    first = runtime.initialize(program, restated="counts@1")
+    second, _ = runtime.step(program, first)
+    assert (first.restated, second.restated) == ("counts@1", "counts@1")

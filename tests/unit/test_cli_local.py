@@ -323,3 +323,20 @@ def test_a_damaged_pipeline_record_is_a_user_error(
     err = capsys.readouterr().err
     assert err.startswith(f"error LocalStateUnreadable: Cannot read {path}")
     assert "InternalError" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_restatement_before_the_first_checkpoint_is_refused_and_not_kept(
+    home: Path, json_flag: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed a status without a word, exited 1, and kept the request: the first run's
+    checkpoint then asked to approve restating a view the run had just computed."""
+    args = ["--home", str(home), "--no-server", *json_flag]
+    assert main(["local", "restate", "grades", "avg_grade", *args]) == 1
+    out, err = capsys.readouterr()
+    if json_flag:
+        assert json.loads(out)["error_code"] == "NoCheckpoint"
+    else:
+        assert err.startswith("error NoCheckpoint: Pipeline grades has no checkpoint yet")
+    assert "nothing is stored to recompute" in out + err
+    assert LocalPipeline(home, "grades").restate is None

@@ -343,3 +343,15 @@ def test_a_driver_pod_refuses_a_change_that_moved_after_approval() -> None:
     assert moved.value.reason == "ChangeMoved" and CHANGE in moved.value.message
     done = observe(spec=spec(V2), checkpoint=checkpoint(V2, bootstrap=CHANGE), approval=CHANGE)
     assert decide_start(done, bootstrap_of=CHANGE).mode is DriverMode.RUN
+
+
+def test_a_restatement_asked_before_the_first_checkpoint_is_served_by_the_first_start() -> None:
+    """The first start computes every view and records the request as served: it used to wait
+    for that checkpoint, then ask to approve restating what the start had just computed."""
+    request = "avg_grade@20261127T120000"
+    first = decide(observe(spec=spec(V1), checkpoint=None, restate=request))
+    assert (first.phase, first.action) == (Phase.PENDING, Action.START_RUN)
+    assert first.plan is not None and first.plan.restate_request == request
+    started = checkpoint(V1).model_copy(update={"restated": request})
+    after = decide(observe(spec=spec(V1), checkpoint=started, restate=request))
+    assert (after.action, after.pending_change) == (Action.START_RUN, None)

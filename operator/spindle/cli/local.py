@@ -154,6 +154,14 @@ def cmd_restate(args: argparse.Namespace) -> int:
     with reason `restate`, approved like any other."""
     pipeline = _pipeline(args)
     pipeline.record()
+    before, _ = runner.status(pipeline, say=lambda _: None)
+    if before.last_checkpoint is None:  # a request now would wait, and restate the first run's
+        raise SpindleError(
+            reason="NoCheckpoint",
+            message=f"Pipeline {pipeline.name} has no checkpoint yet: nothing is stored to "
+            f"recompute, and its first run (spindle local run {pipeline.name}) computes every "
+            "view. Nothing was requested.",
+        )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%f")
     previous = pipeline.restate
     pipeline.request_restate(f"{','.join(args.views)}@{stamp}")

@@ -242,7 +242,8 @@ def make_plan(
         first_start=first_start,
         maintenance=maintenance_of(new),
         restate=restate,
-        restate_request=restate_request if restate else None,
+        # a first start computes every view: it serves a request made before it, too
+        restate_request=restate_request if restate or first_start else None,
     )
     if first_start:
         return plan

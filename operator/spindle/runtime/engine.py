@@ -193,12 +193,13 @@ class Runtime:
 
     # -- first start -------------------------------------------------------------------------
 
-    def initialize(self, program: Program) -> Manifest:
-        """Create empty state for every relation and commit the first checkpoint."""
+    def initialize(self, program: Program, *, restated: str | None = None) -> Manifest:
+        """Create empty state for every relation and commit the first checkpoint; `restated`,
+        a restatement request made before it, is served by it (every view is computed)."""
         with self._io(None):
-            return self._initialize(program)
+            return self._initialize(program, restated)
 
-    def _initialize(self, program: Program) -> Manifest:
+    def _initialize(self, program: Program, restated: str | None) -> Manifest:
         self.preflight(program, {}, tuple(program.views))
         state: dict[str, StateRecord] = {}
         for name, table in program.tables.items():
@@ -211,7 +212,11 @@ class Runtime:
             with semantics.evaluating(view, version=self.runtime_version):
                 state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
         manifest = self._manifest(
-            program=program, parent=None, state=state, connectors=self._fresh_connectors(program)
+            program=program,
+            parent=None,
+            state=state,
+            connectors=self._fresh_connectors(program),
+            restated=restated,
         )
         return self.store.commit(manifest)
 

@@ -103,7 +103,7 @@ def drive(
         raise ValueError(f"nothing to drive: the lifecycle decided {decision.action}")
     if checkpoint is None:
         say("No checkpoint yet: creating the pipeline's state.")
-        checkpoint = runtime.initialize(decision.program)
+        checkpoint = runtime.initialize(decision.program, restated=decision.plan.restate_request)
     if decision.mode is DriverMode.BOOTSTRAP:
         checkpoint = runtime.bootstrap(decision.plan, checkpoint, approved_by=approved_by)
         record = checkpoint.bootstrap

@@ -183,6 +183,20 @@ def test_a_home_that_is_not_a_directory_is_a_user_error(
     assert regular.read_text() == "not a home\n"
 
 
+def test_a_home_that_cannot_be_written_is_a_user_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A directory the kernel refuses files in (even to root) was an InternalError, "This is
+    a Spindle bug"."""
+    home = "/proc/spindle-home"
+    assert main(["local", "apply", "-f", MANIFEST, "--home", home, "--no-server", "--json"]) == 1
+    out = capsys.readouterr()
+    body = json.loads(out.out)
+    assert body["error_code"] == "InvalidHome" and "Traceback" not in out.out + out.err
+    assert body["message"].startswith(f"Spindle cannot write its local state to {home}/")
+    assert "Name a directory you may write with --home" in body["message"]
+
+
 def test_spindle_home_that_is_not_a_directory_is_a_user_error(
     tmp_path: Path,
     served: None,

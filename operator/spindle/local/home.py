@@ -52,10 +52,19 @@ def home_path(given: str | None) -> Path:
 def _write_atomic(path: Path, text: str) -> None:
     """Write `path` whole: a temporary file of this process and thread, renamed over it (two
     commands writing the same status at once each rename a file of their own)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temp.write_text(text)
-    temp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp.write_text(text)
+        temp.replace(path)
+    except OSError as error:  # a home under /proc, a read-only disk, one full, no permission
+        raise SpindleError(
+            reason="InvalidHome",
+            message=f"Spindle cannot write its local state to {path}: "
+            f"{error.strerror or error}. Name a directory you may write with --home (or "
+            "$SPINDLE_HOME), or free space on its disk.",
+            details={"file": str(path)},
+        ) from None
 
 
 RECORD_REMEDY = (

@@ -90,3 +90,19 @@ def test_checkpoint_ids_are_whole_in_a_narrow_terminal(
     assert max(len(line) for line in _table(out)) == 60  # the terminal's width is kept
     assert "…" in out  # other columns are cut to fit, the ids are not
     assert [row[0] for row in _cells(out)[1:]] == [m.id for m in reversed(committed)]
+
+
+def test_a_change_tables_names_are_whole_when_the_output_is_not_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`spindle diff ... | head` and `spindle plan` in a CI log cut names at 80 columns
+    (`customer_transactions_enriched_daily…`); only the checkpoint tables were whole."""
+    name = "customer_transactions_enriched_daily_by_region_and_channel"
+    table = "create table t (region varchar, channel varchar, amount int);\n"
+    old, new = tmp_path / "old.sql", tmp_path / "new.sql"
+    old.write_text(table)
+    new.write_text(f"{table}create view {name} as select region, channel, amount from t;\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and any(name in line for line in _table(out))

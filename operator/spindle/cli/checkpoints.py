@@ -48,7 +48,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             row["runtime_version"],
             row["bootstrap"] or "",
         )
-    render.console(wide=True).print(table)
+    render.console().print(table)
     return 0
 
 
@@ -64,7 +64,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(manifest.model_dump(mode="json"))
         return 0
-    out = render.console(wide=True)
+    out = render.console()
     out.print(f"[bold]Checkpoint {manifest.id}[/] (parent {manifest.parent or '-'})")
     out.print(f"created {manifest.created_at.isoformat()}, runtime {manifest.runtime_version}")
     table = Table(title="State", title_justify="left")

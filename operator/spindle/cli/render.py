@@ -41,12 +41,12 @@ def _console_class() -> type[Console]:
     return QuietConsole
 
 
-def console(*, stderr: bool = False, wide: bool = False) -> Console:
-    """A console for the command's output (`stderr`: its messages). `wide`: when the output
-    is not a terminal, lines are as long as their content (a table's cells are never cut to
-    80 columns, so a pipe or a file gets each whole value)."""
+def console(*, stderr: bool = False) -> Console:
+    """A console for the command's output (`stderr`: its messages). When the output is not a
+    terminal, lines are as long as their content: a table's cells are never cut to 80
+    columns, so a pipe, a file or a CI log gets each whole name and value."""
     out = _console_class()(stderr=stderr, highlight=False, soft_wrap=True)
-    if wide and not out.is_terminal:
+    if not stderr and not out.is_terminal:
         out.width = UNBOUNDED_WIDTH
     return out
 
@@ -315,7 +315,7 @@ def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = F
         table.add_column(escape(column))
     for row in rows:  # NULL as NULL (not `None`, a string's text); values are not markup
         table.add_row(*(escape(_cell(v)) for v in row.values()))
-    out = console(wide=True)
+    out = console()
     out.print(table)
     out.print(f"({cut})" if truncated else f"({len(rows)} rows)")
 

@@ -355,3 +355,17 @@ def test_a_restatement_asked_before_the_first_checkpoint_is_served_by_the_first_
     started = checkpoint(V1).model_copy(update={"restated": request})
     after = decide(observe(spec=spec(V1), checkpoint=started, restate=request))
     assert (after.action, after.pending_change) == (Action.START_RUN, None)
+
+
+@pytest.mark.parametrize(
+    "sql", ["", "  \n", "-- nothing yet\n", "create function f(x int) returns int as x;"]
+)
+def test_a_spec_without_tables_or_views_is_refused(sql: str) -> None:
+    """An empty `spec.sql` (a templating or indentation slip) started a pipeline of nothing,
+    and `spindle plan` said no approval was needed; over a checkpoint it asked to approve
+    removing every table and view."""
+    for stored in (None, checkpoint(V1)):
+        decision = decide(observe(spec=spec(sql), checkpoint=stored))
+        assert (decision.phase, decision.reason) == (Phase.FAILED, "InvalidSpec")
+        assert decision.message.startswith("spec.sql declares no table and no view")
+        assert decision.pending_change is None

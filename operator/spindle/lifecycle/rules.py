@@ -410,6 +410,14 @@ def situation(observed: Observation) -> Situation | Decision:
         count = int(error.details.get("problems") or 1)
         more = f" The first of {count} problems; `spindle plan -f` lists them all." * (count > 1)
         return failed(error.reason, error.message + more, stop=active)
+    if not program.tables and not program.views:  # a templating or indentation slip
+        return failed(
+            "InvalidSpec",
+            "spec.sql declares no table and no view"
+            + (" (it is empty)" if not observed.spec.sql.strip() else "")
+            + ": give the pipeline its program (CREATE TABLE and CREATE VIEW statements).",
+            stop=active,
+        )
     if checkpoint is not None:
         try:
             _parsed(checkpoint.program.text)

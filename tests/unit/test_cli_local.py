@@ -354,3 +354,30 @@ def test_a_restatement_before_the_first_checkpoint_is_refused_and_not_kept(
         assert err.startswith("error NoCheckpoint: Pipeline grades has no checkpoint yet")
     assert "nothing is stored to recompute" in out + err
     assert LocalPipeline(home, "grades").restate is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["local", "run", "grades", "--untill-idle"], "usage: spindle local run "),
+        (["diff", "--bogus", "a.sql", "b.sql"], "usage: spindle diff "),
+        (["checkpoints", "list", "--x", "file:///tmp"], "usage: spindle checkpoints list "),
+    ],
+)
+def test_an_unknown_flag_shows_the_usage_of_its_command(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It showed the usage of `spindle` itself, a list of commands, for a misspelt flag."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--no-server"] if argv[0] == "local" else argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(usage) and "error: unrecognized arguments: --" in err
+
+
+def test_the_version_is_one_flag_away(capsys: pytest.CaptureFixture[str]) -> None:
+    from spindle import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"spindle {__version__}\n"

@@ -57,6 +57,9 @@ def build_parser(*, extensions: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spindle", description="Evolve Spark SQL pipelines without re-ingesting history."
     )
+    from spindle import __version__
+
+    parser.add_argument("--version", action="version", version=f"spindle {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     diff = sub.add_parser("diff", help="compare two program files (no storage needed)")
     diff.add_argument("old", help="the old program (.sql)")
@@ -65,7 +68,21 @@ def build_parser(*, extensions: bool = True) -> argparse.ArgumentParser:
     diff.set_defaults(run=cmd_diff)
     for register in _extensions() if extensions else ():
         register(sub)
+    _own_usage(parser)
     return parser
+
+
+def _own_usage(parser: argparse.ArgumentParser) -> None:
+    """Each command's parser, as the one whose usage an error of its arguments shows
+    (`usage_of`): argparse reports an unknown flag of `spindle local run` with the usage of
+    `spindle` itself."""
+    import argparse
+
+    parser.set_defaults(usage_of=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _own_usage(command)
 
 
 def _extensions() -> list[Callable[[Any], None]]:
@@ -120,7 +137,9 @@ def run_here(argv: Sequence[str]) -> int:
     extensions = argv[:1] != ["diff"]
     if extensions not in _PARSERS:  # a warm server parses many command lines
         _PARSERS[extensions] = build_parser(extensions=extensions)
-    args = _PARSERS[extensions].parse_args(argv)
+    args, unknown = _PARSERS[extensions].parse_known_args(argv)
+    if unknown:
+        args.usage_of.error(f"unrecognized arguments: {' '.join(unknown)}")
     as_json = bool(getattr(args, "json", False))
     try:
         code: int = args.run(args)

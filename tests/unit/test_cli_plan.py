@@ -207,3 +207,25 @@ def test_where_spec_sql_starts_in_a_manifest(
 
     origin = sql_origin(text.encode(), path="p.yaml")
     assert (origin.line, origin.indent) == (line, indent) if origin else line is None
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (Path("examples/grades/v1.sql").read_text(), "holds text, not a Pipeline manifest"),
+        ("- a\n- b\n", "holds a list, not a Pipeline manifest"),
+        ("42\n", "holds a number, not a Pipeline manifest"),
+    ],
+)
+def test_a_file_that_is_not_a_manifest_says_what_it_holds(
+    text: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spindle plan -f v1.sql` said pydantic's "Input should be a valid dictionary or
+    instance of PipelineManifest", at an empty location."""
+    path = tmp_path / "given.yaml"
+    path.write_text(text)
+    assert main(["plan", "-f", str(path), "--json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    assert body["error_code"] == "InvalidManifest"
+    assert body["message"].startswith(f"{path} {says} (a YAML or JSON mapping")
+    assert ("spindle diff OLD NEW" in body["message"]) == text.startswith("create")

@@ -421,6 +421,21 @@ class PipelineManifest(BaseModel):
 
 def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
     """Validate a Pipeline manifest (YAML/JSON already decoded); errors name the field."""
+    if not isinstance(document, dict):  # a program given for a manifest, an empty file, a list
+        kinds = {str: "text", list: "a list", int: "a number", float: "a number"}
+        kind = kinds.get(type(document), "a single value")
+        sql = (
+            " It reads as SQL: a manifest holds the program in spec.sql, and `spindle diff OLD "
+            "NEW` compares two program files."
+            if _looks_like_sql(document)
+            else ""
+        )
+        raise SpindleError(
+            reason="InvalidManifest",
+            message=f"{source} holds {kind}, not a Pipeline manifest (a YAML or JSON mapping "
+            f"with apiVersion {API_VERSION}, kind {KIND}, metadata and spec).{sql}",
+            details={"source": source},
+        )
     try:
         return PipelineManifest.model_validate(document)
     except ValidationError as error:
@@ -437,6 +452,10 @@ def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
             f"(apiVersion {API_VERSION}, kind {KIND}).",
             details={"source": source, "field": where},
         ) from None
+
+
+def _looks_like_sql(document: Any) -> bool:
+    return isinstance(document, str) and document.lstrip().upper().startswith(("CREATE", "--"))
 
 
 def _misspelt(document: Any, location: tuple[int | str, ...]) -> str:

@@ -41,6 +41,14 @@ def test_null_is_shown_as_null_and_values_as_they_are(capsys: pytest.CaptureFixt
     assert '"name": null' in capsys.readouterr().out  # JSON keeps null
 
 
+def test_a_count_of_one_or_none_reads_as_english(capsys: pytest.CaptureFixture[str]) -> None:
+    """`(1 rows)`, and a blank line of a table without columns above `(0 rows)`."""
+    print_rows([{"id": 6}], as_json=False)
+    assert capsys.readouterr().out.endswith("(1 row)\n")
+    print_rows([], as_json=False)
+    assert capsys.readouterr().out == "(0 rows)\n"
+
+
 def test_a_long_value_is_not_cut_when_the_output_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

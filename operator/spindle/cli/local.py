@@ -23,6 +23,7 @@ from spindle.errors import SpindleError
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, home_path
 from spindle.plan import ChangePlan
+from spindle.wording import counted
 
 
 def _pipeline(args: argparse.Namespace, name: str | None = None) -> LocalPipeline:
@@ -253,7 +254,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     root, options = pipeline.storage_root()
     key = write_batch(open_objects(root, s3=options), table, rows)
     render.console().print(
-        f"Queued {len(rows)} rows for table {table} ({key}); the next step ingests them."
+        f"Queued {counted(len(rows), 'row')} for table {table} ({key}); the next step ingests them."
     )
     return 0
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
 
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
+from spindle.wording import counted
 
 STATUS_STYLE = {"added": "green", "removed": "red", "modified": "yellow"}
 UNBOUNDED_WIDTH = 1_000_000
@@ -316,8 +317,9 @@ def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = F
     for row in rows:  # NULL as NULL (not `None`, a string's text); values are not markup
         table.add_row(*(escape(_cell(v)) for v in row.values()))
     out = console()
-    out.print(table)
-    out.print(f"({cut})" if truncated else f"({len(rows)} rows)")
+    if rows:  # a table of no rows would be a blank line: the count says it
+        out.print(table)
+    out.print(f"({cut})" if truncated else f"({counted(len(rows), 'row')})")
 
 
 def print_json(value: Any) -> None:

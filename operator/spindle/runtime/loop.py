@@ -24,6 +24,7 @@ from spindle.errors import SpindleError
 from spindle.lifecycle import Decision, DriverMode
 from spindle.program import Program
 from spindle.runtime.engine import Runtime, StepStats
+from spindle.wording import counted
 
 Say = Callable[[str], None]
 
@@ -33,7 +34,8 @@ RETRIED = frozenset({"InputUnreadable", "OutputUnwritable", "StorageRefused", "S
 
 def view_line(**fields: Any) -> str:
     """One view evaluated by a bootstrap, as a progress line."""
-    return f"  [{fields['done']}/{fields['total']}] {fields['view']}: {fields['rows']} rows written"
+    written = counted(fields["rows"], "row")
+    return f"  [{fields['done']}/{fields['total']}] {fields['view']}: {written} written"
 
 
 def reporter(say: Say) -> Callable[..., None]:
@@ -42,15 +44,15 @@ def reporter(say: Say) -> Callable[..., None]:
     def report(event: str, **fields: Any) -> None:
         if event == "bootstrap-start":
             say(
-                f"Bootstrapping change {fields['change_id']}: {fields['views']} views to "
-                "evaluate from stored state (no input is read)."
+                f"Bootstrapping change {fields['change_id']}: {counted(fields['views'], 'view')} "
+                "to evaluate from stored state (no input is read)."
             )
         elif event in ("bootstrap-view", "preview-view"):
             say(view_line(**fields))
         elif event == "bootstrap-done":
             say(
                 f"Bootstrap committed as checkpoint {fields['checkpoint']} "
-                f"({fields['rows']} rows written)."
+                f"({counted(fields['rows'], 'row')} written)."
             )
         elif event == "vacuum-failed":
             say(f"Vacuum failed (retried after the next commit): {fields['error']}")
@@ -60,9 +62,12 @@ def reporter(say: Say) -> Callable[..., None]:
         elif event == "compacted":
             relation, files, into = fields["relation"], fields["files"], fields["into"]
             if fields.get("consolidated"):
-                say(f"Consolidated {relation}: {files} files into {into}, cancelled rows removed.")
+                say(
+                    f"Consolidated {relation}: {counted(files, 'file')} into {into}, cancelled "
+                    "rows removed."
+                )
             else:
-                say(f"Compacted {relation}: {files} small files into {into}.")
+                say(f"Compacted {relation}: {counted(files, 'small file')} into {into}.")
         elif event == "input-waiting":
             what = "does not exist yet" if fields["missing"] else "has nothing to read yet"
             say(
@@ -136,8 +141,9 @@ def drive(
             stop.wait(interval)
         else:
             say(
-                f"step {stats.sequence}: {stats.rows_ingested} rows ingested, "
-                f"{len(stats.views_recomputed)} views recomputed, checkpoint {checkpoint.id}"
+                f"step {stats.sequence}: {counted(stats.rows_ingested, 'row')} ingested, "
+                f"{counted(len(stats.views_recomputed), 'view')} recomputed, checkpoint "
+                f"{checkpoint.id}"
             )
     say(f"Stopped at checkpoint {checkpoint.id}.")
     return checkpoint

@@ -25,6 +25,7 @@ from spindle.program.limits import MAX_PROGRAM_BYTES
 from spindle.program.queries import MAX_QUERY_ROWS, plain, row_limit
 from spindle.runtime.engine import Runtime
 from spindle.runtime.served import Served, reply
+from spindle.wording import counted
 
 LOOPBACK = "127.0.0.1"
 
@@ -105,6 +106,7 @@ class QueryServer(Served):
             return 500, failed.body()
         more = " (cut: it has more)" if result["truncated"] else ""
         self.say(
-            f"query answered: {len(result['rows'])} rows{more} at checkpoint {result['checkpoint']}"
+            f"query answered: {counted(len(result['rows']), 'row')}{more} at checkpoint "
+            f"{result['checkpoint']}"
         )
         return 200, result

@@ -66,7 +66,7 @@ def test_anything_but_one_query_is_refused_as_not_read_only(sql: str) -> None:
         check_query(sql)  # the client's check: no relations known
     assert refused.value.reason == "QueryNotReadOnly"
     assert "read-only query" in refused.value.message
-    assert "not 0 statements" not in refused.value.message  # an empty query: "not nothing"
+    assert "not 0 statements" not in refused.value.message  # an empty query: "not an empty one"
 
 
 @pytest.mark.parametrize("sql", OUTSIDE)

@@ -100,7 +100,7 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
     anything but those (paths, other catalogs, table functions)."""
     statements = split(sql)
     if len(statements) != 1:
-        raise _not_read_only(sql, f"{len(statements)} statements" if statements else "nothing")
+        raise _not_read_only(sql, f"{len(statements)} statements" if statements else "an empty one")
     statement = statements[0]
     try:  # the program's own parse, so a mistake reads as it would in a program
         [tree] = parse_tokens(statement.text, tokenize(statement.text))

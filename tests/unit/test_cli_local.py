@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from spindle.cli import warm_client
 from spindle.cli.main import SIGPIPE_EXIT, build_parser, main
@@ -275,6 +276,8 @@ def test_local_apply_of_a_program_that_fails_exits_1_and_status_exits_0(
         assert body["phase"] == "Failed" and body["conditions"][0]["reason"] == "UnknownColumn"
     else:
         assert "pipeline/grades applied (generation 1)" in out
+        root = (tmp_path / "home" / "storage" / "default" / "grades").as_uri()
+        assert f"  state and checkpoints: {root}\n" in out  # where runs here keep them
         assert "phase Failed" in out and f"UnknownColumn: {UNKNOWN_COLUMN}" in out
     assert main(["local", "status", "grades", *home, *json_flag]) == 0
     assert main(["plan", "-f", str(_failing(tmp_path))]) == 1
@@ -381,3 +384,19 @@ def test_the_version_is_one_flag_away(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
     assert exited.value.code == 0 and capsys.readouterr().out == f"spindle {__version__}\n"
+
+
+def test_local_apply_says_when_runs_here_use_the_manifests_storage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A manifest's `spec.storage` is where a local run reads and writes (the cluster's, for a
+    production manifest): `local apply` says so, where the README said only `--home`."""
+    document = yaml.safe_load(Path(MANIFEST).read_text())
+    shared = (tmp_path / "shared").as_uri()
+    document["spec"]["storage"] = {"uri": shared}
+    path = tmp_path / "stored.yaml"
+    path.write_text(yaml.safe_dump(document))
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    assert main(["local", "apply", "-f", str(path), *home]) == 0
+    said = f"  state and checkpoints: {shared}/default/grades (spec.storage: runs here read and"
+    assert said in capsys.readouterr().out

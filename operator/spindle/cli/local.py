@@ -107,7 +107,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(status.to_json())
     else:
-        render.console().print(f"pipeline/{pipeline.name} applied (generation {generation})")
+        out = render.console()
+        out.print(f"pipeline/{pipeline.name} applied (generation {generation})")
+        root, _ = pipeline.storage_root()
+        named = " (spec.storage: runs here read and write there)" * (
+            manifest.spec.storage is not None
+        )
+        out.print(f"  state and checkpoints: {root}{named}")
         _show_status(pipeline.name, status, decision.plan, origin)
     return 1 if status.phase is Phase.FAILED else 0
 

@@ -37,7 +37,22 @@ def test_plan_prints_the_change_id_the_operator_will_ask_for(
     assert body["pendingChange"]["diff"]["program_diff"]["added_views"] == ["avg_grade_all_courses"]
 
     assert main(["plan", "-f", str(EXAMPLE / "pipeline-v1.yaml"), "--checkpoint", uri]) == 0
-    assert "No approval needed" in capsys.readouterr().out
+    assert "the program matches checkpoint 0000" in capsys.readouterr().out
+
+
+def test_plan_against_a_root_without_checkpoints_says_it_starts_from_scratch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped root in a GitOps gate read "the program matches checkpoint (none yet)"."""
+    typo = (tmp_path / "no-such-root").as_uri()
+    manifest = str(EXAMPLE / "pipeline-v2.yaml")
+    assert main(["plan", "-f", manifest, "--checkpoint", typo]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"there is no checkpoint at {typo}, so the pipeline starts from scratch" in out
+    assert "If it has run before, that is not its root" in out
+    assert main(["plan", "-f", manifest, "--checkpoint", typo, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["checkpoint"], body["checkpointRoot"]) == (None, typo)
 
 
 def test_plan_uses_spec_storage_and_explains_when_there_is_none(

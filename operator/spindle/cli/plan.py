@@ -83,6 +83,7 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
     body: dict[str, Any] = {
         "changeId": decision.pending_change.id if decision.pending_change else None,
         "checkpoint": checkpoint.id if checkpoint else None,
+        "checkpointRoot": root,
         "needsApproval": decision.pending_change is not None,
         "pendingChange": decision.pending_change.model_dump(mode="json")
         if decision.pending_change
@@ -91,10 +92,16 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
     }
     if args.json:
         render.print_json(body)
+    elif decision.pending_change is None and checkpoint is None:
+        render.console().print(
+            f"No approval needed ({decision.reason}): there is no checkpoint at {root}, so the "
+            "pipeline starts from scratch. If it has run before, that is not its root (the "
+            "root is <storage uri>/<namespace>/<name>, as spindle checkpoints list shows)."
+        )
     elif decision.pending_change is None:
         render.console().print(
             f"No approval needed ({decision.reason}): the program matches checkpoint "
-            f"{body['checkpoint'] or '(none yet)'}."
+            f"{checkpoint.id}."
         )
     else:
         assert decision.plan is not None

@@ -101,7 +101,7 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
     elif decision.pending_change is None:
         render.console().print(
             f"No approval needed ({decision.reason}): the program matches checkpoint "
-            f"{checkpoint.id}."
+            f"{body['checkpoint']}."
         )
     else:
         assert decision.plan is not None

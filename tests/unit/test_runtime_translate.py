@@ -73,12 +73,15 @@ def test_a_unit_argument_keeps_its_place(written: str, spark: str) -> None:
     assert f"{spark} AS" in sql
 
 
+S = "CAST(`t`.`s` AS STRING)"  # the argument, as the parameter's type
+
+
 @pytest.mark.parametrize(
     ("body", "spark"),
     [
-        ("like(x, 'a%')", "CAST(((`t`.`s` LIKE 'a%')) AS BOOLEAN)"),
-        ("like(x, 'a%') or x is null", "CAST(((`t`.`s` LIKE 'a%' OR `t`.`s` IS NULL)) AS BOOLEAN)"),
-        ("x like 'a%'", "CAST((`t`.`s` LIKE 'a%') AS BOOLEAN)"),
+        ("like(x, 'a%')", f"CAST((({S} LIKE 'a%')) AS BOOLEAN)"),
+        ("like(x, 'a%') or x is null", f"CAST((({S} LIKE 'a%' OR {S} IS NULL)) AS BOOLEAN)"),
+        ("x like 'a%'", f"CAST(({S} LIKE 'a%') AS BOOLEAN)"),
     ],
 )
 def test_a_function_body_may_start_with_sparks_like_call(body: str, spark: str) -> None:
@@ -93,3 +96,28 @@ def test_a_function_body_may_start_with_sparks_like_call(body: str, spark: str) 
     assert view_sql(program.views["v"], program, {"t": {"s": "STRING"}}).sql == (
         f"SELECT {spark} AS `r` FROM `t` AS `t`"
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "spark"),
+    [
+        ("dbl(x + 1)", "CAST((CAST(`t`.`x` + 1 AS INT) * 2) AS INT)"),  # was x + 1 * 2
+        ("neg(x - 1)", "CAST((-CAST(`t`.`x` - 1 AS INT)) AS INT)"),  # was -x - 1
+        ("tag(x)", "CAST((CAST(CAST(`t`.`x` AS DECIMAL(10, 2)) AS STRING)) AS STRING)"),
+        ("dbl(dbl(x))", "CAST((CAST(CAST((CAST(`t`.`x` AS INT) * 2) AS INT) AS INT) * 2) AS INT)"),
+    ],
+)
+def test_a_functions_arguments_are_its_parameters_types_and_stay_whole(
+    call: str, spark: str
+) -> None:
+    """As Spark's own SQL functions: `dbl(x + 1)` of `n * 2` computed `x + 1 * 2` (12, not 22,
+    for x = 10), and `tag(10)` of a DECIMAL(10, 2) parameter gave '10', not '10.00'."""
+    program = parse_program(
+        "create table t (x int);\n"
+        "create function dbl(n int) returns int as n * 2;\n"
+        "create function neg(n int) returns int as -n;\n"
+        "create function tag(v decimal(10, 2)) returns varchar as cast(v as varchar);\n"
+        f"create view v as select {call} as r from t;"
+    )
+    sql = view_sql(program.views["v"], program, {"t": {"x": "INT"}}).sql
+    assert sql == f"SELECT {spark} AS `r` FROM `t` AS `t`"

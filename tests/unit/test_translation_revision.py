@@ -128,6 +128,32 @@ create view logged as select log(10, length(s)) as l, trim(leading 'a' from s) a
     assert "WHERE s LIKE 'a%'" in written.sql(dialect="spark")
     assert as_written(written).sql() == written.sql(), "written once: not swapped back"
     operator = program.views["operator"].query
-    assert as_written(operator).sql() == operator.sql() == (
-        "SELECT s FROM t WHERE s LIKE 'a%' OR 'a%' LIKE s"
+    assert (
+        as_written(operator).sql()
+        == operator.sql()
+        == ("SELECT s FROM t WHERE s LIKE 'a%' OR 'a%' LIKE s")
     )
+
+
+def test_state_of_a_view_calling_a_function_before_arguments_were_cast_is_revised() -> None:
+    """Until revision 3 a call of the program's own function inlined its arguments as they
+    were: `dbl(x + 1)` of `n * 2` computed `x + 1 * 2`, and no argument took its parameter's
+    type. Every view that calls one (directly) is revised, and what reads it upstream."""
+    program = parse_program(
+        """create table t (x int, s varchar);
+create function dbl(n int) returns int as n * 2;
+create function quad(n int) returns int as dbl(dbl(n));
+create view doubled as select dbl(x + 1) as d from t;
+create view quadrupled as select quad(x) as q from t;
+create view plain as select x + 1 as y from t;
+create view reading as select max(d) as m from doubled;
+"""
+    )
+    plan = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=2)
+    assert {n: c.reasons for n, c in plan.changes.items()} == {
+        "doubled": ("runtime",),
+        "quadrupled": ("runtime",),
+        "reading": ("upstream:doubled",),
+    }
+    current = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=3)
+    assert current.diff.is_empty and not current.changes

@@ -12,21 +12,25 @@ from __future__ import annotations
 
 from spindle.plan.changes import ObjectChange, with_reasons
 from spindle.program import Program
-from spindle.program.spark_calls import revised_calls
+from spindle.program.spark_calls import ARGUMENTS_CAST, revised_calls
 
 RUNTIME = "runtime"
 
 
 def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
     """The views of both programs whose query (or a function it calls) makes a call whose
-    translation changed after revision `since`."""
+    translation changed after revision `since`, or that call a function of the program at all
+    before its arguments were cast (`ARGUMENTS_CAST`)."""
     return tuple(
         name
         for name, view in new.views.items()
         if name in old.views
-        and revised_calls(
-            [view.query, *(new.functions[f].body for f in _called(new, view.functions))],
-            since=since,
+        and (
+            (since < ARGUMENTS_CAST and any(f in new.functions for f in view.functions))
+            or revised_calls(
+                [view.query, *(new.functions[f].body for f in _called(new, view.functions))],
+                since=since,
+            )
         )
     )
 

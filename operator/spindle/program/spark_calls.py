@@ -45,9 +45,15 @@ from sqlglot import exp
 
 from spindle.program.statements import text_start
 
-TRANSLATION_REVISION = 2
+TRANSLATION_REVISION = 3
 """The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`,
-1 with its first calls, 2 with `LIKE`'s call form and the calls after it above."""
+1 with its first calls, 2 with `LIKE`'s call form and the calls after it above, 3 with
+`ARGUMENTS_CAST`."""
+ARGUMENTS_CAST = 3
+"""The revision from which a call of the program's own function takes each argument as its
+parameter's declared type, as Spark's SQL functions do (`runtime.translate` inlines the body):
+before it, `dbl(x + 1)` of a body `n * 2` computed `x + 1 * 2`, and `tag(10)` of a parameter
+DECIMAL(10, 2) gave '10', not '10.00'. Every view that calls one is revised."""
 
 
 def _call(name: str, *arguments: exp.Expr | None) -> exp.Anonymous:

@@ -56,7 +56,13 @@ def _inline_udfs(tree: exp.Expr, functions: Mapping[str, Function], depth: int =
         if name is None or name not in functions:
             return node
         function = functions[name]
-        arguments = dict(zip((p for p, _ in function.parameters), node.expressions, strict=False))
+        arguments = {  # each as its parameter's type, as Spark's SQL functions take them; a
+            # cast is a call, so `dbl(x + 1)` stays `(x + 1) * 2`, never `x + 1 * 2`
+            parameter: exp.Cast(this=argument.copy(), to=exp.DataType.build(declared))
+            for (parameter, declared), argument in zip(
+                function.parameters, node.expressions, strict=False
+            )
+        }
         body = _owned(as_written(function.body), function.body)
         body = body.transform(
             lambda n: (

@@ -327,3 +327,23 @@ def test_a_comment_never_closed_is_refused_for_the_program_to_run() -> None:
     assert refused.message.startswith("Syntax error: the comment that starts here is never closed")
     assert (refused.details["line"], refused.details["column"]) == (2, 1)
     parse_program("create table t (a int);\ncreate view v as select '/*' as a from t;")
+
+
+@pytest.mark.parametrize(
+    ("columns", "word", "at"),
+    [
+        ("k int, unique int, x int", "unique int", (1, 31)),
+        ("k int,\n like varchar", "like varchar", (2, 7)),
+    ],
+)
+def test_a_column_named_with_a_clauses_keyword_is_a_syntax_error(
+    columns: str, word: str, at: tuple[int, int]
+) -> None:
+    """sqlglot read `unique int` as a UNIQUE constraint and `like varchar` as a LIKE clause:
+    the column left the table without a word, and every input record's field with it."""
+    error = error_of(f"create table t ({columns});")
+    assert error.reason == "InvalidProgram"
+    assert error.message.startswith(f"Syntax error: '{word}' reads as a ")
+    assert (error.details["line"], error.details["column"]) == at
+    table = parse_program('create table t (k int, "unique" int, "like" int, unique (k));')
+    assert [c.name for c in table.tables["t"].columns] == ["k", "unique", "like"]

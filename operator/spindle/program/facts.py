@@ -93,6 +93,30 @@ def _string_properties(create: exp.Create) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
+def _keyword_column(item: exp.Expr) -> bool:
+    """A column named with a keyword that sqlglot reads as a clause of the table: `unique int`
+    as a UNIQUE constraint on a column `int`, `like int` as CREATE TABLE ... LIKE. The column
+    left the table without a word, and every input record's field with it."""
+    if isinstance(item, exp.UniqueColumnConstraint):
+        return not isinstance(item.this, exp.Schema)  # `UNIQUE (a, b)` is the table's own
+    return isinstance(item, exp.LikeProperty)
+
+
+def _keyword_problem(item: exp.Expr) -> Problem:
+    word = "unique" if isinstance(item, exp.UniqueColumnConstraint) else "like"
+    named = item.find(exp.Identifier)
+    meta = named.meta if named is not None else {}
+    line = int(meta.get("line", 1))
+    col = max(int(meta.get("col", 1)) - len(named.name if named is not None else "") + 1, 1)
+    return invalid(
+        f"Syntax error: '{word} {named.name if named is not None else ''}' reads as a "
+        f"{word.upper()} clause of the table, not a column: {word} is a keyword. Name the "
+        f'column "{word}" (in double quotes), or otherwise',
+        line=line,
+        col=col,
+    )
+
+
 def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFacts:
     schema = create.this
     if not isinstance(schema, exp.Schema) or create.expression is not None:
@@ -129,6 +153,8 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             primary_key.extend(
                 e.name for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)
             )
+        elif _keyword_column(item):
+            raise _keyword_problem(item)
     pk = set(primary_key)
     columns = [Column(c.name, c.type, False, c.lateness) if c.name in pk else c for c in columns]
     return TableFacts(

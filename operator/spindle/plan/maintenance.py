@@ -46,6 +46,7 @@ FALLBACK: Mapping[type[exp.Expr], str] = {
     exp.Unnest: "UNNEST",
     exp.Lateral: "LATERAL",
     exp.Having: "HAVING",
+    exp.Filter: "an aggregate's FILTER (WHERE ...)",
     exp.Rand: "a non-deterministic function",
     exp.CurrentTimestamp: "a non-deterministic function",
     exp.CurrentDate: "a non-deterministic function",
@@ -153,6 +154,8 @@ def _first_fallback(query: exp.Expr) -> str | None:
             return f"the aggregate {call_name(node)}"
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.AggFunc):
             return f"{node.parent.key.upper()}(DISTINCT ...)"
+        if isinstance(node, exp.Count) and node.expressions:  # counted as of its first only
+            return "COUNT of several arguments"
         nested = node is not query and node.parent_select is not None
         if isinstance(node, exp.Select) and nested and not isinstance(node.parent, exp.Union):
             return "a subquery"
@@ -233,6 +236,8 @@ def _aggregate(select: exp.Select) -> Aggregate | str:
     if group is not None:
         if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
             return "ROLLUP, CUBE or GROUPING SETS"
+        if group.args.get("all"):  # its keys are implied: the change's grouping had none
+            return "GROUP BY ALL"
         keys = tuple(group.expressions)
     else:
         keys = ()

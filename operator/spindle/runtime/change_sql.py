@@ -312,11 +312,13 @@ def combine(shape: Aggregate, *, old: str, change: str, types: Mapping[str, str]
     extreme may have left and must be re-read. `types` are the state columns' Spark types."""
     on = " AND ".join(f"d.`{key(j)}` <=> o.`{key(j)}`" for j in range(len(shape.keys))) or "TRUE"
     items = [f"d.`{key(j)}`" for j in range(len(shape.keys))]
-    items.append(f"COALESCE(o.`{COUNT}`, 0) + d.`{COUNT}` AS `{COUNT}`")
+    # a change of no rows is one of NULL sums for a view without GROUP BY (its one group is
+    # touched all the same): NULL + 1 made its count NULL, then one short for good
+    items.append(f"COALESCE(o.`{COUNT}`, 0) + COALESCE(d.`{COUNT}`, 0) AS `{COUNT}`")
     for index, call in enumerate(shape.calls):
         if call.argument is None:
             continue
-        n = f"(COALESCE(o.`{nonnull(index)}`, 0) + d.`{nonnull(index)}`)"
+        n = f"(COALESCE(o.`{nonnull(index)}`, 0) + COALESCE(d.`{nonnull(index)}`, 0))"
         items.append(f"{n} AS `{nonnull(index)}`")
         if call.kind in ("sum", "avg"):
             s = total(index)

@@ -347,3 +347,29 @@ def test_a_column_named_with_a_clauses_keyword_is_a_syntax_error(
     assert (error.details["line"], error.details["column"]) == at
     table = parse_program('create table t (k int, "unique" int, "like" int, unique (k));')
     assert [c.name for c in table.tables["t"].columns] == ["k", "unique", "like"]
+
+
+def test_minus_is_except() -> None:
+    """Spark's (and Oracle's) MINUS was read as an alias of the relation before it."""
+    program = parse_program(
+        "create table t (k int, minus int);\ncreate table u (k int);\n"
+        "create view v as select k from t minus select k from u;\n"
+        "create view w as select minus from t minus all (select k from u);"
+    )
+    assert (
+        program.views["v"].canonical == 'SELECT k FROM t AS "#t0" EXCEPT SELECT k FROM u AS "#t1"'
+    )
+    assert "EXCEPT ALL (SELECT k FROM u" in program.views["w"].canonical
+
+
+@pytest.mark.parametrize("name", ["glob", "qualify", "rlike"])
+def test_a_keyword_where_a_name_goes_says_to_double_quote_it(name: str) -> None:
+    error = error_of(f"create table t (k int);\ncreate view {name} as select k from t;")
+    assert error.message.startswith(f"Syntax error: Expected table name but got '{name}'")
+    assert f'it is a keyword, so write it in double quotes, "{name}")' in error.message
+    quoted = parse_program(f'create table t (k int);\ncreate view "{name}" as select k from t;')
+    assert list(quoted.views) == [name]
+    assert (
+        "double quotes"
+        not in error_of("create table t (k int);\ncreate view v as selec k;").message
+    )

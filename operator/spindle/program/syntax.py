@@ -188,6 +188,7 @@ def tokenize(text: str) -> list[Token]:
         ) from None
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
+    _minus_as_except(tokens)
     _substr_from(tokens)
     _like_bodies(tokens)
     _typed_numbers(text, tokens)
@@ -280,6 +281,22 @@ _OPERAND_STARTS = frozenset(
 )
 """Tokens an operand follows, never an operator: after one, `DIV(` is Spark's call `div(a, b)`,
 not the operator of `a DIV (b)`."""
+
+
+_QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.L_PAREN, TokenType.ALL, TokenType.DISTINCT})
+
+
+def _minus_as_except(tokens: list[Token]) -> None:
+    """`SELECT ... MINUS SELECT ...`, Spark's (and Oracle's) name for EXCEPT, read as EXCEPT:
+    sqlglot read MINUS as an alias of the relation before it (`Unexpected 'select'`)."""
+    for before, token, following in zip(tokens, tokens[1:], tokens[2:], strict=False):
+        if (  # after a query's end, not `SELECT minus(x)`
+            token.token_type is TokenType.VAR
+            and token.text.upper() == "MINUS"
+            and following.token_type in _QUERY_STARTS
+            and before.token_type not in _OPERAND_STARTS
+        ):
+            token.token_type = TokenType.EXCEPT
 
 
 def _calls_of_keywords(tokens: list[Token]) -> None:
@@ -401,9 +418,34 @@ def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
         )
         line = int(first.get("line") or 1)
         col = max(int(first.get("col") or 1) - len(first.get("highlight") or " ") + 1, 1)
+        hint = _keyword_hint(tokens, first.get("highlight") or "", line, int(first.get("col") or 0))
         raise invalid(
-            f"Syntax error: {description}", **_at_offset(text, _sqlglot_offset(text, line, col))
+            f"Syntax error: {description}{hint}",
+            **_at_offset(text, _sqlglot_offset(text, line, col)),
         ) from None
+
+
+_STRUCTURE = frozenset(
+    {"SELECT", "FROM", "WHERE", "GROUP", "ORDER", "BY", "HAVING", "JOIN", "ON", "USING"}
+    | {"UNION", "EXCEPT", "INTERSECT", "AND", "OR", "NOT", "CASE", "WHEN", "THEN", "ELSE"}
+    | {"END", "AS", "WITH", "CREATE", "VIEW", "TABLE", "FUNCTION", "RETURNS", "MATERIALIZED"}
+    | {"NULL", "IS", "IN", "BETWEEN", "DISTINCT", "ALL", "TRUE", "FALSE", "LIKE"}
+)
+"""Keywords no one means as a name: an error at one of them gets no hint to quote it."""
+
+
+def _keyword_hint(tokens: list[Token], highlight: str, line: int, col: int) -> str:
+    """When the error is at a keyword that may have been meant as a name (a view `glob`, a
+    column `window`): how to write it as one."""
+    word = highlight.strip()
+    token = next((t for t in tokens if t.line == line and t.col == col and t.text == word), None)
+    if token is None or token.token_type in _NAMES or not word.isidentifier():
+        return ""
+    if word.upper() in _STRUCTURE or token.token_type in (TokenType.STRING, TokenType.NUMBER):
+        return ""
+    return (
+        f' (if {word} is meant as a name: it is a keyword, so write it in double quotes, "{word}")'
+    )
 
 
 def _lateness(text: str, create: exp.Create, clauses: tuple[LatenessClause, ...]) -> dict[int, str]:

@@ -49,6 +49,18 @@ TABLE = "create table t (s varchar, n int);\n"
         # Spark got CAST('12:30:00' AS TIMESTAMP): today's date at 12:30
         ("select time '12:30:00' as t from t", "uses the type TIME, which Spark's SQL", 13),
         ("select n, cast(s as time) as t from t", "uses the type TIME", 16),  # at what it casts
+        # Feldera's fields Spark's EXTRACT has not: INVALID_EXTRACT_FIELD after approval
+        (
+            "select extract(epoch from current_timestamp()) as e from t",
+            "calls EXTRACT(EPOCH FROM ...), a field Spark's EXTRACT does not have: write "
+            "UNIX_SECONDS(ts)",
+            27,
+        ),
+        (
+            "select n, extract(millisecond from current_timestamp()) as e from t",
+            "calls EXTRACT(MILLI",
+            36,
+        ),
     ],
 )
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(

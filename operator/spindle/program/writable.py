@@ -85,6 +85,34 @@ def _date_trunc(node: exp.Expr) -> str | None:
     )
 
 
+EXTRACT_FIELDS = frozenset(
+    {"YEAR", "Y", "YEARS", "YR", "YRS", "YEAROFWEEK", "QUARTER", "QTR", "MONTH", "MON", "MONS"}
+    | {"MONTHS", "WEEK", "W", "WEEKS", "DAY", "D", "DAYS", "DAYOFWEEK", "DOW", "DAYOFWEEK_ISO"}
+    | {"DOW_ISO", "DOY", "HOUR", "H", "HOURS", "HR", "HRS", "MINUTE", "M", "MIN", "MINS"}
+    | {"MINUTES", "SECOND", "S", "SEC", "SECONDS", "SECS"}
+)
+"""The fields Spark's EXTRACT reads (`INVALID_EXTRACT_FIELD` for any other, after approval)."""
+_EXTRACT_INSTEAD = {
+    "EPOCH": "UNIX_SECONDS(ts) (UNIX_DATE(d) for a DATE's days)",
+    "MILLISECOND": "EXTRACT(SECOND FROM ts) * 1000",
+    "MICROSECOND": "EXTRACT(SECOND FROM ts) * 1000000",
+    "ISODOW": "EXTRACT(DAYOFWEEK_ISO FROM ts)",
+    "ISOYEAR": "EXTRACT(YEAROFWEEK FROM ts)",
+}
+
+
+def _extract(node: exp.Expr) -> str | None:
+    field = node.this
+    if not isinstance(field, exp.Var) or field.name.upper() in EXTRACT_FIELDS:
+        return None
+    name = field.name.upper()
+    instead = _EXTRACT_INSTEAD.get(
+        name,
+        "a field Spark has (YEAR, QUARTER, MONTH, WEEK, DAY, DAYOFWEEK, DOY, HOUR, MINUTE, SECOND)",
+    )
+    return f"calls EXTRACT({name} FROM ...), a field Spark's EXTRACT does not have: write {instead}"
+
+
 def _trunc(node: exp.Expr) -> str | None:
     if not numeric_places(node):
         return None
@@ -145,6 +173,7 @@ def _time(node: exp.Expr) -> str | None:
 CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
     exp.DataType: _time,  # TIME '12:30:00', CAST(s AS TIME)
     exp.DateTrunc: _date_trunc,
+    exp.Extract: _extract,
     exp.Trunc: _trunc,
     exp.Posexplode: _unnamed_columns,
     exp.PosexplodeOuter: _unnamed_columns,

@@ -400,3 +400,19 @@ def test_local_apply_says_when_runs_here_use_the_manifests_storage(
     assert main(["local", "apply", "-f", str(path), *home]) == 0
     said = f"  state and checkpoints: {shared}/default/grades (spec.storage: runs here read and"
     assert said in capsys.readouterr().out
+
+
+def test_a_ctrl_c_inside_a_spark_call_leaves_no_traceback() -> None:
+    """py4j logs a Ctrl-C that reaches it mid-command with `logging.exception`: the root
+    logger printed `ERROR:root:KeyboardInterrupt while sending command.` and a traceback."""
+    import logging
+
+    from spindle.runtime.session import _quiet_query_context
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("root", logging.ERROR, __file__, 1, message, None, None)
+
+    _quiet_query_context()  # as a Spark session starts
+    root = logging.getLogger()
+    assert not root.filter(record("KeyboardInterrupt while sending command."))
+    assert root.filter(record("Something else went wrong."))

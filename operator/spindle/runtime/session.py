@@ -54,9 +54,19 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 is raised; Spindle says every such error itself, as its reason and Spark's first line."""
 
 
+def _interrupt_trace(record: logging.LogRecord) -> bool:
+    """False for py4j's line about a Ctrl-C that reached it mid-command: it logs the
+    interruption, with a traceback, through the root logger, before the command ends as an
+    interrupted one (exit 130)."""
+    return "KeyboardInterrupt while sending command" not in record.getMessage()
+
+
 def _quiet_query_context() -> None:
     for name in QUERY_CONTEXT_LOGGERS:  # PySpark's own class: it logs with extra arguments
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if _interrupt_trace not in root.filters:
+        root.addFilter(_interrupt_trace)
 
 
 WAREHOUSE = Path(tempfile.gettempdir()) / f"spindle-spark-warehouse-{os.getuid()}"

@@ -932,3 +932,30 @@ def test_the_first_checkpoint_records_a_restatement_asked_before_it(tmp_path: Pa
     first = runtime.initialize(program, restated="counts@1")
     second, _ = runtime.step(program, first)
     assert (first.restated, second.restated) == ("counts@1", "counts@1")
+
+
+def test_a_column_named_in_double_quotes_keeps_its_capitals_in_state_and_outputs(
+    tmp_path: Path, spark: Any
+) -> None:
+    """`s AS "Name"` was stored, and delivered to outputs, as `name` (Feldera and Spark's own
+    SQL keep `Name`); an incremental view keeps it through its steps."""
+    from spindle.runtime.maintain import Views
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    sql = (
+        f"create table t (s varchar) with ('connectors' = '{connectors('file_input', inputs)}');\n"
+        f"create materialized view v with ('connectors' = '{connectors('file_output', out)}') "
+        'as select s as "Name", count(*) as "Total" from t group by s;\n'
+    )
+    runtime, _, program = runtime_for(tmp_path, sql)
+    checkpoint = runtime.initialize(program)
+    for step in range(2):
+        (inputs / f"{step}.json").write_text('{"s": "a"}\n')
+        checkpoint, _ = runtime.step(program, checkpoint)
+    stored = Views(spark, program, runtime.uri).contents("v", checkpoint.state["v"])
+    assert stored.columns == ["Name", "Total"] and [tuple(r) for r in stored.collect()] == [
+        ("a", 2)
+    ]
+    records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.open()]
+    assert records and all({"Name", "Total"} <= set(record) for record in records)

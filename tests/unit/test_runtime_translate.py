@@ -7,7 +7,7 @@ import pytest
 
 from spindle.errors import SpindleError
 from spindle.program import parse_program
-from spindle.runtime.translate import spark_type, table_ddl_schema, view_sql
+from spindle.runtime.translate import spark_type, table_ddl_schema, translated, view_sql
 
 PROGRAM = """
 create table grades (student_id int, class varchar, grade decimal(5, 2));
@@ -121,3 +121,27 @@ def test_a_functions_arguments_are_its_parameters_types_and_stay_whole(
     )
     sql = view_sql(program.views["v"], program, {"t": {"x": "INT"}}).sql
     assert sql == f"SELECT {spark} AS `r` FROM `t` AS `t`"
+
+
+def test_a_name_in_double_quotes_keeps_its_capitals() -> None:
+    """Qualify, in Spark's dialect, lowered every name: `s AS "Name"` was stored, and written to
+    outputs, as `name`. Unquoted names are lower case, as Spindle reads them."""
+    program = parse_program(
+        'create table t (s varchar, "Mixed" int);\n'
+        'create view v as select s as "Name", count(*) as "Total", max("Mixed") as m '
+        "from t group by s;\n"
+        'create view w as select "Name" from v union all select s as "Other" from t;\n'
+        "create view x as select * from v;\n"
+        'create view y as select name, "Mixed" from v, t;\n'
+    )
+    schemas = {"t": {"s": "STRING", "Mixed": "INT"}}
+    assert view_sql(program.views["v"], program, schemas).sql == (
+        "SELECT `t`.`s` AS `Name`, COUNT(*) AS `Total`, MAX(`t`.`mixed`) AS `m` FROM `t` AS `t` "
+        "GROUP BY `t`.`s`"
+    )
+    schemas["v"] = {"Name": "STRING", "Total": "BIGINT", "m": "INT"}
+    names = {
+        name: [s.alias for s in translated(program.views[name], program, schemas).selects]
+        for name in "wxy"
+    }
+    assert names == {"w": ["Name"], "x": ["Name", "Total", "m"], "y": ["name", "Mixed"]}

@@ -157,3 +157,22 @@ create view reading as select max(d) as m from doubled;
     }
     current = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=3)
     assert current.diff.is_empty and not current.changes
+
+
+def test_state_of_a_view_naming_columns_with_capitals_in_double_quotes_is_revised() -> None:
+    """Until revision 3 `s AS "Name"` stored (and output) a column `name`; so did `SELECT *`
+    over a table's column `"Mixed"`."""
+    program = parse_program(
+        """create table t (s varchar, "Mixed" int);
+create view named as select s as "Name" from t;
+create view lower as select s as "name", s as other from t;
+create view starred as select * from t;
+create view reading as select * from named;
+"""
+    )
+    plan = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=2)
+    assert {n: c.reasons for n, c in plan.changes.items()} == {
+        "named": ("runtime",),
+        "starred": ("runtime",),
+        "reading": ("upstream:named",),
+    }

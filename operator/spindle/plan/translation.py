@@ -11,8 +11,14 @@ recomputes them, instead of mixing values of both translations in one view.
 from __future__ import annotations
 
 from spindle.plan.changes import ObjectChange, with_reasons
-from spindle.program import Program
-from spindle.program.spark_calls import ARGUMENTS_CAST, revised_calls
+from spindle.program import Program, View
+from spindle.program.spark_calls import (
+    ARGUMENTS_CAST,
+    CASED_NAMES,
+    cased_outputs,
+    first_select,
+    revised_calls,
+)
 
 RUNTIME = "runtime"
 
@@ -20,19 +26,30 @@ RUNTIME = "runtime"
 def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
     """The views of both programs whose query (or a function it calls) makes a call whose
     translation changed after revision `since`, or that call a function of the program at all
-    before its arguments were cast (`ARGUMENTS_CAST`)."""
+    before its arguments were cast (`ARGUMENTS_CAST`), or name a column with capitals in
+    double quotes before such names kept them (`CASED_NAMES`)."""
     return tuple(
         name
         for name, view in new.views.items()
         if name in old.views
         and (
             (since < ARGUMENTS_CAST and any(f in new.functions for f in view.functions))
+            or (since < CASED_NAMES and (cased_outputs(view.query) or _cased_star(new, view)))
             or revised_calls(
                 [view.query, *(new.functions[f].body for f in _called(new, view.functions))],
                 since=since,
             )
         )
     )
+
+
+def _cased_star(program: Program, view: View) -> bool:
+    """Whether a view selects only stars over a table with a column named with capitals."""
+    select = first_select(view.query)
+    if select is None or not all(item.is_star for item in select.expressions):
+        return False
+    tables = [program.tables[d] for d in view.dependencies if d in program.tables]
+    return any(c.name != c.name.lower() for table in tables for c in table.columns)
 
 
 def _called(program: Program, direct: tuple[str, ...]) -> list[str]:

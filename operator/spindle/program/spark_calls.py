@@ -48,7 +48,11 @@ from spindle.program.statements import text_start
 TRANSLATION_REVISION = 3
 """The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`,
 1 with its first calls, 2 with `LIKE`'s call form and the calls after it above, 3 with
-`ARGUMENTS_CAST`."""
+`ARGUMENTS_CAST` and `CASED_NAMES`."""
+CASED_NAMES = 3
+"""The revision from which a column a view names in double quotes with capitals (`x AS
+"Name"`) keeps them: before it the stored column, and output records' key, was `name`. Every
+such view is revised."""
 ARGUMENTS_CAST = 3
 """The revision from which a call of the program's own function takes each argument as its
 parameter's declared type, as Spark's SQL functions do (`runtime.translate` inlines the body):
@@ -206,6 +210,30 @@ _FIRST: tuple[type[exp.Expr], ...] = (
 )
 REVISED: Mapping[type[exp.Expr], int] = {kind: 1 if kind in _FIRST else 2 for kind in AS_WRITTEN}
 """The translation revision that changed how each kind of call is written for Spark."""
+
+
+def first_select(query: exp.Expr) -> exp.Select | None:
+    """The SELECT that names a query's columns: the query's own, or a set operation's first."""
+    while isinstance(query, exp.SetOperation | exp.Subquery):
+        query = query.this
+    return query if isinstance(query, exp.Select) else None
+
+
+def cased_alias(item: exp.Expr) -> str | None:
+    """The name a select item is given in double quotes with capitals (`x AS "Name"`, or a
+    column `"Name"`), kept as written from `CASED_NAMES` on; None for any other item."""
+    name = item.args.get("alias") if isinstance(item, exp.Alias) else None
+    if isinstance(item, exp.Column):  # `"Name"`, `t."Name"`: a column as written
+        name = item.this
+    if not isinstance(name, exp.Identifier) or not name.quoted or name.this == name.this.lower():
+        return None
+    return str(name.this)
+
+
+def cased_outputs(query: exp.Expr) -> bool:
+    """Whether a view names one of its columns with capitals in double quotes."""
+    select = first_select(query)
+    return select is not None and any(cased_alias(item) for item in select.expressions)
 
 
 def as_written(tree: exp.Expr) -> exp.Expr:

@@ -21,7 +21,7 @@ from sqlglot.schema import MappingSchema
 
 from spindle.errors import SpindleError, located
 from spindle.program import Function, Program, Table, View
-from spindle.program.spark_calls import as_written
+from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
 from spindle.program.writable import UNSUPPORTED
 
@@ -129,7 +129,37 @@ def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, 
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )
-    return _fix_decimal_avg(tree, schema)
+    return _cased_names(_fix_decimal_avg(tree, schema), view.query, schemas)
+
+
+def _cased_names(
+    tree: exp.Expr, written: exp.Expr, schemas: Mapping[str, Mapping[str, str]]
+) -> exp.Expr:
+    """`tree` with the case of each output name as Spark's own SQL and Feldera keep it: a name
+    the view double-quotes (`s AS "Name"`, `"Name"`) as written, and the columns of a select
+    list of stars (`SELECT *`, `SELECT a.*, b.*`) as what it reads has them. Qualify, in
+    Spark's dialect, lowers every name: the view's column, its stored state's and its output
+    records' key were `name`."""
+    ours, theirs = first_select(tree), first_select(written)
+    if ours is None or theirs is None:
+        return tree
+    if len(ours.expressions) == len(theirs.expressions):  # no star expanded: item by item
+        for item, original in zip(ours.expressions, theirs.expressions, strict=True):
+            name = cased_alias(original)
+            if name is not None and isinstance(item, exp.Alias):
+                item.set("alias", exp.to_identifier(name, quoted=True))
+    if not all(item.is_star for item in theirs.expressions):
+        return tree  # the columns stars stand for among other items: not told apart here
+    relations = {t.alias_or_name.lower(): t.name for t in ours.find_all(exp.Table)}
+    for item in ours.expressions:  # each a column a star stands for
+        column = item.this if isinstance(item, exp.Alias) else None
+        if not isinstance(column, exp.Column):
+            continue
+        spelled = {c.lower(): c for c in schemas.get(relations.get(column.table.lower(), ""), {})}
+        name = spelled.get(column.name.lower())
+        if name is not None and name != item.alias and item.alias == column.name:
+            item.set("alias", exp.to_identifier(name, quoted=True))
+    return tree
 
 
 def _owned(tree: exp.Expr, shared: exp.Expr) -> exp.Expr:

@@ -378,6 +378,18 @@ def test_an_unknown_flag_shows_the_usage_of_its_command(
     assert err.startswith(usage) and "error: unrecognized arguments: --" in err
 
 
+def test_an_unknown_flag_of_kubectl_spindle_shows_its_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from spindle.cli import kubectl_plugin
+
+    with pytest.raises(SystemExit) as exited:
+        kubectl_plugin.main(["status", "grades", "--jsn"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith("usage: kubectl spindle status ")
+    assert "error: unrecognized arguments: --jsn" in err
+
+
 def test_the_version_is_one_flag_away(capsys: pytest.CaptureFixture[str]) -> None:
     from spindle import __version__
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION
 from spindle.cli import cluster_query, render
+from spindle.cli.main import own_usage, parsed
 from spindle.errors import SpindleError
 
 
@@ -309,11 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "--timeout", type=float, default=900.0, help="seconds to wait for the report"
             )
         command.set_defaults(run=run)
+    own_usage(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parsed(build_parser(), argv)
     try:
         code: int = args.run(args)
         return code

@@ -68,11 +68,20 @@ def build_parser(*, extensions: bool = True) -> argparse.ArgumentParser:
     diff.set_defaults(run=cmd_diff)
     for register in _extensions() if extensions else ():
         register(sub)
-    _own_usage(parser)
+    own_usage(parser)
     return parser
 
 
-def _own_usage(parser: argparse.ArgumentParser) -> None:
+def parsed(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`argv` read by `parser` (its commands' parsers marked by `own_usage`): an unknown
+    argument is an error of the command it was given to, shown with that command's usage."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "usage_of", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def own_usage(parser: argparse.ArgumentParser) -> None:
     """Each command's parser, as the one whose usage an error of its arguments shows
     (`usage_of`): argparse reports an unknown flag of `spindle local run` with the usage of
     `spindle` itself."""
@@ -82,7 +91,7 @@ def _own_usage(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for command in action.choices.values():
-                _own_usage(command)
+                own_usage(command)
 
 
 def _extensions() -> list[Callable[[Any], None]]:
@@ -137,9 +146,7 @@ def run_here(argv: Sequence[str]) -> int:
     extensions = argv[:1] != ["diff"]
     if extensions not in _PARSERS:  # a warm server parses many command lines
         _PARSERS[extensions] = build_parser(extensions=extensions)
-    args, unknown = _PARSERS[extensions].parse_known_args(argv)
-    if unknown:
-        args.usage_of.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args = parsed(_PARSERS[extensions], argv)
     as_json = bool(getattr(args, "json", False))
     try:
         code: int = args.run(args)

@@ -959,3 +959,24 @@ def test_a_column_named_in_double_quotes_keeps_its_capitals_in_state_and_outputs
     ]
     records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.open()]
     assert records and all({"Name", "Total"} <= set(record) for record in records)
+
+
+def test_a_local_run_says_its_own_lines_not_sparks_start_up(tmp_path: Path) -> None:
+    """`spindle local run` printed eight lines of Spark's start-up before its own: its default
+    log profile, the log level, the native library, and that the machine's name resolves to
+    a loopback address so Spark listened on another interface."""
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    cli = [sys.executable, "-m", "spindle.cli.main"]
+    manifest = "examples/grades/pipeline-v1.yaml"
+    subprocess.run([*cli, "local", "apply", "-f", manifest, *home], check=True, capture_output=True)
+    ran = subprocess.run(
+        [*cli, "local", "run", "grades", "--until-idle", *home],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"},
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    for noise in ("log4j profile", "default log level", "NativeCodeLoader", "SPARK_LOCAL_IP"):
+        assert noise not in ran.stderr
+    assert "Stopped at checkpoint 0000" in ran.stderr

@@ -244,6 +244,16 @@ def _shared_session(builder: SparkSession.Builder, settings: dict[str, str]) -> 
     return _SHARED.base.newSession()
 
 
+LOCAL_LOG = (Path(__file__).parent / "log4j2-local.properties").as_uri()
+"""The log profile of a local-mode driver: warnings, without the start-up lines Spark's own
+profile prints ("Using Spark's default log4j profile", "Setting default log level", the native
+library) that a user of `spindle local run` read at every start."""
+LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+"""Where a local-mode driver listens: the loopback only. Spark took the address the machine's
+name resolves to, or its first interface's when that is a loopback one ("Your hostname
+resolves to a loopback address ... using 192.0.2.2 instead"), and said so on every start."""
+
+
 def spark_session(
     *,
     app: str = "spindle",
@@ -258,7 +268,15 @@ def spark_session(
     if on_kubernetes:
         settings = {**_executor_template(), **settings}
     builder = SparkSession.builder.appName(app).master(master)
+    if master.startswith("local"):
+        settings = {**LOOPBACK, **settings}
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM's own lookup, at start
     conf = spark_conf(s3=s3, extra=settings)
+    if master.startswith("local"):  # a local-mode driver's log (a driver pod's of one too)
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = (
+            f"{options} -Dlog4j2.configurationFile={LOCAL_LOG}".strip()
+        )
     for key, value in conf.items():
         builder = builder.config(key, value)
     if _SHARED.enabled and not on_kubernetes:

@@ -102,9 +102,7 @@ def query_diffs(plan: ChangePlan) -> list[str]:
 
 def _count(value: Any, unit: str) -> str:
     """`1 row`, `2,000 rows` or `unknown`, for a plural `unit`."""
-    if value is None:
-        return "unknown"
-    return f"{value:,} {unit.removesuffix('s') if value == 1 else unit}"
+    return "unknown" if value is None else counted(value, unit.removesuffix("s"), unit)
 
 
 def estimate_lines(estimate: dict[str, Any]) -> list[str]:

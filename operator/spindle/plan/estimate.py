@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.program import Program
+from spindle.wording import counted
 
 OUTPUT_MODES = ("replace", "append", "silent")
 
@@ -76,7 +77,7 @@ class Estimate:
 
     def headline(self) -> str:
         """Views, rows, duration: one line (the Argo CD health message shows it)."""
-        views = f"{len(self.views)} view{'' if len(self.views) == 1 else 's'}"
+        views = counted(len(self.views), "view")
         rows = (
             "stored rows unknown"
             if self.input_rows is None

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from spindle.program import View
 from spindle.program.queries import plain
+from spindle.wording import counted
 
 PREVIEW_FORMAT = 1
 
@@ -141,7 +142,7 @@ class PreviewReport:
         changed = sum(v.changed for v in self.views)
         count = len(self.views)
         return (
-            f"Preview of change {self.change_id}: {count} view{'s' if count != 1 else ''}, "
+            f"Preview of change {self.change_id}: {counted(count, 'view')}, "
             f"{added:,} rows added, {removed:,} removed, {changed:,} changed"
         )
 

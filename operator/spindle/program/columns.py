@@ -34,6 +34,7 @@ from spindle.program.ordinals import ordinal_problem
 from spindle.program.statements import text_start
 from spindle.program.units import unit_name
 from spindle.program.writable import UNSUPPORTED
+from spindle.wording import counted
 
 _Columns = tuple[str, ...] | None
 """A relation's column names, or None when they cannot be known here."""
@@ -213,9 +214,9 @@ def _mismatched(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, 
         return (
             _start(second.selects[left] if right > left else second),
             "ColumnCountMismatch",
-            f"View '{view.name}': the {kind}'s first input has {_columns(left)} and its second "
-            f"{_columns(right)}. Each input must select as many columns as the first, in the "
-            "same order",
+            f"View '{view.name}': the {kind}'s first input has {counted(left, 'column')} and "
+            f"its second {counted(right, 'column')}. Each input must select as many columns as "
+            "the first, in the same order",
             {"view": view.name, "first": left, "second": right},
         )
     return None
@@ -237,10 +238,6 @@ def _first(
     while isinstance(query, through):
         query = query.this
     return query if isinstance(query, exp.Select) else None
-
-
-def _columns(count: int) -> str:
-    return f"{count} column{'s' if count != 1 else ''}"
 
 
 def _start(node: exp.Expr) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from sqlglot import exp
 
 from spindle.program.calls import call_name
+from spindle.wording import counted
 
 Problem = tuple[exp.Expr, str, str, dict[str, object]]
 
@@ -29,8 +30,8 @@ def ordinal_problem(view: str, query: exp.Query) -> Problem | None:
             position = _number(node)
             if position is not None and not 1 <= position <= width:
                 message = (
-                    f"View '{view}' has {clause} {position}, but its SELECT has {width} "
-                    f"column{'s' if width != 1 else ''}: a position counts them from 1. Name the "
+                    f"View '{view}' has {clause} {position}, but its SELECT has "
+                    f"{counted(width, 'column')}: a position counts them from 1. Name the "
                     f"column instead, or use a position from 1 to {width}"
                 )
                 return node, "OrdinalOutOfRange", message, {"view": view, "position": position}

@@ -187,8 +187,8 @@ def _step(
                 return _stopped(runtime, checkpoint), None
             continue
         if failures:
-            retries = "retry" if failures == 1 else "retries"
-            say(f"Recovered after {failures} {retries}: checkpoint {checkpoint.id}.")
+            retried = counted(failures, "retry", "retries")
+            say(f"Recovered after {retried}: checkpoint {checkpoint.id}.")
             retrying(None)
         return checkpoint, stats
 
@@ -219,6 +219,6 @@ def _spent(error: SpindleError, failures: int) -> SpindleError:
     return SpindleError(
         reason=error.reason,
         message=f"{error.message} The step failed {failures} times: its first attempt and "
-        f"{retries} {'retry' if retries == 1 else 'retries'} (spec.retry.attempts).",
+        f"{counted(retries, 'retry', 'retries')} (spec.retry.attempts).",
         details={**error.details, "attempts": failures},
     )

@@ -31,6 +31,7 @@ from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.ordinals import ordinal_problem
+from spindle.program.spark_calls import first_select
 from spindle.program.statements import text_start
 from spindle.program.units import unit_name
 from spindle.program.writable import UNSUPPORTED
@@ -225,19 +226,15 @@ def _mismatched(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, 
 def _input(node: exp.Expr) -> exp.Select | None:
     """The SELECT whose columns a set operation's input has, or None when their number is not
     known here (a star sqlglot could not expand)."""
-    first = _first(node, through=(exp.Subquery, exp.SetOperation))
+    first = first_select(node)
     if first is None or any(isinstance(s, exp.Star) or s.is_star for s in first.selects):
         return None
     return first
 
 
-def _first(
-    query: exp.Expr, *, through: tuple[type[exp.Expr], ...] = (exp.SetOperation,)
-) -> exp.Select | None:
-    """The SELECT that names a query's columns (a set operation's first), or None."""
-    while isinstance(query, through):
-        query = query.this
-    return query if isinstance(query, exp.Select) else None
+def _first(query: exp.Expr) -> exp.Select | None:
+    """The SELECT that names a view's columns, not through its parentheses."""
+    return first_select(query, through=(exp.SetOperation,))
 
 
 def _start(node: exp.Expr) -> int:

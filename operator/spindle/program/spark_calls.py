@@ -212,9 +212,12 @@ REVISED: Mapping[type[exp.Expr], int] = {kind: 1 if kind in _FIRST else 2 for ki
 """The translation revision that changed how each kind of call is written for Spark."""
 
 
-def first_select(query: exp.Expr) -> exp.Select | None:
-    """The SELECT that names a query's columns: the query's own, or a set operation's first."""
-    while isinstance(query, exp.SetOperation | exp.Subquery):
+def first_select(
+    query: exp.Expr, *, through: tuple[type[exp.Expr], ...] = (exp.SetOperation, exp.Subquery)
+) -> exp.Select | None:
+    """The SELECT that names a query's columns: the query's own, or a set operation's first,
+    through parentheses (only through the kinds `through` names), or None."""
+    while isinstance(query, through):
         query = query.this
     return query if isinstance(query, exp.Select) else None
 

@@ -65,7 +65,7 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
             for column in _bare_columns([n for n in nodes if n is not None], declared):
                 if _key(column) not in grouped and column.table in _own_sources(scope):
                     return _problem(view, column, grouped=group is not None, clause=clause)
-        correlated = _ungrouped_subquery(view, scope, group, grouped, declared)
+        correlated = _ungrouped_subquery(view, scope, select, grouped, declared)
         if correlated is not None:
             return correlated
     return None
@@ -74,7 +74,7 @@ def grouping_problem(view: str, query: exp.Query, *, declared: frozenset[str]) -
 def _ungrouped_subquery(
     view: str,
     scope: Scope,
-    group: exp.Expr | None,
+    select: exp.Select,
     grouped: set[tuple[str, str]],
     declared: frozenset[str],
 ) -> Problem | None:
@@ -87,14 +87,13 @@ def _ungrouped_subquery(
         id(child.expression): [c for c in child.external_columns if c.table in own]
         for child in scope.subquery_scopes
     }
+    group, having = select.args.get("group"), select.args.get("having")
     keys = list(group.expressions) if group is not None else []
-    select = scope.expression
-    having = [select.args["having"]] if select.args.get("having") is not None else []
-    for node in _walk([*select.expressions, *having], declared, into_aggregates=False):
+    for node in _walk(_after_grouping(select), declared, into_aggregates=False):
         if not isinstance(node, exp.Subquery) or isinstance(node.parent, exp.Exists | exp.In):
             continue
         columns = outer.get(id(node.this)) or []
-        if having and node.find_ancestor(exp.Having) is not None:
+        if having is not None and node.find_ancestor(exp.Having) is having:
             columns = [c for c in columns if _key(c) not in grouped]
         if not columns or any(key == node for key in keys):
             continue

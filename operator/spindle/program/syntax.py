@@ -215,15 +215,29 @@ def _wider_calls(tokens: list[Token]) -> None:
             continue
         if at and tokens[at - 1].token_type is TokenType.DOT:
             continue  # `s.map(...)`: not the call
-        depth, arguments = 0, 1
-        for closing in range(at + 1, len(tokens)):
-            kind = tokens[closing].token_type
-            depth += (kind is TokenType.L_PAREN) - (kind is TokenType.R_PAREN)
-            arguments += depth == 1 and kind is TokenType.COMMA
-            if depth == 0:
-                if arguments > most:
-                    tokens[closing].comments.append(_AS_WRITTEN)
-                break
+        arguments, closing = call_arguments(tokens, at + 1)
+        if closing is not None and len(arguments) > most:
+            tokens[closing].comments.append(_AS_WRITTEN)
+
+
+def call_arguments(tokens: list[Token], opening: int) -> tuple[list[list[Token]], int | None]:
+    """The arguments of the call whose `(` is `tokens[opening]`, each as its tokens (split at
+    the commas between them; `f()` has one, empty), and the index of its `)`: None when the
+    tokens end first."""
+    arguments: list[list[Token]] = [[]]
+    depth = 0
+    for at in range(opening, len(tokens)):
+        kind = tokens[at].token_type
+        depth += (kind is TokenType.L_PAREN) - (kind is TokenType.R_PAREN)
+        if depth == 0:
+            return arguments, at
+        if at == opening:
+            continue
+        if depth == 1 and kind is TokenType.COMMA:
+            arguments.append([])
+        else:
+            arguments[-1].append(tokens[at])
+    return arguments, None
 
 
 def _unmarked(trees: list[exp.Expr | None]) -> None:
@@ -439,7 +453,7 @@ def _keyword_hint(tokens: list[Token], highlight: str, line: int, col: int) -> s
     column `window`): how to write it as one."""
     word = highlight.strip()
     token = next((t for t in tokens if t.line == line and t.col == col and t.text == word), None)
-    if token is None or token.token_type in _NAMES or not word.isidentifier():
+    if token is None or token.token_type in NAME_TOKENS or not word.isidentifier():
         return ""
     if word.upper() in _STRUCTURE or token.token_type in (TokenType.STRING, TokenType.NUMBER):
         return ""
@@ -510,7 +524,8 @@ def _stopping_token(text: str, tokens: list[Token]) -> Token | None:
     return None
 
 
-_NAMES = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+"""A name, unquoted or double-quoted; any other token is a string, number or keyword."""
 
 
 def _within_limits(text: str, tokens: list[Token]) -> None:
@@ -530,7 +545,7 @@ def _within_limits(text: str, tokens: list[Token]) -> None:
                 )
         elif kind in CLOSING:
             depth = max(depth - 1, 0)
-        elif kind in _NAMES and len(token.text) > MAX_NAME_LENGTH:
+        elif kind in NAME_TOKENS and len(token.text) > MAX_NAME_LENGTH:
             raise Problem(
                 reason="NameTooLong",
                 message=f"A name of {len(token.text):,} characters; names have at most "

@@ -17,9 +17,7 @@ from sqlglot.errors import TokenError
 
 from spindle.program.dialect import DIALECT
 from spindle.program.statements import text_start
-
-_NAMES = (TokenType.VAR, TokenType.IDENTIFIER)
-"""A name, unquoted or double-quoted; any other token is a string, number or keyword."""
+from spindle.program.syntax import NAME_TOKENS, call_arguments
 
 
 @dataclass(frozen=True)
@@ -38,26 +36,18 @@ def unit_name(call: exp.Expr, text: str) -> WrittenName | None:
     subject = text_start(call.this)
     if subject is None:
         return None
+    offset = int(call.meta["end"]) + 1
     try:
-        tokens = DIALECT.tokenize(text[int(call.meta["end"]) + 1 :])
+        tokens = DIALECT.tokenize(text[offset:])
     except TokenError:  # the statement tokenized, and the rest starts between two tokens
         return None
-    offset = int(call.meta["end"]) + 1
-    if not tokens or tokens[0].token_type != TokenType.L_PAREN:
+    if not tokens or tokens[0].token_type is not TokenType.L_PAREN:
         return None
-    arguments: list[list[tuple[TokenType, str, int]]] = [[]]
-    depth = 0
-    for token in tokens[1:]:
-        kind = token.token_type
-        if depth == 0 and kind in (TokenType.COMMA, TokenType.R_PAREN):
-            if kind == TokenType.R_PAREN:
-                break
-            arguments.append([])
-            continue
-        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(kind, 0)
-        arguments[-1].append((kind, token.text, offset + token.start))
-    units = [a for a in arguments if a and not any(start == subject for _, _, start in a)]
+    arguments, _ = call_arguments(tokens, 0)
+    units = [a for a in arguments if a and all(offset + t.start != subject for t in a)]
     if len(arguments) != 2 or len(units) != 1 or len(units[0]) != 1:
         return None
-    kind, name, start = units[0][0]
-    return WrittenName(name, start) if kind in _NAMES else None
+    [token] = units[0]
+    return (
+        WrittenName(token.text, offset + token.start) if token.token_type in NAME_TOKENS else None
+    )

@@ -161,8 +161,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
     with reason `restate`, approved like any other."""
     pipeline = _pipeline(args)
     pipeline.record()
-    before, _ = runner.status(pipeline, say=lambda _: None)
-    if before.last_checkpoint is None:  # a request now would wait, and restate the first run's
+    if runner.start_from(pipeline, adopt=False) is None:  # nothing stored to recompute yet
         raise SpindleError(
             reason="NoCheckpoint",
             message=f"Pipeline {pipeline.name} has no checkpoint yet: nothing is stored to "

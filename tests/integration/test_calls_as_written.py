@@ -187,16 +187,23 @@ AGGREGATES = [
 ]
 
 
+def session_over(
+    spark: Any, table: str, rows: list[tuple[Any, ...]]
+) -> tuple[Any, dict[str, dict[str, str]]]:
+    """A Spark session of its own with the one table `table` declares as a temporary view of
+    `rows` (of its columns' Python types), and the view's Spark types, as the runtime knows a
+    view's inputs."""
+    [(name, declared)] = parse_program(table).tables.items()
+    session = spark.newSession()
+    frame = session.createDataFrame(rows, table_schema(declared))
+    frame.createOrReplaceTempView(name)
+    return session, {name: spark_types(frame)}
+
+
 @pytest.fixture(scope="module")
 def source(spark: Any) -> tuple[Any, dict[str, dict[str, str]]]:
-    program = parse_program(TABLE)
-    table = program.tables["src"]
-    session = spark.newSession()
-    frame = session.createDataFrame(
-        [tuple(_typed(v, i) for i, v in enumerate(row)) for row in ROWS], table_schema(table)
-    )
-    frame.createOrReplaceTempView("src")
-    return session, {"src": spark_types(frame)}
+    rows = [tuple(_typed(v, i) for i, v in enumerate(row)) for row in ROWS]
+    return session_over(spark, TABLE, rows)
 
 
 def _typed(value: Any, index: int) -> Any:

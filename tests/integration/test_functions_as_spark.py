@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from spindle.program import parse_program
-from spindle.runtime.maintain import spark_types, table_schema
 from spindle.runtime.translate import view_sql
+from tests.integration.test_calls_as_written import session_over
 
 TABLE = "create table src (k int, x int, d decimal(5, 2), s varchar);\n"
 ROWS = [(1, 10, "1.50", "a"), (2, -3, "2.25", None), (3, None, None, "bc"), (4, 0, "0.00", "")]
@@ -56,14 +56,11 @@ CALLS = [
 def source(spark: Any) -> tuple[Any, dict[str, dict[str, str]]]:
     import decimal
 
-    session = spark.newSession()
-    table = parse_program(TABLE).tables["src"]
     rows = [(k, x, None if d is None else decimal.Decimal(d), s) for k, x, d, s in ROWS]
-    frame = session.createDataFrame(rows, table_schema(table))
-    frame.createOrReplaceTempView("src")
+    session, schemas = session_over(spark, TABLE, rows)
     for declared in FUNCTIONS.values():
         session.sql(f"CREATE OR REPLACE TEMPORARY FUNCTION {declared}")
-    return session, {"src": spark_types(frame)}
+    return session, schemas
 
 
 @pytest.mark.parametrize("call", CALLS)

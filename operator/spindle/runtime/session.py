@@ -268,11 +268,12 @@ def spark_session(
     if on_kubernetes:
         settings = {**_executor_template(), **settings}
     builder = SparkSession.builder.appName(app).master(master)
-    if master.startswith("local"):
+    local = master.startswith("local")
+    if local:
         settings = {**LOOPBACK, **settings}
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM's own lookup, at start
     conf = spark_conf(s3=s3, extra=settings)
-    if master.startswith("local"):  # a local-mode driver's log (a driver pod's of one too)
+    if local:  # a local-mode driver's log (a driver pod's of one too), beside its JVM options
         options = conf.get("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = (
             f"{options} -Dlog4j2.configurationFile={LOCAL_LOG}".strip()

@@ -150,13 +150,15 @@ def _cased_names(
                 item.set("alias", exp.to_identifier(name, quoted=True))
     if not all(item.is_star for item in theirs.expressions):
         return tree  # the columns stars stand for among other items: not told apart here
-    relations = {t.alias_or_name.lower(): t.name for t in ours.find_all(exp.Table)}
+    spelled = {  # each relation the SELECT reads, by its name there: its columns as spelled
+        table.alias_or_name.lower(): {c.lower(): c for c in schemas.get(table.name, {})}
+        for table in ours.find_all(exp.Table)
+    }
     for item in ours.expressions:  # each a column a star stands for
         column = item.this if isinstance(item, exp.Alias) else None
         if not isinstance(column, exp.Column):
             continue
-        spelled = {c.lower(): c for c in schemas.get(relations.get(column.table.lower(), ""), {})}
-        name = spelled.get(column.name.lower())
+        name = spelled.get(column.table.lower(), {}).get(column.name.lower())
         if name is not None and name != item.alias and item.alias == column.name:
             item.set("alias", exp.to_identifier(name, quoted=True))
     return tree

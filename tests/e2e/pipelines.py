@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +95,5 @@ def query(spark: Any, space: Any, sql: str, name: str = "grades") -> list[tuple[
         root=checkpoints.uri,
         pipeline=PipelineRef(namespace=space.name, name=name),
     )
-    rows, _ = runtime.query(parse_program(manifest.program.text), manifest, sql)
-    return [tuple(_plain(v) for v in row.values()) for row in rows]
-
-
-def _plain(value: Any) -> Any:
-    return f"{value:.2f}" if isinstance(value, Decimal) else value
+    found = runtime.query(parse_program(manifest.program.text), manifest, sql)
+    return [tuple(row.values()) for row in found.rows]  # DECIMAL as its exact text

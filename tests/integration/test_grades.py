@@ -4,6 +4,7 @@ directory and on the real S3 server. Every number from feldera-bootstrapping.md 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -145,10 +146,15 @@ def test_reference_example_end_to_end(
     first = "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
     shown = cli("query", "grades", first, "--limit", "1")  # an answer with more rows says so
     assert "92.00" in shown and "91.75" not in shown
-    assert "the first 1 rows: the query has more" in " ".join(shown.split())
+    assert "the first row: the query has more" in " ".join(shown.split())
     assert cli.json("query", "grades", first, "--limit", "1") == all_courses[:1]
     too_many = cli("query", "grades", first, "--limit", "10001", "--json", expect=1)
     assert json.loads(too_many)["error_code"] == "InvalidQuery"
+    nobody = "SELECT student_id, avg FROM avg_grade_all_courses WHERE avg > 100"
+    assert re.search(r"student_id\s*┃\s*avg", cli("query", "grades", nobody))  # the header
+    twice = cli("query", "grades", "SELECT avg, avg FROM avg_grade_all_courses", "--json", expect=1)
+    assert json.loads(twice)["error_code"] == "InvalidQuery"  # one `avg` would hide the other
+    assert "two columns named 'avg'" in json.loads(twice)["message"]
     served_by_a_driver(tmp_path / "home", query, cli.json("query", "grades", query), after.id)
 
 
@@ -165,9 +171,16 @@ def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str)
         return exchange(connection, sql, timeout=120, limit=limit)
 
     try:
-        assert ask(query) == {"checkpoint": checkpoint, "rows": rows, "truncated": False}
+        columns = ["student_name", "class", "class_avg"]
+        assert ask(query) == {
+            "checkpoint": checkpoint,
+            "columns": columns,
+            "rows": rows,
+            "truncated": False,
+        }
         assert ask(query, limit=1) == {
             "checkpoint": checkpoint,
+            "columns": columns,
             "rows": rows[:1],
             "truncated": True,
         }

@@ -843,7 +843,7 @@ def test_a_query_over_stored_state_that_is_gone_is_state_file_missing(
     assert missing.value.details == {"relation": "counts", "path": record.path}
     assert missing.value.message.endswith("then query again.")
     restore(kept)
-    assert runtime.query(program, checkpoint, sql) == ([{"k": 7, "n": 1}], False)
+    assert runtime.query(program, checkpoint, sql).rows == ({"k": 7, "n": 1},)
     shutil.rmtree(urlparse(runtime.uri(record.path)).path)
     with pytest.raises(SpindleError) as missing:
         runtime.query(program, checkpoint, sql)

@@ -49,6 +49,26 @@ def test_a_count_of_one_or_none_reads_as_english(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out == "(0 rows)\n"
 
 
+def test_an_answer_without_rows_still_names_its_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A query that matches nothing shows what it would have shown (its header), so a user
+    can tell an empty answer from a wrong query."""
+    print_rows([], columns=("student_id", "avg"), as_json=False)
+    out = capsys.readouterr().out
+    assert _cells(out) == [("student_id", "avg")]
+    assert out.endswith("(0 rows)\n")
+    print_rows([], columns=("student_id", "avg"), as_json=True)
+    assert capsys.readouterr().out == "[]\n"  # `--json` is the rows, as ever
+
+
+def test_a_cut_answer_counts_its_rows_in_english(capsys: pytest.CaptureFixture[str]) -> None:
+    print_rows([{"id": 6}], as_json=False, truncated=True)
+    assert "(the first row: the query has more." in capsys.readouterr().out
+    print_rows([{"id": n} for n in range(1200)], as_json=False, truncated=True)
+    assert "(the first 1,200 rows: the query has more." in capsys.readouterr().out
+
+
 def test_a_long_value_is_not_cut_when_the_output_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

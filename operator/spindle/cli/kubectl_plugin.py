@@ -276,7 +276,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     )
     rows = answer["rows"]  # a driver older than --limit answers with every row
     cut = bool(answer.get("truncated")) or len(rows) > args.limit
-    render.print_rows(rows[: args.limit], as_json=args.json, truncated=cut)
+    columns = answer.get("columns")  # an older driver answers without them
+    render.print_rows(rows[: args.limit], columns=columns, as_json=args.json, truncated=cut)
     return 0
 
 

@@ -230,7 +230,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from spindle.program import parse_program
-    from spindle.program.queries import check_query, materialized, plain, row_limit
+    from spindle.program.queries import check_query, materialized, row_limit
     from spindle.runtime.loop import reporter
 
     pipeline = _pipeline(args)
@@ -244,8 +244,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     check_query(args.sql, relations=materialized(program))  # refused before Spark starts
     row_limit(args.limit)
     runtime = runner.open_runtime(pipeline, report=reporter(_say))
-    rows, truncated = runtime.query(program, manifest, args.sql, limit=args.limit)
-    render.print_rows([plain(row) for row in rows], as_json=args.json, truncated=truncated)
+    found = runtime.query(program, manifest, args.sql, limit=args.limit)
+    render.print_rows(
+        list(found.rows), columns=found.columns, as_json=args.json, truncated=found.truncated
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
     import argparse
+    from collections.abc import Sequence
 
     from rich.console import Console
     from rich.table import Table
@@ -293,12 +294,20 @@ def add_limit(command: argparse.ArgumentParser) -> None:
     )
 
 
-def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = False) -> None:
+def print_rows(
+    rows: list[dict[str, Any]],
+    *,
+    columns: Sequence[str] | None = None,
+    as_json: bool,
+    truncated: bool = False,
+) -> None:
     """A query's result (`spindle query`, `kubectl spindle query`): rows as JSON values
-    (`program.queries.plain`), a JSON array or a table with a row count. A cut answer says so
-    (on stderr with `--json`, so the array stays the whole output)."""
+    (`program.queries.plain`), a JSON array or a table with a row count; the table has its
+    `columns` as header even without rows (when known; else the first row's). A cut answer
+    says so (on stderr with `--json`, so the array stays the whole output)."""
+    first = "the first row" if len(rows) == 1 else f"the first {len(rows):,} rows"
     cut = (
-        f"the first {len(rows)} rows: the query has more. Narrow it with WHERE or LIMIT "
+        f"{first}: the query has more. Narrow it with WHERE or LIMIT "
         "(ORDER BY decides which rows come first)."
     )
     if as_json:
@@ -309,13 +318,15 @@ def print_rows(rows: list[dict[str, Any]], *, as_json: bool, truncated: bool = F
     from rich.markup import escape
     from rich.table import Table
 
+    if columns is None:
+        columns = list(rows[0]) if rows else []
     table = Table(show_header=True)
-    for column in rows[0].keys() if rows else []:
+    for column in columns:
         table.add_column(escape(column))
     for row in rows:  # NULL as NULL (not `None`, a string's text); values are not markup
-        table.add_row(*(escape(_cell(v)) for v in row.values()))
+        table.add_row(*(escape(_cell(row.get(c))) for c in columns))
     out = console()
-    if rows:  # a table of no rows would be a blank line: the count says it
+    if columns:  # a table without columns would be a blank line: the count says it
         out.print(table)
     out.print(f"({cut})" if truncated else f"({counted(len(rows), 'row')})")
 

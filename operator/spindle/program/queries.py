@@ -10,7 +10,7 @@ difference between the two parsers cannot smuggle a second statement or a comman
 from __future__ import annotations
 
 import datetime
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -57,6 +57,33 @@ class QueryCheck:
     @property
     def spark_sql(self) -> str:
         return self.tree.sql(dialect="spark")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A query's answer: its columns in order, its first rows (values as JSON holds them,
+    `plain`), and whether the query has more rows than those."""
+
+    columns: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+    truncated: bool
+
+
+def answer_columns(names: Sequence[str], *, sql: str) -> tuple[str, ...]:
+    """An answer's column names, or `InvalidQuery` when two are the same: each row is an
+    object keyed by column name (as `--json` prints it), where one would hide the other."""
+    seen: set[str] = set()
+    for position, name in enumerate(names, start=1):
+        if name in seen:
+            raise SpindleError(
+                reason="InvalidQuery",
+                message=f"The query's answer has two columns named {name!r} (the second is "
+                f"column {position}): give them different names with AS, e.g. "
+                f"`... AS {name}_{position}`.",
+                details={"query": sql, "column": name},
+            )
+        seen.add(name)
+    return tuple(names)
 
 
 def _not_read_only(sql: str, what: str) -> SpindleError:

@@ -44,8 +44,11 @@ from spindle.plan.estimate import stored_reads
 from spindle.program import Program, Table, View
 from spindle.program.queries import (
     MAX_QUERY_ROWS,
+    Answer,
+    answer_columns,
     check_query,
     materialized,
+    plain,
     query_failed,
     row_limit,
 )
@@ -745,9 +748,9 @@ class Runtime:
 
     def query(
         self, program: Program, manifest: Manifest, sql: str, *, limit: int = MAX_QUERY_ROWS
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """The query's first `limit` rows, and whether it has more (only `limit` + 1 rows are
-        ever collected)."""
+    ) -> Answer:
+        """The query's columns, its first `limit` rows, and whether it has more (only
+        `limit` + 1 rows are ever collected)."""
         readable, limit = materialized(program), row_limit(limit)
         checked = check_query(sql, relations=readable)
         then = "then query again"  # stored state gone is lost data, as a step says it
@@ -761,13 +764,21 @@ class Runtime:
                 raise
             raise lost from None
         try:
-            rows = self.spark.sql(checked.spark_sql).limit(limit + 1).collect()
+            frame = self.spark.sql(checked.spark_sql)
+            columns = answer_columns(frame.columns, sql=sql)
+            rows = frame.limit(limit + 1).collect()
+        except SpindleError:
+            raise
         except Exception as error:  # a file lost under the query, else the query's own failure
             lost = self._lost(manifest, error, then=then)
             if lost is not None:
                 raise lost from None
             raise query_failed(sql, str(error).splitlines()[0], readable) from None
-        return [row.asDict(recursive=True) for row in rows[:limit]], len(rows) > limit
+        return Answer(
+            columns=columns,
+            rows=tuple(plain(row.asDict(recursive=True)) for row in rows[:limit]),
+            truncated=len(rows) > limit,
+        )
 
 
 def _missing(name: str, record: StateRecord, error: BaseException, *, then: str) -> SpindleError:

@@ -7,8 +7,9 @@ docs/operator.md, *Queries*). One request at a time, `POST /query` with `{"sql":
 the query is checked (`program.queries`, the same check the client made) and runs on a
 SparkSession of its own (own temporary views and settings) over the Delta versions the latest
 committed checkpoint pins. It writes nothing and never touches the step's session, so the
-running steps, their intents and checkpoints are as without it. The answer is the rows as JSON
-(`program.queries.plain`) and the checkpoint they come from, or a Feldera error body.
+running steps, their intents and checkpoints are as without it. The answer is the columns, the
+rows as JSON (`program.queries.plain`) and the checkpoint they come from, or a Feldera error
+body.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Self
 from spindle.errors import SpindleError
 from spindle.program import parse_program
 from spindle.program.limits import MAX_PROGRAM_BYTES
-from spindle.program.queries import MAX_QUERY_ROWS, plain, row_limit
+from spindle.program.queries import MAX_QUERY_ROWS, row_limit
 from spindle.runtime.engine import Runtime
 from spindle.runtime.served import Served, reply
 from spindle.wording import counted
@@ -39,10 +40,13 @@ def answer(runtime: Runtime, sql: str, *, limit: int = MAX_QUERY_ROWS) -> dict[s
             reason="CheckpointNotFound",
             message="The pipeline has no checkpoint yet; query it once its first step committed.",
         )
-    rows, truncated = runtime.query(
-        parse_program(manifest.program.text), manifest, sql, limit=limit
-    )
-    return {"checkpoint": manifest.id, "rows": [plain(row) for row in rows], "truncated": truncated}
+    found = runtime.query(parse_program(manifest.program.text), manifest, sql, limit=limit)
+    return {
+        "checkpoint": manifest.id,
+        "columns": list(found.columns),
+        "rows": list(found.rows),
+        "truncated": found.truncated,
+    }
 
 
 class QueryServer(Served):

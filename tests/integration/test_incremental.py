@@ -93,6 +93,10 @@ RECOMPUTED = {"ranked", "right", "pairs"}
 several arguments)."""
 
 
+COLUMN_LISTS = {"keys": " (kk)", "shifted": " (bucket, total)"}
+"""Views of the pool that name their columns in a list (`program.column_lists`)."""
+
+
 def program_text(rng: random.Random, root: Path, source: Path) -> tuple[str, list[str]]:
     """Every view of the pool, with random constants, each with a file output."""
     chosen = [name for name, _, _ in VIEWS]
@@ -130,7 +134,8 @@ def program_text(rng: random.Random, root: Path, source: Path) -> tuple[str, lis
             ]
         )
         text += (
-            f"create materialized view {name} with ('connectors' = '{output}') as "
+            f"create materialized view {name}{COLUMN_LISTS.get(name, '')} "
+            f"with ('connectors' = '{output}') as "
             f"{query.format(c=rng.randint(0, 60))};\n"
         )
     return text, chosen
@@ -287,6 +292,9 @@ def test_incremental_equals_recompute_after_every_step(
             )
             before[name] = now
     assert [e for e, _ in reports if e == "compacted"], "no relation was compacted"
+    for name, listed in COLUMN_LISTS.items():  # stored under the listed names
+        stored = views.contents(name, manifest.state[name]).columns
+        assert f" ({', '.join(stored)})" == listed
     # caching a step's changes must not clone the session: a clone kept its temporary views and
     # the Delta snapshots they read for as long as the driver ran
     assert _live_sessions(spark) <= sessions, "steps left Spark sessions behind"

@@ -176,3 +176,22 @@ create view reading as select * from named;
         "starred": ("runtime",),
         "reading": ("upstream:named",),
     }
+
+
+def test_state_of_a_view_with_a_column_list_is_revised() -> None:
+    """Until revision 4 a view's column list was ignored: `CREATE VIEW v (n, s) AS SELECT x,
+    'a'` stored (and output) the columns `x` and `a`."""
+    program = parse_program(
+        """create table t (x int);
+create view listed (n, s) as select x, 'a' from t;
+create view unlisted as select x as n from t;
+create view reading as select n from listed;
+"""
+    )
+    plan = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=3)
+    assert {n: c.reasons for n, c in plan.changes.items()} == {
+        "listed": ("runtime",),
+        "reading": ("upstream:listed",),
+    }
+    current = make_plan(old=program, new=program, old_runtime="v1", runtime="v1", old_translation=4)
+    assert current.diff.is_empty and not current.changes

@@ -15,6 +15,7 @@ from spindle.program import Program, View
 from spindle.program.spark_calls import (
     ARGUMENTS_CAST,
     CASED_NAMES,
+    COLUMN_LISTS,
     cased_outputs,
     first_select,
     revised_calls,
@@ -27,7 +28,8 @@ def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
     """The views of both programs whose query (or a function it calls) makes a call whose
     translation changed after revision `since`, or that call a function of the program at all
     before its arguments were cast (`ARGUMENTS_CAST`), or name a column with capitals in
-    double quotes before such names kept them (`CASED_NAMES`)."""
+    double quotes before such names kept them (`CASED_NAMES`), or have a column list, which
+    named nothing before `COLUMN_LISTS`."""
     return tuple(
         name
         for name, view in new.views.items()
@@ -35,6 +37,7 @@ def revised_views(*, old: Program, new: Program, since: int) -> tuple[str, ...]:
         and (
             (since < ARGUMENTS_CAST and any(f in new.functions for f in view.functions))
             or (since < CASED_NAMES and (cased_outputs(view.query) or _cased_star(new, view)))
+            or (since < COLUMN_LISTS and view.column_list)
             or revised_calls(
                 [view.query, *(new.functions[f].body for f in _called(new, view.functions))],
                 since=since,

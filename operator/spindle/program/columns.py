@@ -27,6 +27,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
+from spindle.program.column_lists import mismatch
 from spindle.program.dialect import DIALECT
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
@@ -80,6 +81,7 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             or _repeated(view, qualified)
             or _weighed(view, qualified)
             or _mismatched(view, qualified)
+            or _misnamed(view, qualified)
         )
         if problem is None:
             continue
@@ -219,6 +221,38 @@ def _mismatched(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, 
             f"its second {counted(right, 'column')}. Each input must select as many columns as "
             "the first, in the same order",
             {"view": view.name, "first": left, "second": right},
+        )
+    return None
+
+
+def _misnamed(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
+    """The first derived table whose alias names other than as many columns as its query
+    gives (`(SELECT * FROM t) AS d(a)` over two columns), where the width is known; the view's
+    own column list over a star is one (`program.column_lists`). Qualifying consumes such an
+    alias (renaming the query's first columns), so the names are read in the query as
+    written, its derived tables in the same order as the qualified query's."""
+    written = list(view.query.find_all(exp.Subquery))
+    qualified = list(query.find_all(exp.Subquery))
+    if len(written) != len(qualified):
+        return None
+    for before, after in zip(written, qualified, strict=True):
+        alias = before.args.get("alias")
+        inner = _input(after.this)
+        if not isinstance(alias, exp.TableAlias) or not alias.columns or inner is None:
+            continue
+        names = alias.columns
+        if len(inner.selects) == len(names):
+            continue
+        subject = (
+            f"View '{view.name}' lists"
+            if text_start(alias.this) is None  # made from the view's column list, not written
+            else f"View '{view.name}': the derived table '{alias.name}' names"
+        )
+        return (
+            _start(alias),
+            "ColumnCountMismatch",
+            mismatch(subject, names, len(inner.selects)),
+            {"view": view.name, "names": len(names), "columns": len(inner.selects)},
         )
     return None
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
 from spindle.errors import located
 from spindle.program.canonical import canonical_sql, census
+from spindle.program.column_lists import width_problem
 from spindle.program.dependencies import called_functions, read_relations
 from spindle.program.dialect import DIALECT
 from spindle.program.model import Column, Reference
@@ -102,6 +104,11 @@ def _keyword_column(item: exp.Expr) -> bool:
     return isinstance(item, exp.LikeProperty)
 
 
+def _start_col(meta: Mapping[str, Any]) -> int:
+    """The column where a name sqlglot located starts (its meta gives where it ends)."""
+    return max(int(meta.get("col", 1)) - int(meta.get("end", 0)) + int(meta.get("start", 0)), 1)
+
+
 def _keyword_problem(item: exp.Expr) -> Problem:
     word = "unique" if isinstance(item, exp.UniqueColumnConstraint) else "like"
     named = item.find(exp.Identifier)
@@ -173,6 +180,12 @@ def _view_facts(create: exp.Create) -> ViewFacts:
         raise invalid("CREATE VIEW needs AS followed by a query")
     target = create.this
     table = target.this if isinstance(target, exp.Schema) else target
+    if isinstance(target, exp.Schema):
+        problem = width_problem(query, target.expressions, view=table.name)
+        if problem is not None:
+            first = target.expressions[0].meta if target.expressions else {}
+            line, col = int(first.get("line", 1)), _start_col(first)
+            raise Problem(reason="ColumnCountMismatch", message=problem, line=line, col=col)
     props = create.args.get("properties")
     materialized = bool(props and props.find(exp.MaterializedProperty))
     nodes = census(query)

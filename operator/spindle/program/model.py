@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -132,12 +132,15 @@ class View:
         return {"view": self.name, "line": self.position.line, "column": self.position.column}
 
     @property
+    def column_list(self) -> bool:
+        """Whether the view names its columns in a list (`CREATE VIEW v (n, s) AS ...`)."""
+        return isinstance(_tree(self.text).this, exp.Schema)
+
+    @property
     def query(self) -> exp.Query:
-        """The query AST, parsed from `text` on first use and cached. Shared: never mutate it,
-        copy it first."""
-        query = _tree(self.text).expression
-        assert isinstance(query, exp.Query)
-        return query
+        """The query AST, parsed from `text` on first use and cached, with the view's column
+        list applied (`program.column_lists`). Shared: never mutate it, copy it first."""
+        return _view_query(self.text, self.name)
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,19 @@ class Unrunnable:
         return cls.of(
             located(reason=reason, message=message, line=where.line, column=where.column, **details)
         )
+
+
+@lru_cache(maxsize=65536)
+def _view_query(text: str, name: str) -> exp.Query:
+    """A view statement's query, its column list (if any) applied (`program.column_lists`)."""
+    from spindle.program.column_lists import listed
+
+    create = _tree(text)
+    query = create.expression
+    assert isinstance(query, exp.Query)
+    if isinstance(create.this, exp.Schema):
+        return listed(query, create.this.expressions, view=name)
+    return query
 
 
 def _tree(text: str) -> exp.Create:

@@ -45,10 +45,15 @@ from sqlglot import exp
 
 from spindle.program.statements import text_start
 
-TRANSLATION_REVISION = 3
+TRANSLATION_REVISION = 4
 """The translation of views to Spark SQL, as checkpoints record it: 0 before `AS_WRITTEN`,
 1 with its first calls, 2 with `LIKE`'s call form and the calls after it above, 3 with
-`ARGUMENTS_CAST` and `CASED_NAMES`."""
+`ARGUMENTS_CAST` and `CASED_NAMES`, 4 with `COLUMN_LISTS`."""
+COLUMN_LISTS = 4
+"""The revision from which a view's column list names its columns (`CREATE VIEW v (n, s) AS
+SELECT x, 'a' ...` has the columns n and s; `program.column_lists`): before it the list was
+ignored, and the stored columns, and output records' keys, were the query's own names. Every
+view with a column list is revised."""
 CASED_NAMES = 3
 """The revision from which a column a view names in double quotes with capitals (`x AS
 "Name"`) keeps them: before it the stored column, and output records' key, was `name`. Every

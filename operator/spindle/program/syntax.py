@@ -108,6 +108,28 @@ def _read_units(statement: exp.Expr) -> None:
             call.replace(exp.Anonymous(this=name, expressions=[unit, *arguments[1:]]))
 
 
+def _values_query(values: exp.Values, text: str) -> exp.Select:
+    """`CREATE VIEW v AS VALUES (1, 'a'), (2, 'b')` as the query it means, `SELECT * FROM
+    (VALUES ...) AS "values"(col1, col2)`: the rest of Spindle reads queries. The columns
+    have Spark's names for a VALUES row's columns; a column list (`CREATE VIEW v (n, s)`)
+    names them as for any view. Rows of different widths are refused here, at the first row
+    whose width differs from the first's."""
+    rows = [row.expressions if isinstance(row, exp.Tuple) else [row] for row in values.expressions]
+    for row, values_of_row in zip(values.expressions, rows, strict=True):
+        if len(values_of_row) != len(rows[0]):
+            start = next((int(n.meta["start"]) for n in row.walk() if "start" in n.meta), None)
+            where = _at_offset(text, start) if start is not None else {}
+            raise invalid(
+                f"The rows of VALUES differ in width: the first has {len(rows[0])} values, "
+                f"this one {len(values_of_row)}. Give every row the same number of values",
+                **where,
+            )
+    names = [exp.to_identifier(f"col{n}") for n in range(1, len(rows[0]) + 1)]
+    alias = exp.TableAlias(this=exp.to_identifier("values", quoted=True), columns=names)
+    values.set("alias", alias)
+    return exp.Select(expressions=[exp.Star()]).from_(values)
+
+
 def _at(text: str, token: Token) -> dict[str, int]:
     """The statement-relative line and column where `token` starts."""
     return _at_offset(text, token.start)
@@ -591,4 +613,6 @@ def parsed(text: str) -> Parsed:
         )
     assert isinstance(statement, exp.Create)
     _read_units(statement)
+    if isinstance(statement.expression, exp.Values) and kind == "VIEW":
+        statement.set("expression", _values_query(statement.expression, text))
     return Parsed(statement, MappingProxyType(_lateness(text, statement, lateness)))

@@ -19,7 +19,7 @@ its new state, its change) and runs the SQL these functions build over them:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -272,11 +272,20 @@ def _parse(sql: str) -> exp.Expr:
     return exp.maybe_parse(sql, dialect="spark")
 
 
-def group_change(shape: Aggregate, pre: str) -> str:
-    """Running values of a change (`pre`: a `pre_aggregate` view), per touched group."""
+UNIT = "__u"
+"""A row's weight as ±1, one row per unit of its weight (`group_change` with exact sums)."""
+
+
+def group_change(shape: Aggregate, pre: str, *, exact: Collection[int] = ()) -> str:
+    """Running values of a change (`pre`: a `pre_aggregate` view), per touched group.
+
+    The calls `exact` names (SUM and AVG of DECIMAL arguments) sum `IF(unit > 0, x, -x)` over
+    the change's rows repeated as often as their weight, never `x * weight`: Spark types that
+    product DECIMAL(p + 21, s), cut to 38 digits by dropping scale, so a DECIMAL(18, 8) change
+    was summed at 7 places (0.00000001 counted as 0)."""
     keys = [_col(key(j)) for j in range(len(shape.keys))]
-    items: list[exp.Expr] = [*keys, exp.alias_(exp.Sum(this=_col(WEIGHT)), COUNT, quoted=True)]
-    w = f"`{WEIGHT}`"
+    w = f"`{UNIT}`" if exact else f"`{WEIGHT}`"
+    items: list[exp.Expr] = [*keys, exp.alias_(_parse(f"SUM({w})"), COUNT, quoted=True)]
     for index, call in enumerate(shape.calls):
         if call.argument is None:
             continue
@@ -285,7 +294,8 @@ def group_change(shape: Aggregate, pre: str) -> str:
             exp.alias_(_parse(f"SUM(IF({x} IS NULL, 0, {w}))"), nonnull(index), quoted=True)
         )
         if call.kind in ("sum", "avg"):
-            items.append(exp.alias_(_parse(f"SUM({x} * {w})"), total(index), quoted=True))
+            summed = f"IF({w} > 0, {x}, -{x})" if index in exact else f"{x} * {w}"
+            items.append(exp.alias_(_parse(f"SUM({summed})"), total(index), quoted=True))
         if call.kind in ("min", "max"):
             items.append(
                 exp.alias_(
@@ -301,35 +311,68 @@ def group_change(shape: Aggregate, pre: str) -> str:
                     quoted=True,
                 )
             )
-    select = exp.select(*items).from_(exp.Table(this=_id(pre)))
+    source: exp.Expr = exp.Table(this=_id(pre))
+    if exact:
+        units = _parse(
+            f"EXPLODE(ARRAY_REPEAT(IF(`{WEIGHT}` > 0, 1, -1), CAST(ABS(`{WEIGHT}`) AS INT)))"
+        )
+        repeated = exp.select(exp.Star(), exp.alias_(units, UNIT, quoted=True)).from_(source)
+        source = repeated.subquery("__units")
+    select = exp.select(*items).from_(source)
     if keys:
         select = select.group_by(*[k.copy() for k in keys])
     return _sql(select)
 
 
+def overflowed(index: int) -> str:
+    return f"__o{index}"
+
+
 def combine(shape: Aggregate, *, old: str, change: str, types: Mapping[str, str]) -> str:
-    """New running values of the touched groups: old + change. `__r*` = 1 marks a MIN/MAX whose
-    extreme may have left and must be re-read. `types` are the state columns' Spark types."""
+    """New running values of the touched groups: old + change, added by Spark's SUM over both
+    (an addition `a + b` of DECIMAL(38, s) would drop a digit of scale). `__r*` = 1 marks a
+    MIN/MAX whose extreme may have left, `__o*` = 1 a SUM/AVG whose running sum is not a
+    number that adding can carry on (NULL: it overflowed; NaN or an infinity, which no
+    subtraction takes back): such values are read again from the new state. `types` are the
+    state columns' Spark types."""
     on = " AND ".join(f"d.`{key(j)}` <=> o.`{key(j)}`" for j in range(len(shape.keys))) or "TRUE"
-    items = [f"d.`{key(j)}`" for j in range(len(shape.keys))]
-    # a change of no rows is one of NULL sums for a view without GROUP BY (its one group is
-    # touched all the same): NULL + 1 made its count NULL, then one short for good
-    items.append(f"COALESCE(o.`{COUNT}`, 0) + COALESCE(d.`{COUNT}`, 0) AS `{COUNT}`")
+    keys = [f"`{key(j)}`" for j in range(len(shape.keys))]
+    running = [COUNT]
+    items = [*keys, f"SUM(`{COUNT}`) AS `{COUNT}`"]
     for index, call in enumerate(shape.calls):
         if call.argument is None:
             continue
-        n = f"(COALESCE(o.`{nonnull(index)}`, 0) + COALESCE(d.`{nonnull(index)}`, 0))"
-        items.append(f"{n} AS `{nonnull(index)}`")
+        n = nonnull(index)
+        running.append(n)
+        items.append(f"SUM(`{n}`) AS `{n}`")
         if call.kind in ("sum", "avg"):
-            s = total(index)
-            added = f"COALESCE(o.`{s}`, 0) + COALESCE(d.`{s}`, 0)"
-            items.append(f"CAST(IF({n} = 0, NULL, {added}) AS {types[s]}) AS `{s}`")
+            s, o = total(index), overflowed(index)
+            running.append(s)
+            items.append(f"CAST(IF(SUM(`{n}`) = 0, NULL, SUM(`{s}`)) AS {types[s]}) AS `{s}`")
+            stuck = (
+                f"(`{s}` IS NULL AND `{n}` > 0) OR ISNAN(CAST(`{s}` AS DOUBLE)) "
+                f"OR ABS(CAST(`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
+            )
+            items.append(
+                f"IF(MAX(IF({stuck}, 1, 0)) > 0 OR (SUM(`{n}`) > 0 AND SUM(`{s}`) IS NULL), 1, 0)"
+                f" AS `{o}`"
+            )
         if call.kind in ("min", "max"):
             m, r = extreme(index), retracted(index)
-            pick = "LEAST" if call.kind == "min" else "GREATEST"
-            items.append(f"CAST({pick}(o.`{m}`, d.`{m}`) AS {types[m]}) AS `{m}`")
-            items.append(f"d.`{r}` AS `{r}`")
-    return f"SELECT {', '.join(items)} FROM `{change}` d LEFT JOIN `{old}` o ON {on}"
+            running.append(m)
+            items.append(f"CAST({call.kind.upper()}(`{m}`) AS {types[m]}) AS `{m}`")
+            items.append(f"MAX(`{r}`) AS `{r}`")
+    flags = [retracted(i) for i, c in enumerate(shape.calls) if c.kind in ("min", "max")]
+    from_change = ", ".join([*keys, *(f"`{c}`" for c in running), *(f"`{f}`" for f in flags)])
+    from_old = ", ".join(
+        [*(f"o.{k}" for k in keys), *(f"o.`{c}`" for c in running), *(f"0 AS `{f}`" for f in flags)]
+    )
+    both = (
+        f"SELECT {from_change}, 1 AS `__d` FROM `{change}` UNION ALL "
+        f"SELECT {from_old}, 0 AS `__d` FROM `{old}` o LEFT SEMI JOIN `{change}` d ON {on}"
+    )
+    grouped = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return f"SELECT {', '.join(items)} FROM ({both}) AS `__both`{grouped} HAVING MAX(`__d`) = 1"
 
 
 def _finish(call: Call, index: int, argument_types: Mapping[int, str]) -> exp.Expr:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import DecimalType, StructType, _parse_datatype_string
 from sqlglot import exp
 
 from spindle.checkpoint import StateRecord
@@ -347,7 +347,16 @@ class Views:
     ) -> Maintained:
         sql = change_sql.linear_change(shape, analyzed.relations, sources)
         assert sql is not None
+        # as stored: a UNION ALL's change reads only its changed inputs, whose types can be
+        # narrower than the union's (INT where the state's column is BIGINT)
+        stored = {f.name: f.dataType for f in self.raw(view.name, old).schema.fields}
         change = zsets.consolidate(self.query(view, sql))
+        change = change.select(
+            *[
+                zsets.column(c).cast(stored[c]) if c in stored else zsets.column(c)
+                for c in change.columns
+            ]
+        )
 
         def store(path: str, size: zsets.Size) -> StateRecord:
             uri = self.uri(path)
@@ -377,7 +386,8 @@ class Views:
         )
         pre_frame = self.query(view, change_sql.union_all(pre_terms))
         pre = self.temp(pre_frame)
-        delta = self.temp(self.query(view, change_sql.group_change(shape, pre)))
+        exact = _exact_sums(shape, pre_frame)
+        delta = self.temp(self.query(view, change_sql.group_change(shape, pre, exact=exact)))
         old_state = self.raw(view.name, old)
         types = {f.name: f.dataType.simpleString() for f in old_state.schema.fields}
         combined = self.cache(  # the touched groups: read for the change, the write, the gone
@@ -386,7 +396,7 @@ class Views:
                 change_sql.combine(shape, old=self.temp(old_state), change=delta, types=types),
             )
         )
-        combined = self._reread_extremes(view, shape, relations, sources, combined)
+        combined = self._reread(view, shape, relations, sources, combined, exact=exact)
         argument_types = {
             int(f.name[len("__x") :]): f.dataType.simpleString()
             for f in pre_frame.schema.fields
@@ -431,27 +441,29 @@ class Views:
 
         return Maintained(change, store, lambda: _moved(self.spark.table(f"`{delta}`")))
 
-    def _reread_extremes(
+    def _reread(
         self,
         view: View,
         shape: Aggregate,
         relations: tuple[str, ...],
         sources: Sources,
         combined: DataFrame,
+        *,
+        exact: frozenset[int],
     ) -> DataFrame:
-        """MIN/MAX of the groups a value left: read again from the new state, those groups only."""
+        """Running values that adding the change cannot give, read again from the new state,
+        for those groups only: MIN/MAX of the groups a value left (`__r*`), SUM/AVG whose
+        running sum overflowed or is not finite (`__o*`)."""
         flags = [
-            change_sql.retracted(i) for i, c in enumerate(shape.calls) if c.kind in ("min", "max")
+            (change_sql.retracted(i) if c.kind in ("min", "max") else change_sql.overflowed(i))
+            for i, c in enumerate(shape.calls)
+            if c.argument is not None and c.kind in ("min", "max", "sum", "avg")
         ]
         if not flags:
             return combined
         keys = [change_sql.key(j) for j in range(len(shape.keys))]
-        any_left = (
-            F.greatest(*[zsets.column(f) for f in flags]) > 0
-            if len(flags) > 1
-            else zsets.column(flags[0]) > 0
-        )
-        touched = combined.where(any_left).select(*[zsets.column(k) for k in keys]).persist()
+        any_flag = functools.reduce(lambda a, b: a | b, [zsets.column(f) > 0 for f in flags])
+        touched = combined.where(any_flag).select(*[zsets.column(k) for k in keys]).persist()
         if touched.limit(1).count() == 0:
             touched.unpersist()
             return combined.drop(*flags)
@@ -463,35 +475,43 @@ class Views:
             pre = pre.alias("p").join(
                 touched.alias("t"), on=zsets.same_key("p", "t", keys), how="left_semi"
             )
-        result = combined
+        # consolidated first: a row deleted since still has its +1 and -1 in a table's state,
+        # and 6e35 + 6e35 - 6e35 overflows where the contents, 6e35, do not
+        settled = self.temp(zsets.consolidate(pre))
+        again = self.query(view, change_sql.group_change(shape, settled, exact=exact))
+        again = again.select(
+            *[zsets.column(k).alias(f"__right{k}") for k in keys],
+            *[zsets.column(c).alias(f"__again{c}") for c in again.columns if c not in keys],
+        )
+        condition = zsets.same_key("r", "f", keys, right_prefix="__right")
+        result = combined.alias("r").join(again.alias("f"), on=condition, how="left")
         for index, call in enumerate(shape.calls):
-            if call.kind not in ("min", "max"):
+            if call.argument is None or call.kind not in ("min", "max", "sum", "avg"):
                 continue
-            x, m, r = (
-                change_sql.argument(index),
-                change_sql.extreme(index),
-                change_sql.retracted(index),
-            )
-            present = (
-                pre.groupBy(*[zsets.column(k) for k in keys], zsets.column(x))
-                .agg(F.sum(zsets.column(WEIGHT)).alias(WEIGHT))
-                .where((zsets.column(WEIGHT) > 0) & zsets.column(x).isNotNull())
-            )
-            pick = F.min if call.kind == "min" else F.max
-            fresh = present.groupBy(*[zsets.column(k) for k in keys]).agg(
-                pick(zsets.column(x)).alias("__fresh")
-            )
-            fresh = fresh.select(
-                *[zsets.column(k).alias(f"__right{k}") for k in keys], zsets.column("__fresh")
-            )
-            condition = zsets.same_key("r", "f", keys, right_prefix="__right")
-            joined = result.alias("r").join(fresh.alias("f"), on=condition, how="left")
-            chosen = F.when(
-                zsets.column(r) > 0, zsets.column("__fresh").cast(result.schema[m].dataType)
-            ).otherwise(zsets.column(m))
-            result = joined.withColumn(m, chosen).drop("__fresh", *[f"__right{k}" for k in keys])
+            if call.kind in ("min", "max"):
+                flag, values = change_sql.retracted(index), [change_sql.extreme(index)]
+            else:
+                flag = change_sql.overflowed(index)
+                values = [change_sql.total(index), change_sql.nonnull(index)]
+            for value in values:
+                chosen = F.when(
+                    zsets.column(flag) > 0,
+                    zsets.column(f"__again{value}").cast(combined.schema[value].dataType),
+                ).otherwise(zsets.column(value))
+                result = result.withColumn(value, chosen)
+        result = result.select(*[zsets.column(c) for c in combined.columns])
         touched.unpersist()
         return self.cache(result.drop(*flags))
+
+
+def _exact_sums(shape: Aggregate, pre: DataFrame) -> frozenset[int]:
+    """The SUM and AVG calls over DECIMAL arguments (`change_sql.group_change`)."""
+    return frozenset(
+        i
+        for i, call in enumerate(shape.calls)
+        if call.kind in ("sum", "avg")
+        and isinstance(pre.schema[change_sql.argument(i)].dataType, DecimalType)
+    )
 
 
 class _Named(Mapping[str, str]):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -980,3 +981,49 @@ def test_a_local_run_says_its_own_lines_not_sparks_start_up(tmp_path: Path) -> N
     for noise in ("log4j profile", "default log level", "NativeCodeLoader", "SPARK_LOCAL_IP"):
         assert noise not in ran.stderr
     assert "Stopped at checkpoint 0000" in ran.stderr
+
+
+def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Outputs are written while a step runs: a step that failed on one input's bad record
+    had already written another view's changes. A new program (the fix) was bootstrapped at
+    that sequence, leaving the file, and the next step ingested the same input again, so a
+    consumer of `v_a` read x = 1 twice. The bootstrap removes what the failed step wrote."""
+    from spindle.plan import make_plan
+    from spindle.program import parse_program
+
+    def connected(transport: str, path: str) -> str:
+        config = {"path": str(tmp_path / path)}
+        found = [{"name": "c", "transport": {"name": transport, "config": config}}]
+        found[0]["format"] = {"name": "json"}
+        return f"with ('materialized' = 'true', 'connectors' = '{json.dumps(found)}')"
+
+    def program_text(b_query: str) -> str:
+        return (
+            f"create table t_a (x int) {connected('file_input', 'a')};\n"
+            f"create table t_b (y int) {connected('file_input', 'b')};\n"
+            f"create materialized view v_a {connected('file_output', 'out_a')} as "
+            "select x from t_a;\n"
+            f"create materialized view v_b {connected('file_output', 'out_b')} as {b_query};\n"
+        )
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    runtime, _, program = runtime_for(tmp_path, program_text("select y from t_b"))
+    checkpoint = runtime.initialize(program)
+    (tmp_path / "a" / "1.json").write_text('{"x": 1}\n')
+    (tmp_path / "b" / "1.json").write_text('{"y": 1}\n{"y": "bad"}\n')
+    with pytest.raises(SpindleError) as failed:
+        runtime.step(program, checkpoint)
+    assert failed.value.reason == "InvalidInputRecord"
+    (tmp_path / "b" / "1.json").write_text('{"y": 1}\n')  # fixed in place
+    fixed = parse_program(program_text("select y + 0 as y from t_b"))
+    checkpoint = runtime.bootstrap(make_plan(old=program, new=fixed), checkpoint)
+    checkpoint, _ = runtime.step(fixed, checkpoint)
+    received: Counter[int] = Counter()
+    for path in (tmp_path / "out_a").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            received[record["x"]] += record["weight"]
+    assert +received == Counter({1: 1})

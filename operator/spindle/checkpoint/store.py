@@ -311,6 +311,15 @@ class CheckpointStore:
             recorded: dict[str, object] = json.loads(self.objects.read(key).data)
             return recorded
 
+    def has_intent(self, sequence: int) -> bool:
+        """Whether step `sequence` recorded its intent: an attempt of it began (and, when no
+        checkpoint of that sequence is committed, did not finish)."""
+        try:
+            self.objects.read(f"intents/{sequence:08d}.json")
+        except ObjectNotFound:
+            return False
+        return True
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def retire(

@@ -690,6 +690,11 @@ class FileOutput:
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
+    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]:
+        """Delete the changes a step of `sequence` wrote but never committed; returns them."""
+        with _refused("write", self.connector, self.path):
+            return storage.delete_matching(spark, self.path, f"{sequence:08d}-changes-")
+
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.path):
             old = storage.list_files(spark, self.path)

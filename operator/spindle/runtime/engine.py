@@ -57,6 +57,7 @@ from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import (
     MALFORMED,
     ORDER,
+    FileOutput,
     Input,
     make_input,
     make_output,
@@ -277,6 +278,21 @@ class Runtime:
         for name, record in manifest.state.items():
             if storage.restore(self.spark, self.uri(record.path), record.version):
                 self.report("rollback", relation=name, version=record.version)
+
+    def _discard_uncommitted(self, program: Program, sequence: int) -> None:
+        """Remove what a failed step of `sequence` wrote to `program`'s file outputs. Outputs
+        are written while the step runs, so a step that failed can leave files no checkpoint
+        accounts for. A replay of the step rewrites them, but a bootstrap takes the sequence
+        and does not rewrite an unchanged view's output, and the failed step's input is
+        ingested again after it: left there, those changes would reach consumers twice."""
+        if not self.store.has_intent(sequence):
+            return
+        for view in program.views.values():
+            for connector in view.connectors:
+                output = make_output(connector, pipeline=self._key())
+                if isinstance(output, FileOutput):
+                    for path in output.discard(self.spark, sequence=sequence):
+                        self.report("output-discarded", connector=connector.key, path=path)
 
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
         inputs: dict[str, tuple[str, Input]] = {}
@@ -614,6 +630,7 @@ class Runtime:
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
         program = plan.new
+        self._discard_uncommitted(plan.old, manifest.sequence + 1)
         state_rows_read = self._stored_rows_read(plan, manifest)
         state, rows_written = self.evaluate_change(plan, manifest)
         reset = set(plan.connectors_to_reset)

@@ -79,6 +79,11 @@ def reporter(say: Say) -> Callable[..., None]:
                 f"Rolled back {fields['relation']} to version {fields['version']} "
                 "(a previous step did not commit)."
             )
+        elif event == "output-discarded":
+            say(
+                f"Removed {fields['path']} from output {fields['connector']}: a previous step "
+                "wrote it and did not commit; its changes reach the output with a later step."
+            )
 
     return report
 

@@ -180,6 +180,17 @@ def delete(spark: SparkSession, uri: str) -> None:
         fs.delete(path, True)
 
 
+def delete_matching(spark: SparkSession, directory: str, prefix: str) -> list[str]:
+    """Delete the files directly in `directory` whose names start with `prefix` (a glob of
+    that prefix, not a listing of the directory); returns their paths."""
+    fs, path = _fs(spark, join(directory, f"{prefix}*"))
+    found = fs.globStatus(path) or []
+    deleted = [str(status.getPath().toString()) for status in found]
+    for status in found:
+        fs.delete(status.getPath(), False)
+    return deleted
+
+
 def move(spark: SparkSession, source: str, target: str) -> None:
     fs, src = _fs(spark, source)
     _, dst = _fs(spark, target)

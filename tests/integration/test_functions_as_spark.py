@@ -21,9 +21,7 @@ from tests.integration.test_calls_as_written import session_over
 TABLE = "create table src (k int, x int, d decimal(5, 2), s varchar);\n"
 ROWS = [(1, 10, "1.50", "a"), (2, -3, "2.25", None), (3, None, None, "bc"), (4, 0, "0.00", "")]
 FUNCTIONS = {  # Spindle's declaration: Spark's
-    "create function dbl(n int) returns int as n * 2;": (
-        "dbl(n INT) RETURNS INT RETURN n * 2"
-    ),
+    "create function dbl(n int) returns int as n * 2;": ("dbl(n INT) RETURNS INT RETURN n * 2"),
     "create function half(n int) returns double as n / 2;": (
         "half(n INT) RETURNS DOUBLE RETURN n / 2"
     ),

@@ -431,11 +431,14 @@ MALFORMED = (
 CSV_MALFORMED = MALFORMED.replace("JSON", "CSV")
 
 
-def inbox_pipeline(spark: Any, tmp_path: Path, fmt: str, **config: Any) -> tuple[Path, Pipeline]:
-    """Table `c (k varchar, v int)` fed by files of `fmt` in `tmp_path/in`, and its pipeline."""
+def inbox_pipeline(
+    spark: Any, tmp_path: Path, fmt: str, *, columns: str = "k varchar, v int", **config: Any
+) -> tuple[Path, Pipeline]:
+    """Table `c (k varchar, v int)` (or `columns`) fed by files of `fmt` in `tmp_path/in`,
+    and its pipeline."""
     inbox = tmp_path / "in"
     sql = (
-        "create table c (k varchar, v int) with ("
+        f"create table c ({columns}) with ("
         f"'connectors' = '{connectors(file_input('in', inbox, fmt, **config))}');"
     )
     return inbox, Pipeline(spark, tmp_path, sql)
@@ -555,6 +558,50 @@ def test_a_bad_record_is_a_user_error_naming_it(
     assert f"{problem} of file:{inbox / f'1.{fmt}'}" in failed.value.message
     assert said in failed.value.message
     assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "config", "lines", "problem", "column"),
+    [
+        ("json", {}, ['{"k": "a", "v": 1}', '{"v": 2}'], "line 2", "k"),
+        ("json", {}, ['{"k": "a"}'], "line 1", "v"),
+        ("json", {"update_format": "insert_delete"}, ['{"insert": {"v": 1}}'], "line 1", "k"),
+        ("json", {"update_format": "insert_delete"}, ['{"delete": {"v": 1}}'], "line 1", "k"),
+        ("csv", {}, ["k,v", "a,1", ",2"], "record 2", "k"),
+        ("csv", {"op_column": "op"}, ["k,v,op", "a,,insert"], "record 1", "v"),
+    ],
+)
+def test_a_row_without_a_value_for_a_not_null_column_is_a_user_error(
+    tmp_path: Path,
+    spark: Any,
+    fmt: str,
+    config: dict[str, str],
+    lines: list[str],
+    problem: str,
+    column: str,
+) -> None:
+    """Such rows were ingested, NULL keys and all (and NULL keys upserted each other), where
+    `spindle local execute` refuses them and Feldera rejects the record."""
+    columns = "k varchar not null primary key, v int not null"
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, fmt, columns=columns, **config)
+    write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord", failed.value.message
+    said = f"{problem} of file:{inbox / f'1.{fmt}'} has no value for '{column}', which is NOT NULL"
+    assert said in failed.value.message, failed.value.message
+    assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+
+
+def test_a_delete_names_a_row_of_a_primary_key_table_by_its_key(tmp_path: Path, spark: Any) -> None:
+    columns = "k varchar not null primary key, v int not null"
+    config = {"update_format": "insert_delete"}
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "json", columns=columns, **config)
+    write_lines(inbox / "1.json", ['{"insert": {"k": "a", "v": 1}}'], mtime=1_000_000)
+    pipeline.step()
+    write_lines(inbox / "2.json", ['{"delete": {"k": "a"}}'], mtime=1_000_001)
+    pipeline.step()
+    assert pipeline.rows("c") == Counter()
 
 
 def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, spark: Any) -> None:

@@ -43,7 +43,7 @@ TABLE = "create table t (x int, k int, s varchar);\n"
         # VALUES: Spark's names for its columns, or the list's
         (
             "v as values (1, 'a'), (2, 'b')",
-            'SELECT * FROM (VALUES (1, \'a\'), (2, \'b\')) AS "values"(col1, col2)',
+            "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS \"values\"(col1, col2)",
             Mode.RECOMPUTE,
         ),
         (
@@ -70,8 +70,7 @@ def test_a_column_list_names_the_querys_columns(view: str, query: str, mode: Mod
         ),
         (
             "v (a) as select * from t",
-            "View 'v' lists 1 column (a) where its query gives 3 columns. List one name per "
-            "column",
+            "View 'v' lists 1 column (a) where its query gives 3 columns. List one name per column",
             16,
         ),
         (
@@ -103,10 +102,12 @@ def test_rows_of_values_of_different_widths_are_refused_at_the_row() -> None:
 def test_a_reader_sees_the_listed_names() -> None:
     """The column check reads a view's columns as listed: `w` reading `v.n` is fine, and
     reading the query's own name `x` is an unknown column."""
-    program = parse_program(f"{TABLE}create view v (n) as select x from t;\n"
-                            "create view w as select n from v;")
+    program = parse_program(
+        f"{TABLE}create view v (n) as select x from t;\ncreate view w as select n from v;"
+    )
     program.refuse_unrunnable()
     with pytest.raises(SpindleError) as unknown:
-        parse_program(f"{TABLE}create view v (n) as select x from t;\n"
-                      "create view w as select x from v;").refuse_unrunnable()
+        parse_program(
+            f"{TABLE}create view v (n) as select x from t;\ncreate view w as select x from v;"
+        ).refuse_unrunnable()
     assert unknown.value.reason == "UnknownColumn"

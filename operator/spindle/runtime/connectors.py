@@ -120,6 +120,10 @@ class FileInput:
     late_ms: int = LATE_ARRIVAL_SECONDS * 1000
     """`late_arrival_seconds`: how far behind the newest ingested file's modification time a
     file may appear and still be ingested (`runtime.file_offsets`)."""
+    not_null: tuple[str, ...] = ()
+    """The table's NOT NULL columns: a row inserted without a value in one fails the step."""
+    key: tuple[str, ...] = ()
+    """The table's primary key: a delete names a row by it, so it needs only those."""
 
     @property
     def location(self) -> str:
@@ -185,6 +189,20 @@ class FileInput:
                     ~inserted & ~deleted,
                     'is neither {"insert": {...}} nor {"delete": {...}}',
                 ),
+                *(
+                    (
+                        (inserted & F.col(f"__e.insert.{c}").isNull())
+                        | (deleted & F.col(f"__e.delete.{c}").isNull()),
+                        _null_in(c),
+                    )
+                    for c in self.not_null
+                    if c in self.key
+                ),
+                *(
+                    (inserted & F.col(f"__e.insert.{c}").isNull(), _null_in(c))
+                    for c in self.not_null
+                    if c not in self.key
+                ),
             ),
         )
         weight = F.when(inserted, F.lit(1)).otherwise(F.lit(-1)).cast("bigint")
@@ -222,7 +240,8 @@ class FileInput:
             rechecked = names if fmt.name == "csv" else None
             records = _whole(records, self.connector, fields=rechecked)
         if extra is None:
-            return records.select(*[column(n) for n in names], ORDER)
+            located = records.select(*[column(n) for n in names], ORDER, "__file")
+            return self._complete(located).drop("__file")
         if fmt.weight_column is not None:
             weight = column(extra)
             problem = f"has no integer weight in column '{extra}'"
@@ -235,8 +254,29 @@ class FileInput:
         unit = "row" if fmt.name == "parquet" else "record"
         self._check(records, unit, ((weight.isNull(), problem),))
         signed: Column = weight.cast("bigint").alias(WEIGHT)
-        selected = [*[column(n) for n in names], signed, F.col(ORDER)]
-        return records.select(*selected).where(F.col(WEIGHT) != 0)
+        selected = [*[column(n) for n in names], signed, F.col(ORDER), F.col("__file")]
+        return self._complete(records.select(*selected).where(F.col(WEIGHT) != 0)).drop("__file")
+
+    def _complete(self, rows: DataFrame) -> DataFrame:
+        """`rows` failing the job that reads them on a row without a value in a NOT NULL
+        column (a delete: in a key column), in the same pass, naming the file and the row's
+        place in it (`unreadable_file` reads the error)."""
+        if not self.not_null:
+            return rows
+        inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
+        missing: Column = F.lit(None)
+        for name in reversed(self.not_null):
+            needed = column(name).isNull() & (F.lit(True) if name in self.key else inserts)
+            missing = F.when(needed, F.lit(name)).otherwise(missing)
+        said = F.concat_ws(
+            "\t",
+            F.lit(INCOMPLETE),
+            F.lit(self.connector),
+            F.col("__file"),
+            F.col(ORDER).cast("string"),
+            missing,
+        )
+        return rows.where(F.when(missing.isNotNull(), F.raise_error(said)).isNull())
 
     def _fields(self) -> list[StructField]:
         """The table's columns, and the weight or operation column its format adds."""
@@ -306,6 +346,18 @@ def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
 CORRUPT = "__corrupt"
 """The column a JSON reader fills with a record that does not parse as the table's columns
 (Spark's `columnNameOfCorruptRecord`)."""
+
+
+INCOMPLETE = "spindle-incomplete-record"
+"""How `FileInput._complete` starts the error it raises (then the connector, the file, the
+row's ORDER and the column), for `unreadable_file` to find."""
+
+
+def _null_in(name: str) -> str:
+    return (
+        f"has no value for '{name}', which is NOT NULL: give every row one (or declare the "
+        "column without NOT NULL)"
+    )
 
 
 MALFORMED = "spindle-malformed-record"
@@ -632,6 +684,17 @@ def unreadable_file(
                 unit="line",
                 number=number,
             )
+    match semantics.raised(error, INCOMPLETE):
+        case [connector, file, order, name] if isinstance(
+            source := sources.get(connector), FileInput
+        ):
+            return _invalid_record(
+                connector=connector,
+                file=unquote(file),
+                problem=_null_in(name),
+                unit="line" if source.format.name == "json" else "record",
+                number=_in_file(int(order)),
+            )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:
         return None
@@ -724,7 +787,15 @@ class DeltaOutput:
             ).option("txnAppId", self.app_id).option("txnVersion", sequence).save(self.uri)
 
 
-def make_input(connector: Connector, schema: StructType) -> Input:
+def make_input(
+    connector: Connector,
+    schema: StructType,
+    *,
+    not_null: tuple[str, ...] = (),
+    key: tuple[str, ...] = (),
+) -> Input:
+    """The input a connector reads through; `not_null` and `key`: the table's NOT NULL and
+    primary key columns, which a file input's rows must have values for."""
     if connector.transport == "file_input":
         fmt = input_format(connector, columns=[f.name for f in schema.fields])
         limit = connector.config.get("max_files_per_step")  # not a count: no limit (warned)
@@ -743,6 +814,8 @@ def make_input(connector: Connector, schema: StructType) -> Input:
             format=fmt,
             max_files=limit if whole_number(limit, 1) else None,
             late_ms=late * 1000,
+            not_null=not_null,
+            key=key,
         )
     if connector.transport == "delta_table_input":
         return DeltaInput(connector.key, _location(connector), schema)

@@ -55,6 +55,7 @@ from spindle.program.queries import (
 from spindle.runtime import compaction, semantics, storage, upsert, zsets
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import (
+    INCOMPLETE,
     MALFORMED,
     ORDER,
     FileOutput,
@@ -164,7 +165,8 @@ class Runtime:
         """`connectors.unreadable_file` over `program`'s inputs, when `error` is Spark failing
         to read a file or a record; None otherwise, or when the inputs cannot be made (the
         error then stands as it is)."""
-        if semantics.failed_file(error) is None and semantics.raised(error, MALFORMED) is None:
+        raised = (semantics.raised(error, marker) for marker in (MALFORMED, INCOMPLETE))
+        if semantics.failed_file(error) is None and all(r is None for r in raised):
             return None
         try:
             inputs = [source for _, source in self._inputs(program).values()]
@@ -299,7 +301,9 @@ class Runtime:
         for name, table in program.tables.items():
             schema = table_schema(table)
             for connector in table.connectors:
-                inputs[connector.key] = (name, make_input(connector, schema))
+                not_null = tuple(c.name for c in table.columns if not c.nullable)
+                made = make_input(connector, schema, not_null=not_null, key=table.primary_key)
+                inputs[connector.key] = (name, made)
             adhoc = make_input(_adhoc_connector(name, self.root), schema)
             inputs[f"{name}.{ADHOC}"] = (name, adhoc)
         return inputs

@@ -5,6 +5,7 @@ ingested."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from collections import Counter
@@ -134,6 +135,32 @@ def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: A
         for path in sorted(out.glob("*.jsonl"))
     ]
     assert written == [sorted(map(json.dumps, first)), sorted(map(json.dumps, second))]
+
+
+def test_csv_text_goes_through_verbatim_as_rfc_4180_writes_it(tmp_path: Path, spark: Any) -> None:
+    """A quote inside a quoted field is written twice, and a quoted field may hold a line
+    break (RFC 4180, and Feldera's reader and writer). Spark's defaults read a doubled quote
+    as two quotes, refused a quoted line break as a broken record, trimmed a value's spaces
+    on output and escaped a quote with a backslash, which other CSV readers split at."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    written = {**file_output(out), "format": {"name": "csv"}}
+    sql = (
+        f"create table t (id int, s varchar) with "
+        f"('connectors' = '{connectors(file_input('in', inbox, 'csv'))}');\n"
+        f"create materialized view v with ('connectors' = '{connectors(written)}') "
+        "as select id, s from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    lines = ["id,s", '1,"say ""hi"", ok"', '2,"two', 'lines"', '3,"  spaced  "', "4,plain"]
+    write_lines(inbox / "1.csv", lines, mtime=1_000_000)
+    pipeline.step()
+    values = {1: 'say "hi", ok', 2: "two\nlines", 3: "  spaced  ", 4: "plain"}
+    assert pipeline.rows("t") == Counter(values.items())
+    [output] = out.glob("*.csv")
+    with output.open(newline="") as readable:
+        records = list(csv.reader(readable))
+    assert records[0] == ["id", "s", "weight"]
+    assert sorted(records[1:]) == sorted([str(k), v, "1"] for k, v in values.items())
 
 
 def _empty() -> Any:

@@ -229,6 +229,7 @@ class FileInput:
             )
         if fmt.name == "csv":
             reader = reader.option("header", str(fmt.header).lower()).option("sep", fmt.delimiter)
+            reader = reader.options(**CSV_QUOTING).option("multiLine", "true")
             if fmt.header and fmt.header_checked:  # Spark checks each file's header
                 reader = reader.option("enforceSchema", "false")
         if fmt.name == "json":
@@ -341,6 +342,14 @@ def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
         "__file",
         ORDER,
     )
+
+
+CSV_QUOTING = {"quote": '"', "escape": '"'}
+"""CSV as RFC 4180 and Feldera write it: a quote inside a quoted field is written twice.
+Spark's default escape is a backslash: a doubled quote was read as two quotes, and a quote
+was written as a backslash and a quote, which other readers split the field at."""
+CSV_VERBATIM = {"ignoreLeadingWhiteSpace": "false", "ignoreTrailingWhiteSpace": "false"}
+"""Spark's CSV writer trims values by default: `'  spaced  '` was written `spaced`."""
 
 
 CORRUPT = "__corrupt"
@@ -739,9 +748,10 @@ class FileOutput:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
         with _refused("write", self.connector, self.path):
             storage.delete(spark, staging)
-            self._shaped(frame).coalesce(1).write.mode("overwrite").format(self.format).option(
-                "header", "true"
-            ).save(staging)
+            writer = self._shaped(frame).coalesce(1).write.mode("overwrite").format(self.format)
+            if self.format == "csv":
+                writer = writer.options(**CSV_QUOTING, **CSV_VERBATIM)
+            writer.option("header", "true").save(staging)
             parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
             for index, part in enumerate(parts):
                 target = storage.join(

@@ -240,8 +240,9 @@ def test_incremental_equals_recompute_after_every_step(
     manifest = runtime.initialize(program)
     sessions = _live_sessions(spark)
     seen: dict[str, set[Path]] = {name: set() for name in chosen}
-    first = Views(spark, program, runtime.uri)
-    before = {name: as_records(first.contents(name, manifest.state[name])) for name in chosen}
+    # the first checkpoint emits each view's rows over empty tables (a global aggregate's):
+    # the outputs start from nothing
+    before: dict[str, Counter[tuple[Any, ...]]] = {name: Counter() for name in chosen}
     ids: list[int] = []
     rewritten = maintain.SMALL_GROUPS
     t2: dict[int, tuple[Any, ...]] = {}

@@ -163,6 +163,29 @@ def test_csv_text_goes_through_verbatim_as_rfc_4180_writes_it(tmp_path: Path, sp
     assert sorted(records[1:]) == sorted([str(k), v, "1"] for k, v in values.items())
 
 
+def test_an_output_receives_the_rows_a_view_has_before_any_input(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A global aggregate has a row over empty tables (`count(*)` is 0), and a view of VALUES
+    has its rows: the first checkpoint emits them. They were never emitted, so the first
+    step's change retracted a row (0) that the output never received, and a view of VALUES
+    reached its output never."""
+    inbox, counted_out, codes_out = tmp_path / "in", tmp_path / "counted", tmp_path / "codes"
+    sql = (
+        f"create table t (x int) with ('connectors' = '{connectors(file_input('in', inbox))}');\n"
+        f"create materialized view counted with ('connectors' = "
+        f"'{connectors(file_output(counted_out))}') as select count(*) as n from t;\n"
+        f"create materialized view codes (code, label) with ('connectors' = "
+        f"'{connectors(file_output(codes_out))}') as values (1, 'one'), (2, 'two');\n"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    assert pipeline.changes(counted_out) == Counter({(0,): 1})
+    assert pipeline.changes(codes_out) == Counter({(1, "one"): 1, (2, "two"): 1})
+    write_lines(inbox / "1.json", [{"x": 1}, {"x": 2}], mtime=1_000_000)
+    pipeline.step()
+    assert pipeline.changes(counted_out) == Counter({(2,): 1, (0,): -1})
+
+
 def _empty() -> Any:
     from pyspark.sql.types import StructType
 

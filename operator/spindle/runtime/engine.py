@@ -217,6 +217,7 @@ class Runtime:
         for name, view in program.views.items():
             with semantics.evaluating(view, version=self.runtime_version):
                 state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
+            self._first_contents(reader, view, state[name])
         manifest = self._manifest(
             program=program,
             parent=None,
@@ -225,6 +226,19 @@ class Runtime:
             restated=restated,
         )
         return self.store.commit(manifest)
+
+    def _first_contents(self, reader: Views, view: View, record: StateRecord) -> None:
+        """Hand a view's rows over empty tables to its outputs, as the first checkpoint's
+        changes: a global aggregate's one row (`count(*)` is 0), a view of VALUES. They were
+        never emitted, so a consumer saw a later step retract a row it never received."""
+        if not view.connectors:
+            return
+        contents = reader.contents(view.name, record)
+        if contents.limit(1).count() == 0:
+            return
+        rows = contents.withColumn("weight", F.lit(1))
+        for connector in view.connectors:
+            make_output(connector, pipeline=self._key()).emit(self.spark, rows, sequence=0)
 
     def _fresh_connectors(
         self, program: Program, keep: Mapping[str, ConnectorRecord] | None = None

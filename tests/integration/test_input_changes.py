@@ -679,6 +679,38 @@ def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, sp
     assert pipeline.rows("total") == Counter({(11,): 1})
 
 
+@pytest.mark.parametrize(
+    ("source_type", "table_columns", "refused"),
+    [
+        ("bigint", "id int, v varchar", "has it as BIGINT"),
+        ("int", "id int, w varchar", "has no such column"),
+        ("decimal(10, 2)", "id decimal(10, 1), v varchar", "DECIMAL(10,2)"),
+        ("int", "id bigint, v varchar", None),  # every INT is a BIGINT
+        ("short", "id decimal(5, 0), v varchar", None),
+    ],
+)
+def test_a_delta_input_whose_columns_the_table_cannot_hold_is_refused_by_name(
+    tmp_path: Path, spark: Any, source_type: str, table_columns: str, refused: str | None
+) -> None:
+    """The source's column of another type (BIGINT into INT) failed the step's append with
+    Delta's DELTA_FAILED_TO_MERGE_FIELDS as an internal error; a type that holds every value
+    of the source's is read as the table's."""
+    source = str(tmp_path / "source")
+    spark.sql(f"select cast(7 as {source_type}) as id, 'x' as v").write.format("delta").save(source)
+    lake = {"name": "lake", "transport": {"name": "delta_table_input", "config": {"uri": source}}}
+    sql = f"create table t ({table_columns}) with ('connectors' = '{connectors(lake)}');"
+    pipeline = Pipeline(spark, tmp_path, sql)
+    if refused is None:
+        pipeline.step()
+        assert pipeline.rows("t") == Counter({(7, "x"): 1})
+        return
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "DeltaInputSchemaMismatch", failed.value.message
+    assert refused in failed.value.message and "Declare the column" in failed.value.message
+    assert pipeline.rows("t") == Counter()
+
+
 def test_a_delta_input_file_gone_from_the_source_is_input_unreadable_with_delta_advice(
     tmp_path: Path, spark: Any
 ) -> None:

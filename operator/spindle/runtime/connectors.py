@@ -41,7 +41,19 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from spindle.errors import SpindleError
 from spindle.program import Connector
@@ -498,20 +510,45 @@ class DeltaInput:
             return self._changes(spark, before, wanted)
 
     def _changes(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
-        names = [f.name for f in self.schema.fields]
         end = int(wanted)
         start = -1 if before is None else int(before)
+        source = storage.read_delta(spark, self.uri, end, self.schema)
+        columns = self._columns(source.schema)
         unordered = F.lit(0).cast("bigint").alias(ORDER)  # inserts only: order is moot
         if start < 0:
-            table = storage.read_delta(spark, self.uri, end, self.schema)
-            return table.select(*[column(n) for n in names], unordered)
+            return source.select(*columns, unordered)
         commits = {v: self._commit(spark, v) for v in range(start + 1, end + 1)}
         rewrites = [v for v, actions in commits.items() if any(_removes(a) for a in actions)]
         if rewrites:
             changes = self._change_feed(spark, start, end, rewrites)
-            return changes.select(*[column(n) for n in names], WEIGHT, ORDER)
+            return changes.select(*columns, WEIGHT, ORDER)
         added = [a["add"] for actions in commits.values() for a in actions if _adds(a)]
-        return self._read_added(spark, added, end).select(*[column(n) for n in names], unordered)
+        return self._read_added(spark, added, end).select(*columns, unordered)
+
+    def _columns(self, source: StructType) -> list[Column]:
+        """The table's columns read from the source's: each by name, cast to the table's type
+        where that holds every value of the source's (INT into BIGINT); a column the source
+        lacks, or has of a type the table's cannot hold, is `DeltaInputSchemaMismatch`."""
+        found = {f.name.lower(): f for f in source.fields}
+        columns: list[Column] = []
+        for wanted in self.schema.fields:
+            field = found.get(wanted.name.lower())
+            if field is None or not widens(field.dataType, wanted.dataType):
+                has = (
+                    "has no such column"
+                    if field is None
+                    else (f"has it as {field.dataType.simpleString().upper()}")
+                )
+                raise SpindleError(
+                    reason="DeltaInputSchemaMismatch",
+                    message=f"Input connector {self.connector}: the table declares column "
+                    f"'{wanted.name}' as {wanted.dataType.simpleString().upper()}, and the "
+                    f"Delta table {self.uri} {has}. Declare the column as the source has it "
+                    "(or a type that holds all its values), or change the source.",
+                    details={"connector": self.connector, "uri": self.uri, "column": wanted.name},
+                )
+            columns.append(column(field.name).cast(wanted.dataType).alias(wanted.name))
+        return columns
 
     def _commit(self, spark: SparkSession, version: int) -> list[dict[str, Any]]:
         actions = storage.commit_actions(spark, self.uri, version)
@@ -795,6 +832,37 @@ class DeltaOutput:
             contents.write.format("delta").mode("overwrite").option(
                 "overwriteSchema", "true"
             ).option("txnAppId", self.app_id).option("txnVersion", sequence).save(self.uri)
+
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
+def widens(source: DataType, target: DataType) -> bool:
+    """Whether every value of `source` is a value of `target`: the same type, a wider
+    integer, FLOAT into DOUBLE, a DECIMAL with as many digits on both sides of the point, an
+    integer into a DECIMAL with room for it."""
+    if source == target:
+        return True
+    if isinstance(source, _INTEGRAL) and isinstance(target, _INTEGRAL):
+        return _INTEGRAL.index(type(source)) <= _INTEGRAL.index(type(target))
+    if isinstance(source, FloatType) and isinstance(target, DoubleType):
+        return True
+    if isinstance(target, DecimalType):
+        digits_of: dict[type[DataType], int] = {
+            ByteType: 3,
+            ShortType: 5,
+            IntegerType: 10,
+            LongType: 19,
+        }
+        digits = digits_of.get(type(source))
+        if digits is not None:
+            return target.precision - target.scale >= digits
+        if isinstance(source, DecimalType):
+            return (
+                target.scale >= source.scale
+                and target.precision - target.scale >= source.precision - source.scale
+            )
+    return False
 
 
 def make_input(

@@ -679,6 +679,27 @@ def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, sp
     assert pipeline.rows("total") == Counter({(11,): 1})
 
 
+def test_a_parquet_column_of_another_type_is_a_user_error_not_retried(
+    tmp_path: Path, spark: Any
+) -> None:
+    """An INT64 column read as an INT was called a corrupt or half-written file, and the
+    step was retried for a minute; no retry reads it otherwise."""
+    inbox = tmp_path / "in"
+    spark.sql("select cast(7 as bigint) as id").coalesce(1).write.parquet(str(inbox / "1"))
+    sql = (
+        "create table t (id int) with "
+        f"('connectors' = '{connectors(file_input('in', inbox, 'parquet'))}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord", failed.value.message
+    assert "a column of file:" in failed.value.message
+    said = "('id') holds Parquet INT64 values, which the table's column of INT does not read"
+    assert f"{said}: declare the column BIGINT" in failed.value.message, failed.value.message
+    assert pipeline.rows("t") == Counter()
+
+
 @pytest.mark.parametrize(
     ("source_type", "table_columns", "refused"),
     [

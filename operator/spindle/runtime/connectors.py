@@ -698,6 +698,41 @@ def _refused(action: Action, connector: str, location: str) -> Iterator[None]:
         raise _refusal(action, connector, location, error) from error
 
 
+_PARQUET_TYPE = re.compile(
+    r"SchemaColumnConvertNotSupportedException: column: \[(?P<column>[^\]]*)\], "
+    r"physicalType: (?P<physical>\w+)"
+)
+"""How Spark says a Parquet file's column is not of the type the table declares."""
+PARQUET_TYPES = {
+    "INT32": "INT",
+    "INT64": "BIGINT",
+    "FLOAT": "REAL",
+    "DOUBLE": "DOUBLE",
+    "BOOLEAN": "BOOLEAN",
+    "BINARY": "VARCHAR",
+}
+"""The SQL type that holds each Parquet physical type's values, for what to declare."""
+
+
+def _parquet_type(source: FileInput, file: str, found: re.Match[str]) -> SpindleError:
+    """`InvalidInputRecord` for a Parquet file whose column is of another type than the
+    table's: the file is not wrong and no retry reads it otherwise (it was retried as a file
+    half written, then called corrupt)."""
+    name, physical = found["column"], found["physical"]
+    declared = next((f.dataType for f in source.schema.fields if f.name == name), None)
+    table = declared.simpleString().upper() if declared is not None else "another type"
+    instead = PARQUET_TYPES.get(physical)
+    return _invalid_record(
+        connector=source.connector,
+        file=unquote(file),
+        unit="column",
+        problem=f"('{name}') holds Parquet {physical} values, which the table's column of "
+        f"{table} does not read: declare the column "
+        + (f"{instead}" if instead else "as the file has it")
+        + ", or write the file with the column's type",
+    )
+
+
 def _refusal(action: Action, connector: str, location: str, error: BaseException) -> SpindleError:
     reason, failed, advice = _REFUSALS[action]
     return SpindleError(
@@ -747,6 +782,9 @@ def unreadable_file(
     nearest = sorted(sources.values(), key=lambda source: -len(source.location))
     for source in nearest:  # where locations nest, the innermost is the file's input
         if storage.within(failed, source.location):
+            typed = _PARQUET_TYPE.search(str(error))
+            if typed is not None and isinstance(source, FileInput):
+                return _parquet_type(source, failed, typed)
             header = semantics.csv_header_mismatch(error)
             if header is not None and isinstance(source, FileInput):
                 return _invalid_record(

@@ -503,6 +503,19 @@ def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
     assert pipeline.rows("c") == Counter({("a", 1): 1, ("b", None): 1, ("c", 3): 1, ("d", None): 1})
 
 
+def test_a_file_of_no_rows_counts_none(tmp_path: Path, spark: Any) -> None:
+    """A header-only CSV makes no Delta commit: the step read the previous commit's count as
+    its own ("2 rows ingested"), and added it to the table's stored rows, which feed the
+    bootstrap estimate."""
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "csv")
+    write_lines(inbox / "1.csv", ["k,v", "a,1", "b,2"], mtime=1_000_000)
+    pipeline.manifest, first = pipeline.runtime.step(pipeline.program, pipeline.manifest)
+    write_lines(inbox / "2.csv", ["k,v"], mtime=1_000_100)
+    pipeline.manifest, second = pipeline.runtime.step(pipeline.program, pipeline.manifest)
+    assert (first.rows_ingested, second.rows_ingested) == (2, 0)
+    assert pipeline.manifest.state["c"].rows == 2
+
+
 @pytest.mark.parametrize(
     ("config", "lines", "rows"),
     [

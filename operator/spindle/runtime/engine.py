@@ -831,9 +831,12 @@ def _missing(name: str, record: StateRecord, error: BaseException, *, then: str)
 
 def _appended(spark: SparkSession, rows: DataFrame, uri: str, record: StateRecord) -> StateRecord:
     """Append `rows` to a table's Delta state: its record after, the row count from the
-    commit's own metrics (no count job)."""
+    commit's own metrics (no count job). Rows of none (files of a header only) make no
+    commit: the latest commit's count is then an earlier step's, not this one's."""
     rows.write.format("delta").mode("append").save(uri)
     version, written = storage.last_write(spark, uri)
+    if version == record.version:
+        written = 0
     return record.model_copy(update={"version": version, "rows": (record.rows or 0) + written})
 
 

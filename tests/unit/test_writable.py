@@ -61,6 +61,15 @@ TABLE = "create table t (s varchar, n int);\n"
             "calls EXTRACT(MILLI",
             36,
         ),
+        # silently other values: the flags and delimiters were dropped, a day that does not
+        # exist was NULL on every row, AT TIME ZONE ran as FROM_UTC_TIMESTAMP
+        ("select s from t where regexp_like(s, '^a', 'i')", "calls REGEXP_LIKE with the flags", 23),
+        ("select initcap(s, ' ') as i from t", "calls INITCAP with delimiters", 16),
+        ("select date '2024-02-30' as d from t", "has the DATE '2024-02-30', which does not", 13),
+        ("select n, cast('2024-13-01 00:00' as timestamp) as d from t", "has the TIMESTAMP", 16),
+        ("select s at time zone 'UTC' as z from t", "uses AT TIME ZONE", 8),
+        # Spark refused it after approval, with an empty message
+        ("select s from t where s similar to 'a%'", "uses SIMILAR TO", 23),
     ],
 )
 def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
@@ -70,6 +79,20 @@ def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
     assert refused.reason == "UnsupportedSql"
     assert refused.message.startswith(f"View 'v' {said}")
     assert (refused.details["line"], refused.details["column"]) == (2, 17 + column)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "date '2024-02-29' as d",
+        "timestamp '2024-02-29 23:59:59.123456' as x",
+        "cast('2024' as date) as y",  # a form Spark reads, left to it
+        "regexp_like(s, '^a') as r",
+        "initcap(s) as i",
+    ],
+)
+def test_what_spark_reads_as_meant_is_written(item: str) -> None:
+    parse_program(f"{TABLE}create view v as select {item} from t;").refuse_unrunnable()
 
 
 def test_calls_sqlglot_would_warn_of_are_written_quietly(caplog: pytest.LogCaptureFixture) -> None:

@@ -11,6 +11,8 @@ bootstrap (`runtime.translate`, which keeps the same checks for a checkpointed p
 
 from __future__ import annotations
 
+import datetime
+import re
 from collections.abc import Callable, Iterator
 
 from sqlglot import exp
@@ -20,6 +22,7 @@ from spindle.program.calls import call_name
 from spindle.program.model import Program, Unrunnable
 from spindle.program.ordinals import GENERATORS
 from spindle.program.spark_calls import as_written, numeric_places
+from spindle.program.statements import text_start
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
     exp.Lateral: "LATERAL",
@@ -52,8 +55,7 @@ def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
         if found is None:
             continue
         node, said = found
-        located = next((n for n in node.walk() if "start" in n.meta), node)  # LATERAL: its call
-        where = program.locate(view.text, int(located.meta.get("start", 0)))
+        where = program.locate(view.text, text_start(node) or 0)  # LATERAL: its call
         if where is not None:
             problems.append(
                 Unrunnable.at(
@@ -170,7 +172,71 @@ def _time(node: exp.Expr) -> str | None:
     )
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?")
+
+
+def _impossible_date(node: exp.Expr) -> str | None:
+    """A DATE or TIMESTAMP literal (or a cast of a constant) of a day or time that does not
+    exist: Spark's cast makes it NULL on every row (under `v1`), where Feldera refuses it."""
+    text, to = node.this, node.args.get("to")
+    if not isinstance(text, exp.Literal) or not text.is_string or not isinstance(to, exp.DataType):
+        return None
+    value = text.name.strip()
+    try:
+        if to.this == exp.DType.DATE and _DATE.fullmatch(value):
+            datetime.date.fromisoformat(value)
+        elif to.this == exp.DType.TIMESTAMP and _TIMESTAMP.fullmatch(value):
+            datetime.datetime.fromisoformat(value[:26])
+        else:
+            return None
+    except ValueError as error:
+        kind = "DATE" if to.this == exp.DType.DATE else "TIMESTAMP"
+        return f"has the {kind} '{value}', which does not exist ({error}): write a real one"
+    return None
+
+
+def _flags(node: exp.Expr) -> str | None:
+    flag = node.args.get("flag")
+    if flag is None:
+        return None
+    return (
+        f"calls REGEXP_LIKE with the flags {flag.sql()}, which Spark's REGEXP_LIKE does not "
+        "take (they were dropped): write them in the pattern, REGEXP_LIKE(s, '(?i)^a')"
+    )
+
+
+def _delimiters(node: exp.Expr) -> str | None:
+    written = node.args.get("expression")  # sqlglot fills in its default, at no position
+    if written is None or "start" not in written.meta:
+        return None
+    return (
+        "calls INITCAP with delimiters, which Spark's INITCAP does not take (they were "
+        "dropped): Spark capitalizes each word after a space"
+    )
+
+
+def _at_time_zone(node: exp.Expr) -> str | None:
+    return (
+        "uses AT TIME ZONE, which Spark's SQL does not have (it ran as FROM_UTC_TIMESTAMP, "
+        "not as PostgreSQL reads it): write FROM_UTC_TIMESTAMP(ts, zone) for the zone's time "
+        "of a UTC timestamp, or TO_UTC_TIMESTAMP(ts, zone) for the UTC time of the zone's"
+    )
+
+
+def _similar_to(node: exp.Expr) -> str | None:
+    return (
+        "uses SIMILAR TO, which Spark's SQL does not have: write RLIKE with a regular "
+        "expression of the whole text (s RLIKE '^(a|b).*$')"
+    )
+
+
 CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
+    exp.AtTimeZone: _at_time_zone,
+    exp.Cast: _impossible_date,  # DATE '2024-02-30'
+    exp.Initcap: _delimiters,
+    exp.RegexpLike: _flags,
+    exp.SimilarTo: _similar_to,
     exp.DataType: _time,  # TIME '12:30:00', CAST(s AS TIME)
     exp.DateTrunc: _date_trunc,
     exp.Extract: _extract,
@@ -182,8 +248,10 @@ CALL_PROBLEMS: dict[type[exp.Expr], Callable[[exp.Expr], str | None]] = {
     exp.Anonymous: _unnamed_columns,  # INLINE_OUTER, JSON_TUPLE
 }
 """Calls whose arguments Spark would read otherwise than they were meant, silently: sqlglot
-reads `DATE_TRUNC(unit_col, ts)`'s unit as the word `UNIT_COL`, and wrote `TRUNC(x, 2)` as
-`CAST(x AS BIGINT)`."""
+reads `DATE_TRUNC(unit_col, ts)`'s unit as the word `UNIT_COL`, wrote `TRUNC(x, 2)` as
+`CAST(x AS BIGINT)`, dropped REGEXP_LIKE's flags and INITCAP's delimiters, and wrote `ts AT
+TIME ZONE z` as FROM_UTC_TIMESTAMP; Spark makes a date that does not exist NULL, and refused
+SIMILAR TO after approval."""
 
 
 def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:

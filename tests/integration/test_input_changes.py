@@ -602,6 +602,16 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
             "line 1",
             "'{x'; 1 more line of it does not parse either (2)",
         ),
+        # Spark's parser read the first value of a line and dropped the rest without a word
+        ("json", {}, ['{"k": "a", "v": 1}{"k": "b", "v": 2}'], "line 1", MALFORMED),
+        ("json", {}, ['{"k": "a", "v": 1}', '{"k": "b", "v": 2} and more'], "line 2", MALFORMED),
+        (
+            "json",
+            {"update_format": "insert_delete"},
+            ['{"insert": {"k": "a", "v": 1}} {"insert": {"k": "b", "v": 2}}'],
+            "line 1",
+            MALFORMED[:-2],
+        ),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

@@ -42,6 +42,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     ByteType,
     DataType,
     DecimalType,
@@ -191,11 +192,12 @@ class FileInput:
             "__e", F.from_json(record, envelope, {"columnNameOfCorruptRecord": CORRUPT})
         )
         inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
+        whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(envelope))
         self._check(
             parsed,
             "line",
             (
-                (F.col(f"__e.{CORRUPT}").isNotNull(), _malformed("json")),
+                (F.col(f"__e.{CORRUPT}").isNotNull() | whole.isNull(), _malformed("json")),
                 (inserted & deleted, 'has both "insert" and "delete"; give one per line'),
                 (
                     ~inserted & ~deleted,
@@ -342,12 +344,16 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
 
 
 def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
-    """`_json_records` of positioned lines of text."""
+    """`_json_records` of positioned lines of text. Spark's parser reads a line's first JSON
+    value and ignores what follows it: `{"id": 1}{"id": 2}` was the record 1, the record 2
+    dropped without a word, and `{"id": 1} trailing` was read as fine. A line is also read as
+    a JSON array of it (`[` line `]`), which holds no such line: that one is not a record."""
     names = [f.name for f in schema.fields if f.name != CORRUPT]
     lines = lines.where(F.trim("value") != "")
     record = json_keys.respelled(F.col("value"), names)
     parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
-    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull(), F.col("value"))
+    whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(schema))
+    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull() | whole.isNull(), F.col("value"))
     return lines.withColumn("__r", parsed).select(
         *[F.col("__r").getField(n).alias(n) for n in names],
         corrupt.alias(CORRUPT),

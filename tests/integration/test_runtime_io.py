@@ -167,6 +167,8 @@ def test_a_changed_program_stops_a_local_run_at_a_checkpoint_for_approval(
         # a column the program layer's check cannot see (the derived table's second column
         # is unnamed), so Spark's analyzer finds it: its reason is still the check's
         ("select cnt from (select id, count(*) from t group by id) x", "UnknownColumn"),
+        # a column Delta cannot store, whose type only Spark knows: it was an InternalError
+        ("select id, current_date() - date '2024-01-01' as days from t", "UnsupportedType"),
     ],
 )
 def test_sql_spark_refuses_fails_before_anything_is_written(

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import (
+    AnalysisException,
     ArithmeticException,
     ArrayIndexOutOfBoundsException,
     DateTimeException,
@@ -215,11 +216,38 @@ def apply(spark: SparkSession, *, version: str) -> None:
         spark.conf.set(key, value)
 
 
+_UNSTORABLE = re.compile(
+    r"UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE\].*?the column `(?P<column>[^`]+)` of the type "
+    r"\"(?P<type>[^\"]+)\""
+)
+
+
+def _unstorable(view: View, error: AnalysisException) -> SpindleError | None:
+    """`UnsupportedType` for a view with a column Delta cannot store (an INTERVAL, from `d1 -
+    d2` or `ts - TIMESTAMP '...'`), which the plan cannot see (it knows no types yet)."""
+    found = _UNSTORABLE.search(str(error))
+    if found is None:
+        return None
+    column, kind = found["column"], found["type"]
+    return SpindleError(
+        reason="UnsupportedType",
+        message=f"View '{view.name}' ({view.where}) has the column '{column}' of type {kind}, "
+        "which Spindle cannot store. Make it a number (DATEDIFF(a, b) for days, "
+        "UNIX_SECONDS(a) - UNIX_SECONDS(b) for seconds) or a string (CAST(... AS STRING)).",
+        details={**view.located, "column": column, "type": kind},
+    )
+
+
 @contextlib.contextmanager
 def evaluating(view: View, *, version: str) -> Iterator[None]:
     """Run the evaluation of `view`; a data error becomes `SqlRuntimeError`."""
     try:
         yield
+    except AnalysisException as error:
+        stored = _unstorable(view, error)
+        if stored is None:
+            raise
+        raise stored from None
     except (*DATA_ERRORS, Py4JJavaError) as error:
         found = data_error(error)
         if found is None:

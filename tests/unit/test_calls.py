@@ -35,6 +35,23 @@ def test_the_message_names_the_call_and_the_closest_function() -> None:
     assert error.details == {"line": 2, "column": 25, "view": "v", "call": "avgg"}
 
 
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ("row(id, grade)", "STRUCT(1, 'a'), or NAMED_STRUCT"),  # was: Did you mean 'pow'?
+        ("parse_date('2025-01-02', '%Y-%m-%d')", "TO_DATE(s, 'yyyy-MM-dd')"),
+        ("format_date('%Y', current_date())", "DATE_FORMAT(d, 'yyyy-MM-dd')"),
+    ],
+)
+def test_a_felderas_function_spark_spells_otherwise_says_how_to_write_it(
+    call: str, said: str
+) -> None:
+    error = refusal(TABLE + f"create view v as select {call} as x from t;\n")
+    assert error.reason == "UnknownFunction"
+    assert f"Write it as Spark's SQL has it: {said}" in error.message
+    assert "Did you mean" not in error.message
+
+
 def test_a_functions_body_is_checked_and_a_declared_function_is_suggested() -> None:
     error = refusal(
         TABLE + "create function bump(g int) returns int as g + 1;\n"

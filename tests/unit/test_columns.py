@@ -57,6 +57,10 @@ def test_a_column_reference_is_checked_against_what_the_view_reads(case: Case) -
             'select format_string("%d", id) as f from t',
             "('t'). Double quotes name a column; a string is in single quotes: '%d'.",
         ),
+        (  # Feldera's map constructor reads to Spark as a column `map`, subscripted
+            "select map['a', id] as m from t",
+            "MAP['a', 1] is Feldera's map; Spark's SQL writes it MAP('a', 1).",
+        ),
     ],
 )
 def test_the_message_says_what_to_write(query: str, says: str) -> None:

@@ -37,6 +37,8 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
         called = call.name.lower()
         close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
+        if called in FELDERA_INSTEAD:  # a name a closest spelling would mislead about
+            hint = f" Write it as Spark's SQL has it: {FELDERA_INSTEAD[called]}."
         problem = Unrunnable.at(
             where,
             reason="UnknownFunction",
@@ -76,6 +78,16 @@ def call_name(call: exp.Expr) -> str:
         return call.name.upper()
     return call.sql_name() if isinstance(call, exp.Func) else call.key.upper()
 
+
+FELDERA_INSTEAD = {
+    "row": "STRUCT(1, 'a'), or NAMED_STRUCT('n', 1, 's', 'a') to name the fields",
+    "parse_date": "TO_DATE(s, 'yyyy-MM-dd') (Spark's pattern letters, the text first)",
+    "parse_timestamp": "TO_TIMESTAMP(s, 'yyyy-MM-dd HH:mm:ss') (the text first)",
+    "format_date": "DATE_FORMAT(d, 'yyyy-MM-dd') (the date first)",
+    "tumble": "a group by WINDOW(ts, '1 hour') (its .start and .end are the window's bounds)",
+    "hop": "a group by WINDOW(ts, '1 hour', '15 minutes') (a window, then its slide)",
+}
+"""Feldera's functions that Spark has under another name or form, and how to write them."""
 
 SYNTAX = frozenset({"timestampadd", "timestampdiff"})
 """Calls Spark's grammar reads itself (their first argument is a unit, `HOUR`), so that they

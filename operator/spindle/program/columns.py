@@ -470,6 +470,8 @@ def _problem(
     string = (
         f" Double quotes name a column; a string is in single quotes: '{name}'." if quoted else ""
     )
+    if name.lower() == "map" and isinstance(column.parent, exp.Bracket) and not quoted:
+        string = " MAP['a', 1] is Feldera's map; Spark's SQL writes it MAP('a', 1)."
     return (
         offset,
         "UnknownColumn",

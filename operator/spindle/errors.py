@@ -30,6 +30,15 @@ class SpindleError(Exception):
         return f"SpindleError(reason={self.reason!r}, message={self.message!r})"
 
 
+def internal(error: Exception) -> SpindleError:
+    """An error no reason covers, as a user sees it: a Spindle bug, with how to report it."""
+    return SpindleError(
+        reason="InternalError",
+        message=f"Unexpected {type(error).__name__}: {error}. This is a Spindle bug; "
+        "rerun with SPINDLE_DEBUG=1 for a traceback and report it.",
+    )
+
+
 def located(*, reason: str, message: str, line: int, column: int, **details: Any) -> SpindleError:
     """An error about SQL text: the message and details carry the line and column."""
     return SpindleError(

@@ -428,3 +428,27 @@ def test_a_ctrl_c_inside_a_spark_call_leaves_no_traceback() -> None:
     root = logging.getLogger()
     assert not root.filter(record("KeyboardInterrupt while sending command."))
     assert root.filter(record("Something else went wrong."))
+
+
+def test_a_run_that_fails_on_a_spindle_bug_is_failed_in_the_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error (a bug, here made to happen where Spark would start) ended the run
+    with `InternalError`, but `local status` said `Stopped`/`NotRunning`, as after a clean
+    stop. It says `Failed`, with the error."""
+    from spindle.local import runner
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the engine broke")
+
+    monkeypatch.setattr(runner, "open_runtime", broken)
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    assert main(["local", "apply", "-f", MANIFEST, *home]) == 0
+    assert main(["local", "run", "grades", "--until-idle", *home]) == 2
+    assert (
+        "error InternalError: Unexpected RuntimeError: the engine broke." in capsys.readouterr().err
+    )
+    assert main(["local", "status", "grades", "--json", *home]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["phase"] == "Failed"
+    assert status["conditions"][0]["reason"] == "InternalError"

@@ -140,7 +140,7 @@ _PARSERS: dict[bool, argparse.ArgumentParser] = {}
 def run_here(argv: Sequence[str]) -> int:
     """Run a command line in this process."""
     from spindle.cli import render
-    from spindle.errors import SpindleError
+    from spindle.errors import SpindleError, internal
 
     argv = list(argv)
     extensions = argv[:1] != ["diff"]
@@ -163,12 +163,7 @@ def run_here(argv: Sequence[str]) -> int:
     except Exception as error:  # the last line of defence: a clear body, never a traceback
         if os.environ.get("SPINDLE_DEBUG"):
             raise
-        internal = SpindleError(
-            reason="InternalError",
-            message=f"Unexpected {type(error).__name__}: {error}. This is a Spindle bug; "
-            "rerun with SPINDLE_DEBUG=1 for a traceback and report it.",
-        )
-        render.print_error(internal, as_json=as_json)
+        render.print_error(internal(error), as_json=as_json)
         return 2
 
 

@@ -23,7 +23,7 @@ from spindle.api.status import PipelineStatus
 from spindle.checkpoint import Manifest
 from spindle.checkpoint.origin import starting_checkpoint
 from spindle.checkpoint.statistics import needs_sizes, stored_sizes
-from spindle.errors import SpindleError
+from spindle.errors import SpindleError, internal
 from spindle.lifecycle import (
     Acted,
     Action,
@@ -199,13 +199,14 @@ class LocalBody:
                 superseded=superseded,
             )
             pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
-        except SpindleError as error:
+        except Exception as error:  # a Spindle bug too: the status says the run failed
+            failed = error if isinstance(error, SpindleError) else internal(error)
             pipeline.set_driver(
                 mode=mode.value,
                 generation=self.generation,
                 phase="Failed",
-                reason=error.reason,
-                message=error.message,
+                reason=failed.reason,
+                message=failed.message,
             )
             raise
         finally:

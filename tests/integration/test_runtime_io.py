@@ -985,29 +985,34 @@ def test_a_local_run_says_its_own_lines_not_sparks_start_up(tmp_path: Path) -> N
     assert "Stopped at checkpoint 0000" in ran.stderr
 
 
+@pytest.mark.parametrize("output", ["file_output", "delta_table_output"])
 def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
-    tmp_path: Path, spark: Any
+    tmp_path: Path, spark: Any, output: str
 ) -> None:
     """Outputs are written while a step runs: a step that failed on one input's bad record
     had already written another view's changes. A new program (the fix) was bootstrapped at
-    that sequence, leaving the file, and the next step ingested the same input again, so a
-    consumer of `v_a` read x = 1 twice. The bootstrap removes what the failed step wrote."""
+    that sequence, leaving them, and the next step ingested the same input again, so a
+    consumer of `v_a` read x = 1 twice. The bootstrap removes what the failed step wrote (a
+    file output's files; a Delta output's commit, restored away)."""
     from spindle.plan import make_plan
     from spindle.program import parse_program
 
     def connected(transport: str, path: str) -> str:
-        config = {"path": str(tmp_path / path)}
-        found = [{"name": "c", "transport": {"name": transport, "config": config}}]
-        found[0]["format"] = {"name": "json"}
+        key = "uri" if transport == "delta_table_output" else "path"
+        found = [
+            {"name": "c", "transport": {"name": transport, "config": {key: str(tmp_path / path)}}}
+        ]
+        if transport != "delta_table_output":
+            found[0]["format"] = {"name": "json"}
         return f"with ('materialized' = 'true', 'connectors' = '{json.dumps(found)}')"
 
     def program_text(b_query: str) -> str:
         return (
             f"create table t_a (x int) {connected('file_input', 'a')};\n"
             f"create table t_b (y int) {connected('file_input', 'b')};\n"
-            f"create materialized view v_a {connected('file_output', 'out_a')} as "
+            f"create materialized view v_a {connected(output, 'out_a')} as "
             "select x from t_a;\n"
-            f"create materialized view v_b {connected('file_output', 'out_b')} as {b_query};\n"
+            f"create materialized view v_b {connected(output, 'out_b')} as {b_query};\n"
         )
 
     for name in ("a", "b"):
@@ -1024,6 +1029,9 @@ def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
     checkpoint = runtime.bootstrap(make_plan(old=program, new=fixed), checkpoint)
     checkpoint, _ = runtime.step(fixed, checkpoint)
     received: Counter[int] = Counter()
+    if output == "delta_table_output":
+        for row in spark.read.format("delta").load(str(tmp_path / "out_a")).collect():
+            received[row["x"]] += row["weight"]
     for path in (tmp_path / "out_a").glob("*.jsonl"):
         for line in path.read_text().splitlines():
             record = json.loads(line)

@@ -120,6 +120,8 @@ class Output(Protocol):
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None: ...
 
+    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]: ...
+
 
 @dataclass(frozen=True)
 class FileInput:
@@ -870,6 +872,31 @@ class DeltaOutput:
             changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
+
+    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]:
+        """Undo the changes a step of `sequence` committed to the table but never
+        checkpointed: when the table's latest commit is that step's (this writer, that
+        version), the table is restored to the version before it (emptied, when that commit
+        created it); returns what was undone. A commit after it (another writer) leaves the
+        table as it is."""
+        with _refused("write", self.connector, self.uri):
+            latest = storage.delta_version(spark, self.uri)
+            actions = storage.commit_actions(spark, self.uri, latest) if latest >= 0 else None
+            ours = [
+                a["txn"]
+                for a in actions or []
+                if "txn" in a
+                and a["txn"].get("appId") == self.app_id
+                and int(a["txn"].get("version", -1)) == sequence
+            ]
+            if not ours:
+                return []
+            if latest == 0:  # the step created the table: no version before it, so emptied
+                empty = spark.read.format("delta").load(self.uri).limit(0)
+                empty.write.format("delta").mode("overwrite").save(self.uri)
+            else:
+                storage.restore(spark, self.uri, latest - 1)
+            return [f"{self.uri} (version {latest})"]
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):

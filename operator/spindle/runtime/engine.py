@@ -58,7 +58,6 @@ from spindle.runtime.connectors import (
     INCOMPLETE,
     MALFORMED,
     ORDER,
-    FileOutput,
     Input,
     make_input,
     make_output,
@@ -306,9 +305,8 @@ class Runtime:
         for view in program.views.values():
             for connector in view.connectors:
                 output = make_output(connector, pipeline=self._key())
-                if isinstance(output, FileOutput):
-                    for path in output.discard(self.spark, sequence=sequence):
-                        self.report("output-discarded", connector=connector.key, path=path)
+                for path in output.discard(self.spark, sequence=sequence):
+                    self.report("output-discarded", connector=connector.key, path=path)
 
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
         inputs: dict[str, tuple[str, Input]] = {}

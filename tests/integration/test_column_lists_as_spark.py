@@ -27,6 +27,10 @@ VIEWS = [
     "v as values (1, 'a'), (2, null)",
     "v (n, label) as values (1, 'a'), (2, 'b')",
     "v (n, label) as select * from (values (1, 'a')) as t(p, q)",
+    # a name ORDER BY reads that the list gives another column (it sorted by the output)
+    "v (x, s) as select s, x from src where x is not null order by x limit 2",
+    "v (n, w) as select x + 1 as z, z * 2 as w2 from src",  # a lateral alias
+    "v (n) as select x from src union all select k from src order by x limit 3",
 ]
 
 

@@ -604,6 +604,7 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
         ),
         # Spark's parser read the first value of a line and dropped the rest without a word
         ("json", {}, ['{"k": "a", "v": 1}{"k": "b", "v": 2}'], "line 1", MALFORMED),
+        ("json", {}, ['{"k": "a", "v": 1},{"k": "b", "v": 2}'], "line 1", MALFORMED),
         ("json", {}, ['{"k": "a", "v": 1}', '{"k": "b", "v": 2} and more'], "line 2", MALFORMED),
         (
             "json",
@@ -664,6 +665,21 @@ def test_a_row_without_a_value_for_a_not_null_column_is_a_user_error(
     said = f"{problem} of file:{inbox / f'1.{fmt}'} has no value for '{column}', which is NOT NULL"
     assert said in failed.value.message, failed.value.message
     assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+
+
+def test_a_delete_from_a_table_without_a_key_names_the_whole_row(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Without a primary key, a delete is of a whole row: one without a value for a NOT NULL
+    column would retract a row that never was (a count one short for good)."""
+    config = {"update_format": "insert_delete"}
+    columns = "k varchar, v int not null"
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "json", columns=columns, **config)
+    write_lines(inbox / "1.json", ['{"delete": {"k": "a"}}'], mtime=1_000_000)
+    with pytest.raises(SpindleError) as failed:
+        pipeline.step()
+    assert failed.value.reason == "InvalidInputRecord", failed.value.message
+    assert "line 1 of" in failed.value.message and "no value for 'v'" in failed.value.message
 
 
 def test_a_delete_names_a_row_of_a_primary_key_table_by_its_key(tmp_path: Path, spark: Any) -> None:

@@ -13,6 +13,11 @@ from spindle.program import parse_program
 TABLE = "create table t (x int, k int, s varchar);\n"
 
 
+def listed(query: str, alias: str) -> str:
+    """A query read as a derived table of the listed names (twice: see `listed`)."""
+    return f"SELECT * FROM (SELECT * FROM ({query}) AS __listed) AS {alias}"
+
+
 @pytest.mark.parametrize(
     ("view", "query", "mode"),
     [
@@ -29,15 +34,36 @@ TABLE = "create table t (x int, k int, s varchar);\n"
             "SELECT x AS z FROM t UNION ALL SELECT k FROM t",
             Mode.INCREMENTAL,
         ),
-        # an output name a clause refers to, or a star: the query as a derived table
+        (  # the listed names the query's own: GROUP BY k reads the input either way
+            "v (k, total) as select k, sum(x) as total from t group by k order by k",
+            "SELECT k AS k, SUM(x) AS total FROM t GROUP BY k ORDER BY k",
+            Mode.RECOMPUTE,  # ORDER BY: recomputed, as without a list
+        ),
+        # a name a clause refers to that the list or the query gives, a star, a lateral
+        # alias, a set operation's ORDER BY: the query as a derived table
+        (  # ORDER BY x would have sorted by the output x, which is t's y
+            "v (x, s) as select s, x from t order by x limit 2",
+            listed("SELECT s, x FROM t ORDER BY x LIMIT 2", "v(x, s)"),
+            Mode.RECOMPUTE,
+        ),
+        (
+            "v (n, w) as select x + 1 as z, z * 2 as w2 from t",
+            listed("SELECT x + 1 AS z, z * 2 AS w2 FROM t", "v(n, w)"),
+            Mode.RECOMPUTE,
+        ),
+        (
+            "v (n) as select x from t union all select k from t order by x",
+            listed("SELECT x FROM t UNION ALL SELECT k FROM t ORDER BY x", "v(n)"),
+            Mode.RECOMPUTE,
+        ),
         (
             "v (key, n) as select k as kk, count(*) from t group by kk",
-            "SELECT * FROM (SELECT k AS kk, COUNT(*) FROM t GROUP BY kk) AS v(key, n)",
+            listed("SELECT k AS kk, COUNT(*) FROM t GROUP BY kk", "v(key, n)"),
             Mode.RECOMPUTE,
         ),
         (
             "v (a, b, c) as select * from t",
-            "SELECT * FROM (SELECT * FROM t) AS v(a, b, c)",
+            listed("SELECT * FROM t", "v(a, b, c)"),
             Mode.RECOMPUTE,
         ),
         # VALUES: Spark's names for its columns, or the list's
@@ -48,7 +74,7 @@ TABLE = "create table t (x int, k int, s varchar);\n"
         ),
         (
             "v (n, s) as values (1, 'a')",
-            "SELECT * FROM (SELECT * FROM (VALUES (1, 'a')) AS \"values\"(col1, col2)) AS v(n, s)",
+            listed("SELECT * FROM (VALUES (1, 'a')) AS \"values\"(col1, col2)", "v(n, s)"),
             Mode.RECOMPUTE,
         ),
     ],

@@ -173,3 +173,21 @@ def test_a_query_spark_cannot_run_lists_the_relations_only_when_one_is_unknown()
     assert relation.message.endswith(
         "Only materialized tables and views can be queried (Mixed, avg_grade_enriched, grades)."
     )
+
+
+@pytest.mark.parametrize(
+    ("names", "instead"),
+    [(["avg", "n", "avg"], "AS avg_3"), (["count(1)", "count(1)"], "AS c2")],
+)
+def test_an_answer_with_two_columns_of_one_name_says_how_to_name_them(
+    names: list[str], instead: str
+) -> None:
+    """Each row is an object keyed by column name: one would hide the other."""
+    from spindle.program.queries import answer_columns
+
+    with pytest.raises(SpindleError) as refused:
+        answer_columns(names, sql="select ...")
+    assert refused.value.reason == "InvalidQuery"
+    assert f"two columns named {names[-1]!r}" in refused.value.message
+    assert f"`... {instead}`" in refused.value.message
+    assert answer_columns(["avg", "n"], sql="select ...") == ("avg", "n")

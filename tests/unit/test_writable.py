@@ -67,6 +67,7 @@ TABLE = "create table t (s varchar, n int);\n"
         ("select initcap(s, ' ') as i from t", "calls INITCAP with delimiters", 16),
         ("select date '2024-02-30' as d from t", "has the DATE '2024-02-30', which does not", 13),
         ("select n, cast('2024-13-01 00:00' as timestamp) as d from t", "has the TIMESTAMP", 16),
+        ("select n, cast('2024-02-30' as timestamp) as d from t", "has the TIMESTAMP", 16),
         ("select s at time zone 'UTC' as z from t", "uses AT TIME ZONE", 8),
         # Spark refused it after approval, with an empty message
         ("select s from t where s similar to 'a%'", "uses SIMILAR TO", 23),
@@ -87,6 +88,7 @@ def test_what_cannot_be_written_for_spark_is_refused_at_its_place(
         "date '2024-02-29' as d",
         "timestamp '2024-02-29 23:59:59.123456' as x",
         "cast('2024' as date) as y",  # a form Spark reads, left to it
+        "date '0000-01-01' as z",  # a year Spark has
         "regexp_like(s, '^a') as r",
         "initcap(s) as i",
     ],

@@ -4,9 +4,10 @@ the columns `n` and `s`, as in Feldera, Spark and standard SQL.
 The rest of Spindle reads a view's query (`View.query`), so the list is applied to the query
 itself, once, by `listed`: each output of the query's first SELECT takes its listed name
 (`x AS n`), which keeps the query's shape, and with it incremental maintenance. Where renaming
-would change what the query means (a star, whose columns are not written out; an output name
-that GROUP BY, HAVING, ORDER BY or QUALIFY refers to), the query is read as a derived table
-with the listed names instead (`SELECT * FROM (query) AS v(n, s)`), as Spark does for a view.
+could change what the query means (a star, whose columns are not written out; a name, given
+or listed, that GROUP BY, HAVING, ORDER BY or QUALIFY refers to; an alias a later select item
+reads; a set operation's ORDER BY), the query is read as a derived table with the listed
+names instead (`SELECT * FROM (query) AS v(n, s)`), as Spark does for a view.
 
 A list whose width differs from the query's is refused when the columns are written out
 (`width_problem`, at parse time); behind a star, the column check refuses it. Both are
@@ -31,9 +32,14 @@ def listed(query: exp.Query, names: Sequence[exp.Identifier], *, view: str) -> e
     """`query` with its columns named by `names` (a view's column list), as a new tree."""
     copy = query.copy()
     select = first_select(copy)
-    if select is None or not _renamable(copy, select, len(names)):
+    if select is None or not _renamable(copy, select, names):
+        # twice: qualifying names a derived table's columns by renaming its SELECT's outputs,
+        # which would break the query's own ORDER BY of a set operation (`ORDER BY x`)
+        inner = exp.select("*").from_(
+            exp.Subquery(this=copy, alias=exp.TableAlias(this=exp.to_identifier("__listed")))
+        )
         alias = exp.TableAlias(this=exp.to_identifier(view), columns=[n.copy() for n in names])
-        return exp.select("*").from_(exp.Subquery(this=copy, alias=alias))
+        return exp.select("*").from_(exp.Subquery(this=inner, alias=alias))
     for item, name in zip(list(select.expressions), names, strict=True):
         item.replace(exp.Alias(this=item.unalias().copy(), alias=name.copy()))
     return copy
@@ -59,11 +65,17 @@ def mismatch(subject: str, names: Sequence[exp.Identifier], width: int) -> str:
     )
 
 
-def _renamable(query: exp.Query, select: exp.Select, width: int) -> bool:
+def _renamable(query: exp.Query, select: exp.Select, names: Sequence[exp.Identifier]) -> bool:
     """Whether naming `select`'s outputs in place keeps `query`'s meaning: its columns are
-    written out, as many as listed, and no clause refers to an output by a name the query
-    gives it (`k AS kk ... GROUP BY kk`; `GROUP BY k` reads the input column either way)."""
-    if len(select.expressions) != width or any(item.is_star for item in select.expressions):
+    written out, as many as listed, and nothing refers to an output by name, whose meaning a
+    new name would change. ORDER BY, QUALIFY, HAVING and GROUP BY may name an output, so no
+    reference there may be a name the query gives (`k AS kk ... GROUP BY kk`) or a listed
+    one (`v (x, y) AS SELECT y, x ... ORDER BY x`: the output `x` would be sorted by); a
+    select item may name an earlier item's alias (`x + 1 AS z, z * 2 AS w`); a set
+    operation's ORDER BY names its first SELECT's outputs."""
+    if len(select.expressions) != len(names) or any(item.is_star for item in select.expressions):
+        return False
+    if query is not select and query.args.get("order") is not None:
         return False
     given = {
         item.alias.lower()
@@ -71,10 +83,24 @@ def _renamable(query: exp.Query, select: exp.Select, width: int) -> bool:
         if isinstance(item, exp.Alias)
         and not (isinstance(item.this, exp.Column) and item.this.name.lower() == item.alias.lower())
     }
+    renamed = {  # a listed name an item has already changes nothing
+        name.name.lower()
+        for item, name in zip(select.expressions, names, strict=True)
+        if name.name.lower() != item.alias_or_name.lower()
+    }
+    listed = given | renamed
     clauses = [select.args.get(key) for key in REFERRING] + [query.args.get("order")]
-    return not any(
-        column.name.lower() in given and not column.table
+    referred = [
+        column.name.lower()
         for clause in clauses
         if clause is not None
         for column in clause.find_all(exp.Column)
-    )
+        if not column.table
+    ]
+    lateral = [
+        column.name.lower()
+        for item in select.expressions
+        for column in item.find_all(exp.Column)
+        if not column.table
+    ]
+    return not (set(referred) & listed) and not (set(lateral) & given)

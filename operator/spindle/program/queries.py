@@ -75,11 +75,12 @@ def answer_columns(names: Sequence[str], *, sql: str) -> tuple[str, ...]:
     seen: set[str] = set()
     for position, name in enumerate(names, start=1):
         if name in seen:
+            instead = f"{name}_{position}" if name.isidentifier() else f"c{position}"
             raise SpindleError(
                 reason="InvalidQuery",
                 message=f"The query's answer has two columns named {name!r} (the second is "
                 f"column {position}): give them different names with AS, e.g. "
-                f"`... AS {name}_{position}`.",
+                f"`... AS {instead}`.",
                 details={"query": sql, "column": name},
             )
         seen.add(name)

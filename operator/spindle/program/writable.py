@@ -183,8 +183,10 @@ def _impossible_date(node: exp.Expr) -> str | None:
     if not isinstance(text, exp.Literal) or not text.is_string or not isinstance(to, exp.DataType):
         return None
     value = text.name.strip()
+    if value.startswith("0000"):  # a year Spark has and Python's calendar has not
+        return None
     try:
-        if to.this == exp.DType.DATE and _DATE.fullmatch(value):
+        if to.this in (exp.DType.DATE, exp.DType.TIMESTAMP) and _DATE.fullmatch(value):
             datetime.date.fromisoformat(value)
         elif to.this == exp.DType.TIMESTAMP and _TIMESTAMP.fullmatch(value):
             datetime.datetime.fromisoformat(value[:26])

@@ -272,6 +272,8 @@ def _parse(sql: str) -> exp.Expr:
     return exp.maybe_parse(sql, dialect="spark")
 
 
+MAX_UNITS = 2**31 - 1
+"""The largest weight a row's repeated ±1 rows stand for (ARRAY_REPEAT's count is an INT)."""
 UNIT = "__u"
 """A row's weight as ±1, one row per unit of its weight (`group_change` with exact sums)."""
 
@@ -312,10 +314,13 @@ def group_change(shape: Aggregate, pre: str, *, exact: Collection[int] = ()) -> 
                 )
             )
     source: exp.Expr = exp.Table(this=_id(pre))
-    if exact:
-        units = _parse(
-            f"EXPLODE(ARRAY_REPEAT(IF(`{WEIGHT}` > 0, 1, -1), CAST(ABS(`{WEIGHT}`) AS INT)))"
+    if exact:  # a weight past INT's range (a row two billion times) is refused, never cut
+        count = (
+            f"IF(ABS(`{WEIGHT}`) > {MAX_UNITS}, RAISE_ERROR(CONCAT('A row of weight ', "
+            f"`{WEIGHT}`, ' is more than Spindle sums exactly ({MAX_UNITS} at most)')), "
+            f"CAST(ABS(`{WEIGHT}`) AS INT))"
         )
+        units = _parse(f"EXPLODE(ARRAY_REPEAT(IF(`{WEIGHT}` > 0, 1, -1), {count}))")
         repeated = exp.select(exp.Star(), exp.alias_(units, UNIT, quoted=True)).from_(source)
         source = repeated.subquery("__units")
     select = exp.select(*items).from_(source)

@@ -195,11 +195,12 @@ class FileInput:
         )
         inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
         whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(envelope))
+        alone = whole.isNotNull() & (F.size(whole) == 1)  # `{...},{...}` is an array of two
         self._check(
             parsed,
             "line",
             (
-                (F.col(f"__e.{CORRUPT}").isNotNull() | whole.isNull(), _malformed("json")),
+                (F.col(f"__e.{CORRUPT}").isNotNull() | ~alone, _malformed("json")),
                 (inserted & deleted, 'has both "insert" and "delete"; give one per line'),
                 (
                     ~inserted & ~deleted,
@@ -212,12 +213,12 @@ class FileInput:
                         _null_in(c),
                     )
                     for c in self.not_null
-                    if c in self.key
+                    if c in self.key or not self.key  # a delete names a row by its key
                 ),
                 *(
                     (inserted & F.col(f"__e.insert.{c}").isNull(), _null_in(c))
                     for c in self.not_null
-                    if c not in self.key
+                    if self.key and c not in self.key
                 ),
             ),
         )
@@ -282,8 +283,9 @@ class FileInput:
             return rows
         inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
         missing: Column = F.lit(None)
-        for name in reversed(self.not_null):
-            needed = column(name).isNull() & (F.lit(True) if name in self.key else inserts)
+        for name in reversed(self.not_null):  # a delete names a row by its key, else whole
+            whole_row = name in self.key or not self.key
+            needed = column(name).isNull() & (F.lit(True) if whole_row else inserts)
             missing = F.when(needed, F.lit(name)).otherwise(missing)
         said = F.concat_ws(
             "\t",
@@ -308,7 +310,7 @@ class FileInput:
         if self.format.name != "json" or self.format.update_format == "insert_delete":
             return None
         try:
-            lines = _positioned(spark, spark.read.text([_literal(file)]), [file])
+            lines = _positioned(spark, spark.read.text([storage.literal(file)]), [file])
             schema = StructType([*self._fields(), StructField(CORRUPT, StringType())])
             bad = _parsed_json(lines, schema).where(column(CORRUPT).isNotNull())
             first = [_in_file(int(r[ORDER])) for r in bad.orderBy(ORDER).limit(SHOWN).collect()]
@@ -355,7 +357,8 @@ def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
     record = json_keys.respelled(F.col("value"), names)
     parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
     whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(schema))
-    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull() | whole.isNull(), F.col("value"))
+    alone = whole.isNotNull() & (F.size(whole) == 1)  # `{...},{...}` is an array of two
+    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull() | ~alone, F.col("value"))
     return lines.withColumn("__r", parsed).select(
         *[F.col("__r").getField(n).alias(n) for n in names],
         corrupt.alias(CORRUPT),
@@ -431,7 +434,7 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
     `QUOTED` characters), read again only once a record failed, so the error can say where it
     is; None when the file cannot be read again or no line matches (it changed meanwhile)."""
     try:
-        lines = _positioned(spark, spark.read.text([_literal(file)]), [file])
+        lines = _positioned(spark, spark.read.text([storage.literal(file)]), [file])
         found = (
             lines.where(F.substring("value", 1, QUOTED) == F.lit(quoted))
             .select(F.min(ORDER).alias("first"))
@@ -456,11 +459,6 @@ def _others(bad: tuple[int, list[int]] | None, first: int | None) -> str:
     listed = ", ".join(str(n) for n in others) + (", ..." if more > len(others) else "")
     lines_do = "lines of it do" if more > 1 else "line of it does"
     return f"; {more} more {lines_do} not parse either ({listed})"
-
-
-def _literal(file: str) -> str:
-    """The file's name read as it is, not as a glob pattern (`[`, `*`, `?` in it)."""
-    return re.sub(r"([\[\]{}*?\\])", r"\\\1", file)
 
 
 SHOWN = 5

@@ -180,10 +180,15 @@ def delete(spark: SparkSession, uri: str) -> None:
         fs.delete(path, True)
 
 
+def literal(path: str) -> str:
+    """A path read as it is, not as a glob pattern (`[`, `*`, `?` in it)."""
+    return re.sub(r"([\[\]{}*?\\])", r"\\\1", path)
+
+
 def delete_matching(spark: SparkSession, directory: str, prefix: str) -> list[str]:
     """Delete the files directly in `directory` whose names start with `prefix` (a glob of
     that prefix, not a listing of the directory); returns their paths."""
-    fs, path = _fs(spark, join(directory, f"{prefix}*"))
+    fs, path = _fs(spark, join(literal(directory), f"{literal(prefix)}*"))
     found = fs.globStatus(path) or []
     deleted = [str(status.getPath().toString()) for status in found]
     for status in found:

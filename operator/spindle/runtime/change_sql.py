@@ -333,13 +333,21 @@ def overflowed(index: int) -> str:
     return f"__o{index}"
 
 
-def combine(shape: Aggregate, *, old: str, change: str, types: Mapping[str, str]) -> str:
+def combine(
+    shape: Aggregate,
+    *,
+    old: str,
+    change: str,
+    types: Mapping[str, str],
+    watched: Collection[int] = (),
+) -> str:
     """New running values of the touched groups: old + change, added by Spark's SUM over both
     (an addition `a + b` of DECIMAL(38, s) would drop a digit of scale). `__r*` = 1 marks a
     MIN/MAX whose extreme may have left, `__o*` = 1 a SUM/AVG whose running sum is not a
     number that adding can carry on (NULL: it overflowed; NaN or an infinity, which no
-    subtraction takes back): such values are read again from the new state. `types` are the
-    state columns' Spark types."""
+    subtraction takes back), for the calls `watched` names (over DECIMAL or floating-point
+    arguments: an integer sum wraps around, as Spark's does): such values are read again from
+    the new state. `types` are the state columns' Spark types."""
     on = " AND ".join(f"d.`{key(j)}` <=> o.`{key(j)}`" for j in range(len(shape.keys))) or "TRUE"
     keys = [f"`{key(j)}`" for j in range(len(shape.keys))]
     running = [COUNT]
@@ -358,10 +366,11 @@ def combine(shape: Aggregate, *, old: str, change: str, types: Mapping[str, str]
                 f"(`{s}` IS NULL AND `{n}` > 0) OR ISNAN(CAST(`{s}` AS DOUBLE)) "
                 f"OR ABS(CAST(`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
             )
-            items.append(
-                f"IF(MAX(IF({stuck}, 1, 0)) > 0 OR (SUM(`{n}`) > 0 AND SUM(`{s}`) IS NULL), 1, 0)"
-                f" AS `{o}`"
-            )
+            if index in watched:
+                items.append(
+                    f"IF(MAX(IF({stuck}, 1, 0)) > 0 OR (SUM(`{n}`) > 0 AND SUM(`{s}`) IS NULL), "
+                    f"1, 0) AS `{o}`"
+                )
         if call.kind in ("min", "max"):
             m, r = extreme(index), retracted(index)
             running.append(m)

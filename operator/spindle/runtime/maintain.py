@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, StructType, _parse_datatype_string
+from pyspark.sql.types import (
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    StructType,
+    _parse_datatype_string,
+)
 from sqlglot import exp
 
 from spindle.checkpoint import StateRecord
@@ -347,16 +354,18 @@ class Views:
     ) -> Maintained:
         sql = change_sql.linear_change(shape, analyzed.relations, sources)
         assert sql is not None
-        # as stored: a UNION ALL's change reads only its changed inputs, whose types can be
-        # narrower than the union's (INT where the state's column is BIGINT)
-        stored = {f.name: f.dataType for f in self.raw(view.name, old).schema.fields}
         change = zsets.consolidate(self.query(view, sql))
-        change = change.select(
-            *[
-                zsets.column(c).cast(stored[c]) if c in stored else zsets.column(c)
-                for c in change.columns
-            ]
-        )
+        if len(shape.blocks) > 1:
+            # as stored: a UNION ALL's change reads only its changed inputs, whose types can
+            # be narrower than the union's (INT where the state's column is BIGINT); one
+            # block's change has its state's types
+            stored = {f.name: f.dataType for f in self.raw(view.name, old).schema.fields}
+            change = change.select(
+                *[
+                    zsets.column(c).cast(stored[c]) if c in stored else zsets.column(c)
+                    for c in change.columns
+                ]
+            )
 
         def store(path: str, size: zsets.Size) -> StateRecord:
             uri = self.uri(path)
@@ -386,17 +395,22 @@ class Views:
         )
         pre_frame = self.query(view, change_sql.union_all(pre_terms))
         pre = self.temp(pre_frame)
-        exact = _exact_sums(shape, pre_frame)
+        exact = _sums_over(shape, pre_frame, (DecimalType,))
+        watched = _sums_over(shape, pre_frame, (DecimalType, FloatType, DoubleType))
         delta = self.temp(self.query(view, change_sql.group_change(shape, pre, exact=exact)))
         old_state = self.raw(view.name, old)
         types = {f.name: f.dataType.simpleString() for f in old_state.schema.fields}
         combined = self.cache(  # the touched groups: read for the change, the write, the gone
             self.query(
                 view,
-                change_sql.combine(shape, old=self.temp(old_state), change=delta, types=types),
+                change_sql.combine(
+                    shape, old=self.temp(old_state), change=delta, types=types, watched=watched
+                ),
             )
         )
-        combined = self._reread(view, shape, relations, sources, combined, exact=exact)
+        combined = self._reread(
+            view, shape, relations, sources, combined, exact=exact, watched=watched
+        )
         argument_types = {
             int(f.name[len("__x") :]): f.dataType.simpleString()
             for f in pre_frame.schema.fields
@@ -450,14 +464,16 @@ class Views:
         combined: DataFrame,
         *,
         exact: frozenset[int],
+        watched: frozenset[int],
     ) -> DataFrame:
         """Running values that adding the change cannot give, read again from the new state,
         for those groups only: MIN/MAX of the groups a value left (`__r*`), SUM/AVG whose
-        running sum overflowed or is not finite (`__o*`)."""
+        running sum overflowed or is not finite (`__o*`, for the `watched` calls only: a view
+        without MIN/MAX or such a sum costs no job here)."""
         flags = [
             (change_sql.retracted(i) if c.kind in ("min", "max") else change_sql.overflowed(i))
             for i, c in enumerate(shape.calls)
-            if c.argument is not None and c.kind in ("min", "max", "sum", "avg")
+            if c.argument is not None and (c.kind in ("min", "max") or i in watched)
         ]
         if not flags:
             return combined
@@ -486,7 +502,7 @@ class Views:
         condition = zsets.same_key("r", "f", keys, right_prefix="__right")
         result = combined.alias("r").join(again.alias("f"), on=condition, how="left")
         for index, call in enumerate(shape.calls):
-            if call.argument is None or call.kind not in ("min", "max", "sum", "avg"):
+            if call.argument is None or not (call.kind in ("min", "max") or index in watched):
                 continue
             if call.kind in ("min", "max"):
                 flag, values = change_sql.retracted(index), [change_sql.extreme(index)]
@@ -504,13 +520,17 @@ class Views:
         return self.cache(result.drop(*flags))
 
 
-def _exact_sums(shape: Aggregate, pre: DataFrame) -> frozenset[int]:
-    """The SUM and AVG calls over DECIMAL arguments (`change_sql.group_change`)."""
+def _sums_over(
+    shape: Aggregate, pre: DataFrame, kinds: tuple[type[DataType], ...]
+) -> frozenset[int]:
+    """The SUM and AVG calls over arguments of `kinds`: DECIMAL ones are summed exactly
+    (`change_sql.group_change`); DECIMAL and floating-point ones are watched for a running
+    sum that overflowed or is not finite (`change_sql.combine`)."""
     return frozenset(
         i
         for i, call in enumerate(shape.calls)
         if call.kind in ("sum", "avg")
-        and isinstance(pre.schema[change_sql.argument(i)].dataType, DecimalType)
+        and isinstance(pre.schema[change_sql.argument(i)].dataType, kinds)
     )
 
 

@@ -625,13 +625,20 @@ def test_a_bad_record_is_a_user_error_naming_it(
     said: str,
 ) -> None:
     inbox, pipeline = inbox_pipeline(spark, tmp_path, fmt, **config)
-    write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
+    message = invalid_record(pipeline, inbox / f"1.{fmt}", lines)
+    assert f"{problem} of file:{inbox / f'1.{fmt}'}" in message
+    assert said in message
+
+
+def invalid_record(pipeline: Pipeline, path: Path, lines: list[str]) -> str:
+    """The message of the `InvalidInputRecord` a step fails with on a file of `lines`; the
+    step ingested nothing."""
+    write_lines(path, lines, mtime=1_000_000)
     with pytest.raises(SpindleError) as failed:
         pipeline.step()
     assert failed.value.reason == "InvalidInputRecord", failed.value.message
-    assert f"{problem} of file:{inbox / f'1.{fmt}'}" in failed.value.message
-    assert said in failed.value.message
     assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+    return failed.value.message
 
 
 @pytest.mark.parametrize(
@@ -658,13 +665,9 @@ def test_a_row_without_a_value_for_a_not_null_column_is_a_user_error(
     `spindle local execute` refuses them and Feldera rejects the record."""
     columns = "k varchar not null primary key, v int not null"
     inbox, pipeline = inbox_pipeline(spark, tmp_path, fmt, columns=columns, **config)
-    write_lines(inbox / f"1.{fmt}", lines, mtime=1_000_000)
-    with pytest.raises(SpindleError) as failed:
-        pipeline.step()
-    assert failed.value.reason == "InvalidInputRecord", failed.value.message
+    message = invalid_record(pipeline, inbox / f"1.{fmt}", lines)
     said = f"{problem} of file:{inbox / f'1.{fmt}'} has no value for '{column}', which is NOT NULL"
-    assert said in failed.value.message, failed.value.message
-    assert pipeline.rows("c") == Counter(), "nothing of the step was ingested"
+    assert said in message, message
 
 
 def test_a_delete_from_a_table_without_a_key_names_the_whole_row(
@@ -675,11 +678,8 @@ def test_a_delete_from_a_table_without_a_key_names_the_whole_row(
     config = {"update_format": "insert_delete"}
     columns = "k varchar, v int not null"
     inbox, pipeline = inbox_pipeline(spark, tmp_path, "json", columns=columns, **config)
-    write_lines(inbox / "1.json", ['{"delete": {"k": "a"}}'], mtime=1_000_000)
-    with pytest.raises(SpindleError) as failed:
-        pipeline.step()
-    assert failed.value.reason == "InvalidInputRecord", failed.value.message
-    assert "line 1 of" in failed.value.message and "no value for 'v'" in failed.value.message
+    message = invalid_record(pipeline, inbox / "1.json", ['{"delete": {"k": "a"}}'])
+    assert "line 1 of" in message and "no value for 'v'" in message
 
 
 def test_a_delete_names_a_row_of_a_primary_key_table_by_its_key(tmp_path: Path, spark: Any) -> None:

@@ -194,8 +194,13 @@ class FileInput:
             "__e", F.from_json(record, envelope, {"columnNameOfCorruptRecord": CORRUPT})
         )
         inserted, deleted = F.col("__e.insert").isNotNull(), F.col("__e.delete").isNotNull()
-        whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(envelope))
-        alone = whole.isNotNull() & (F.size(whole) == 1)  # `{...},{...}` is an array of two
+        alone = _one_value(record, envelope)
+
+        def missing(name: str) -> Column:
+            inserts = inserted & F.col(f"__e.insert.{name}").isNull()
+            deletes = deleted & F.col(f"__e.delete.{name}").isNull()
+            return inserts | deletes if self._names(name) else inserts
+
         self._check(
             parsed,
             "line",
@@ -206,20 +211,7 @@ class FileInput:
                     ~inserted & ~deleted,
                     'is neither {"insert": {...}} nor {"delete": {...}}',
                 ),
-                *(
-                    (
-                        (inserted & F.col(f"__e.insert.{c}").isNull())
-                        | (deleted & F.col(f"__e.delete.{c}").isNull()),
-                        _null_in(c),
-                    )
-                    for c in self.not_null
-                    if c in self.key or not self.key  # a delete names a row by its key
-                ),
-                *(
-                    (inserted & F.col(f"__e.insert.{c}").isNull(), _null_in(c))
-                    for c in self.not_null
-                    if self.key and c not in self.key
-                ),
+                *((missing(c), _null_in(c)) for c in self.not_null),
             ),
         )
         weight = F.when(inserted, F.lit(1)).otherwise(F.lit(-1)).cast("bigint")
@@ -275,6 +267,11 @@ class FileInput:
         selected = [*[column(n) for n in names], signed, F.col(ORDER), F.col("__file")]
         return self._complete(records.select(*selected).where(F.col(WEIGHT) != 0)).drop("__file")
 
+    def _names(self, column_name: str) -> bool:
+        """Whether a delete needs a value for the column: it names its row by the primary
+        key, or, without one, by the whole row."""
+        return column_name in self.key or not self.key
+
     def _complete(self, rows: DataFrame) -> DataFrame:
         """`rows` failing the job that reads them on a row without a value in a NOT NULL
         column (a delete: in a key column), in the same pass, naming the file and the row's
@@ -283,9 +280,8 @@ class FileInput:
             return rows
         inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
         missing: Column = F.lit(None)
-        for name in reversed(self.not_null):  # a delete names a row by its key, else whole
-            whole_row = name in self.key or not self.key
-            needed = column(name).isNull() & (F.lit(True) if whole_row else inserts)
+        for name in reversed(self.not_null):
+            needed = column(name).isNull() & (F.lit(True) if self._names(name) else inserts)
             missing = F.when(needed, F.lit(name)).otherwise(missing)
         said = F.concat_ws(
             "\t",
@@ -348,23 +344,30 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
 
 
 def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
-    """`_json_records` of positioned lines of text. Spark's parser reads a line's first JSON
-    value and ignores what follows it: `{"id": 1}{"id": 2}` was the record 1, the record 2
-    dropped without a word, and `{"id": 1} trailing` was read as fine. A line is also read as
-    a JSON array of it (`[` line `]`), which holds no such line: that one is not a record."""
+    """`_json_records` of positioned lines of text; a line that is not one record
+    (`_one_value`: `{"id": 1}{"id": 2}` was the record 1, the record 2 dropped without a
+    word) is corrupt."""
     names = [f.name for f in schema.fields if f.name != CORRUPT]
     lines = lines.where(F.trim("value") != "")
     record = json_keys.respelled(F.col("value"), names)
     parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
-    whole = F.from_json(F.concat(F.lit("["), record, F.lit("]")), ArrayType(schema))
-    alone = whole.isNotNull() & (F.size(whole) == 1)  # `{...},{...}` is an array of two
-    corrupt = F.when(F.col(f"__r.{CORRUPT}").isNotNull() | ~alone, F.col("value"))
+    corrupt = F.when(
+        F.col(f"__r.{CORRUPT}").isNotNull() | ~_one_value(record, schema), F.col("value")
+    )
     return lines.withColumn("__r", parsed).select(
         *[F.col("__r").getField(n).alias(n) for n in names],
         corrupt.alias(CORRUPT),
         "__file",
         ORDER,
     )
+
+
+def _one_value(line: Column, schema: StructType) -> Column:
+    """Whether a line of JSON text is one value of `schema`: read as a JSON array of it (`[`
+    line `]`), it holds one element. Spark's parser reads a line's first value and drops what
+    follows it (`{...}{...}`, `{...},{...}`, `{...} trailing`)."""
+    whole = F.from_json(F.concat(F.lit("["), line, F.lit("]")), ArrayType(schema))
+    return whole.isNotNull() & (F.size(whole) == 1)
 
 
 CSV_QUOTING = {"quote": '"', "escape": '"'}
@@ -529,7 +532,7 @@ class DeltaInput:
             changes = self._change_feed(spark, start, end, rewrites)
             return changes.select(*columns, WEIGHT, ORDER)
         added = [a["add"] for actions in commits.values() for a in actions if _adds(a)]
-        return self._read_added(spark, added, end).select(*columns, unordered)
+        return self._read_added(spark, added, source.schema).select(*columns, unordered)
 
     def _columns(self, source: StructType) -> list[Column]:
         """The table's columns read from the source's: each by name, cast to the table's type
@@ -569,11 +572,13 @@ class DeltaInput:
             )
         return actions
 
-    def _read_added(self, spark: SparkSession, added: list[dict[str, Any]], end: int) -> DataFrame:
-        """The rows of the files the commits added (partition values from the log)."""
+    def _read_added(
+        self, spark: SparkSession, added: list[dict[str, Any]], schema: StructType
+    ) -> DataFrame:
+        """The rows of the files the commits added (partition values from the log); `schema`:
+        the source table's at the last of those commits."""
         from delta.tables import DeltaTable
 
-        table = storage.read_delta(spark, self.uri, end, self.schema)
         detail = DeltaTable.forPath(spark, self.uri).detail().first()
         partitions = list(detail["partitionColumns"]) if detail else []
         mode = (
@@ -587,8 +592,8 @@ class DeltaInput:
                 "TBLPROPERTIES (delta.enableChangeDataFeed = true).",
                 details={"uri": self.uri},
             )
-        data = StructType([f for f in table.schema.fields if f.name not in partitions])
-        frame = spark.createDataFrame([], table.schema)
+        data = StructType([f for f in schema.fields if f.name not in partitions])
+        frame = spark.createDataFrame([], schema)
         groups: dict[str, list[dict[str, Any]]] = {}
         for add in added:
             groups.setdefault(
@@ -598,7 +603,7 @@ class DeltaInput:
             files = [storage.join(self.uri, unquote(a["path"])) for a in adds]
             part = spark.read.schema(data).parquet(*files)
             for partition, value in json.loads(values).items():
-                kind = table.schema[partition].dataType
+                kind = schema[partition].dataType
                 part = part.withColumn(partition, F.lit(value).cast(kind))
             frame = frame.unionByName(part)
         return frame

@@ -470,11 +470,13 @@ class Views:
         for those groups only: MIN/MAX of the groups a value left (`__r*`), SUM/AVG whose
         running sum overflowed or is not finite (`__o*`, for the `watched` calls only: a view
         without MIN/MAX or such a sum costs no job here)."""
-        flags = [
-            (change_sql.retracted(i) if c.kind in ("min", "max") else change_sql.overflowed(i))
-            for i, c in enumerate(shape.calls)
-            if c.argument is not None and (c.kind in ("min", "max") or i in watched)
-        ]
+        reread: dict[str, list[str]] = {}  # each flag, and the running values it re-reads
+        for i, call in enumerate(shape.calls):
+            if call.argument is not None and call.kind in ("min", "max"):
+                reread[change_sql.retracted(i)] = [change_sql.extreme(i)]
+            elif i in watched:
+                reread[change_sql.overflowed(i)] = [change_sql.total(i), change_sql.nonnull(i)]
+        flags = list(reread)
         if not flags:
             return combined
         keys = [change_sql.key(j) for j in range(len(shape.keys))]
@@ -501,14 +503,7 @@ class Views:
         )
         condition = zsets.same_key("r", "f", keys, right_prefix="__right")
         result = combined.alias("r").join(again.alias("f"), on=condition, how="left")
-        for index, call in enumerate(shape.calls):
-            if call.argument is None or not (call.kind in ("min", "max") or index in watched):
-                continue
-            if call.kind in ("min", "max"):
-                flag, values = change_sql.retracted(index), [change_sql.extreme(index)]
-            else:
-                flag = change_sql.overflowed(index)
-                values = [change_sql.total(index), change_sql.nonnull(index)]
+        for flag, values in reread.items():
             for value in values:
                 chosen = F.when(
                     zsets.column(flag) > 0,

@@ -333,6 +333,40 @@ def overflowed(index: int) -> str:
     return f"__o{index}"
 
 
+@dataclass(frozen=True)
+class _Adding:
+    """How `combine` adds the old state's running values of a group and the change's."""
+
+    key: Callable[[str], str]
+    added: Callable[[str], str]
+    """A running count or sum, old and change together."""
+    extreme: Callable[[str, str], str]
+    """A MIN or MAX (its kind, its column), old and change together."""
+    flag: Callable[[str], str]
+    """A flag the change raised (`__r*`)."""
+    anywhere: Callable[[Callable[[str], str]], str]
+    """A condition (given a row's qualifier) that holds of the old row or the change's."""
+
+
+_JOINED = _Adding(
+    key=lambda c: f"d.`{c}`",
+    added=lambda c: f"(COALESCE(o.`{c}`, 0) + COALESCE(d.`{c}`, 0))",
+    extreme=lambda kind, c: f"{'LEAST' if kind == 'min' else 'GREATEST'}(o.`{c}`, d.`{c}`)",
+    flag=lambda c: f"d.`{c}`",
+    anywhere=lambda holds: f"(({holds('o.')}) OR ({holds('d.')}))",
+)
+"""The change LEFT JOIN the old state: one join, the cheaper plan of the two."""
+_UNITED = _Adding(
+    key=lambda c: f"`{c}`",
+    added=lambda c: f"SUM(`{c}`)",
+    extreme=lambda kind, c: f"{kind.upper()}(`{c}`)",
+    flag=lambda c: f"MAX(`{c}`)",
+    anywhere=lambda holds: f"MAX(IF({holds('')}, 1, 0)) > 0",
+)
+"""The change UNION ALL the old state's touched groups, grouped: Spark's SUM adds DECIMAL(38, s)
+values at scale s, where `a + b` would drop a digit of scale."""
+
+
 def combine(
     shape: Aggregate,
     *,
@@ -340,52 +374,66 @@ def combine(
     change: str,
     types: Mapping[str, str],
     watched: Collection[int] = (),
+    exact: Collection[int] = (),
 ) -> str:
-    """New running values of the touched groups: old + change, added by Spark's SUM over both
-    (an addition `a + b` of DECIMAL(38, s) would drop a digit of scale). `__r*` = 1 marks a
+    """New running values of the touched groups: old + change, added as `_UNITED` says when
+    some sum is `exact` (over DECIMAL arguments), else as `_JOINED` says. `__r*` = 1 marks a
     MIN/MAX whose extreme may have left, `__o*` = 1 a SUM/AVG whose running sum is not a
     number that adding can carry on (NULL: it overflowed; NaN or an infinity, which no
     subtraction takes back), for the calls `watched` names (over DECIMAL or floating-point
     arguments: an integer sum wraps around, as Spark's does): such values are read again from
     the new state. `types` are the state columns' Spark types."""
+    adding = _UNITED if exact else _JOINED
     on = " AND ".join(f"d.`{key(j)}` <=> o.`{key(j)}`" for j in range(len(shape.keys))) or "TRUE"
-    keys = [f"`{key(j)}`" for j in range(len(shape.keys))]
+    keys = [key(j) for j in range(len(shape.keys))]
     running = [COUNT]
-    items = [*keys, f"SUM(`{COUNT}`) AS `{COUNT}`"]
+    items = [*(adding.key(k) for k in keys), f"{adding.added(COUNT)} AS `{COUNT}`"]
     for index, call in enumerate(shape.calls):
         if call.argument is None:
             continue
         n = nonnull(index)
         running.append(n)
-        items.append(f"SUM(`{n}`) AS `{n}`")
+        items.append(f"{adding.added(n)} AS `{n}`")
         if call.kind in ("sum", "avg"):
-            s, o = total(index), overflowed(index)
+            s = total(index)
             running.append(s)
-            items.append(f"CAST(IF(SUM(`{n}`) = 0, NULL, SUM(`{s}`)) AS {types[s]}) AS `{s}`")
-            stuck = (
-                f"(`{s}` IS NULL AND `{n}` > 0) OR ISNAN(CAST(`{s}` AS DOUBLE)) "
-                f"OR ABS(CAST(`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
-            )
+            summed = f"IF({adding.added(n)} = 0, NULL, {adding.added(s)})"
+            items.append(f"CAST({summed} AS {types[s]}) AS `{s}`")
             if index in watched:
+
+                def stuck(row: str, s: str = s, n: str = n) -> str:
+                    return (
+                        f"({row}`{s}` IS NULL AND {row}`{n}` > 0) "
+                        f"OR ISNAN(CAST({row}`{s}` AS DOUBLE)) "
+                        f"OR ABS(CAST({row}`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
+                    )
+
+                lost = f"({adding.added(n)} > 0 AND {adding.added(s)} IS NULL)"
                 items.append(
-                    f"IF(MAX(IF({stuck}, 1, 0)) > 0 OR (SUM(`{n}`) > 0 AND SUM(`{s}`) IS NULL), "
-                    f"1, 0) AS `{o}`"
+                    f"IF({adding.anywhere(stuck)} OR {lost}, 1, 0) AS `{overflowed(index)}`"
                 )
         if call.kind in ("min", "max"):
             m, r = extreme(index), retracted(index)
             running.append(m)
-            items.append(f"CAST({call.kind.upper()}(`{m}`) AS {types[m]}) AS `{m}`")
-            items.append(f"MAX(`{r}`) AS `{r}`")
+            items.append(f"CAST({adding.extreme(call.kind, m)} AS {types[m]}) AS `{m}`")
+            items.append(f"{adding.flag(r)} AS `{r}`")
+    if adding is _JOINED:
+        return f"SELECT {', '.join(items)} FROM `{change}` d LEFT JOIN `{old}` o ON {on}"
     flags = [retracted(i) for i, c in enumerate(shape.calls) if c.kind in ("min", "max")]
-    from_change = ", ".join([*keys, *(f"`{c}`" for c in running), *(f"`{f}`" for f in flags)])
+    quoted = [f"`{k}`" for k in keys]
+    from_change = ", ".join([*quoted, *(f"`{c}`" for c in running), *(f"`{f}`" for f in flags)])
     from_old = ", ".join(
-        [*(f"o.{k}" for k in keys), *(f"o.`{c}`" for c in running), *(f"0 AS `{f}`" for f in flags)]
+        [
+            *(f"o.{k}" for k in quoted),
+            *(f"o.`{c}`" for c in running),
+            *(f"0 AS `{f}`" for f in flags),
+        ]
     )
     both = (
         f"SELECT {from_change}, 1 AS `__d` FROM `{change}` UNION ALL "
         f"SELECT {from_old}, 0 AS `__d` FROM `{old}` o LEFT SEMI JOIN `{change}` d ON {on}"
     )
-    grouped = f" GROUP BY {', '.join(keys)}" if keys else ""
+    grouped = f" GROUP BY {', '.join(quoted)}" if keys else ""
     return f"SELECT {', '.join(items)} FROM ({both}) AS `__both`{grouped} HAVING MAX(`__d`) = 1"
 
 

@@ -404,7 +404,12 @@ class Views:
             self.query(
                 view,
                 change_sql.combine(
-                    shape, old=self.temp(old_state), change=delta, types=types, watched=watched
+                    shape,
+                    old=self.temp(old_state),
+                    change=delta,
+                    types=types,
+                    watched=watched,
+                    exact=exact,
                 ),
             )
         )

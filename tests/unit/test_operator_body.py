@@ -274,3 +274,76 @@ def test_a_spark_setting_that_belongs_to_the_runtime_is_an_invalid_spec(
         "spec.runtimeVersion (v1, v2) instead. Fix the Pipeline spec."
     )
     assert cluster.pods == {}
+
+
+def stuck_pulling(cluster: FakeCluster, name: str) -> None:
+    """The driver pod `name` as a kubelet leaves one whose image it cannot pull: Pending, and
+    waiting to retry (it may yet start, when the registry answers)."""
+    cluster.pods[("default", name)]["status"] = {
+        "phase": "Pending",
+        "containerStatuses": [
+            {
+                "name": "driver",
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}},
+            }
+        ],
+    }
+
+
+def test_a_driver_stuck_pulling_is_deleted_before_the_next_generation_starts(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """Two drivers of one pipeline write one checkpoint store: the stuck pod (Failed in the
+    status, Pending to the kubelet, which may yet start it) makes way as a finished one does."""
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    stuck_pulling(cluster, "grades-g1-driver")
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert status["phase"] == "Failed" and status["driverPod"]["phase"] == "Failed", status
+    cluster.take_calls()
+    cluster.apply("grades", spec(tmp_path, V1, restartNonce=1))
+    reconciler.reconcile("default", "grades")
+    calls = cluster.take_calls()
+    assert ("delete_pod", "grades-g1-driver", 0) in calls, calls
+    assert ("create_pod", "grades-g2-driver") in calls
+    assert [name for _, name in cluster.pods] == ["grades-g2-driver"]
+
+
+def test_stopping_deletes_a_driver_stuck_pulling(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    stuck_pulling(cluster, "grades-g1-driver")
+    reconciler.reconcile("default", "grades")
+    cluster.apply("grades", spec(tmp_path, V1, desiredState="Stopped"))
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    assert ("delete_pod", "grades-g1-driver", GRACE) in cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    assert cluster.status("grades")["phase"] == "Stopped"
+    assert not cluster.pods
+
+
+def test_stopped_is_honoured_while_the_pipeline_cannot_be_observed(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """desiredState: Stopped stops the driver even when its Secret is gone (the storage, the
+    spec: whatever keeps the operator from reading the rest)."""
+    ref = {"name": "s3", "key": "id"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+    }
+    cluster.secrets[("default", "s3")] = {"id": "x"}
+    cluster.apply("grades", {"sql": V1, "storage": storage})
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+    del cluster.secrets[("default", "s3")]
+    cluster.apply("grades", {"sql": V1, "storage": storage, "desiredState": "Stopped"})
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    calls = cluster.take_calls()
+    assert ("delete_pod", "grades-g1-driver", GRACE) in calls, calls
+    assert cluster.status("grades")["conditions"][0]["reason"] == "SecretNotFound"

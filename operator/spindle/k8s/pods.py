@@ -338,13 +338,26 @@ def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def driver_phase(pod: dict[str, Any]) -> str:
+    """The pod's phase as Spindle reports it: a Pending pod whose container cannot start (a
+    missing Secret, an image the kubelet cannot pull) is Failed, as it will not start by
+    itself."""
+    phase = pod.get("status", {}).get("phase") or "Pending"
+    return "Failed" if phase == "Pending" and _failure(pod)[0] is not None else phase
+
+
+def lingering(pod: dict[str, Any]) -> bool:
+    """Whether the pod is Failed to Spindle but not to the kubelet, which may yet start it
+    (an image pull retried): it holds its place, and must be deleted before another driver
+    of its pipeline starts."""
+    return driver_phase(pod) != (pod.get("status", {}).get("phase") or "Pending")
+
+
 def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
     meta = pod["metadata"]
     labels = meta.get("labels", {})
-    phase = pod.get("status", {}).get("phase") or "Pending"
+    phase = driver_phase(pod)
     reason, message = _failure(pod)
-    if phase == "Pending" and reason is not None:
-        phase = "Failed"  # e.g. a missing Secret: it will not start by itself
     return ObservedDriver(
         mode=DriverMode(labels.get(LABEL_MODE, DriverMode.RUN)),
         generation=int(labels.get(LABEL_GENERATION, "0")),
@@ -355,6 +368,7 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         paused=labels[LABEL_INGEST] == "paused" if LABEL_INGEST in labels else None,
         spark=labels.get(LABEL_SPARK),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
+        lingering=lingering(pod),
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from spindle.api import PipelineSpec, StorageSpec
+from spindle.api import DesiredState, PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
 from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
@@ -38,6 +38,7 @@ from spindle.k8s.pods import (
     LABEL_MODE,
     DriverSettings,
     current_pod,
+    driver_phase,
     driver_pod,
     observed_driver,
     preview_pod_name,
@@ -294,14 +295,14 @@ def _refused(error: ApiException) -> Unobservable:
 
 
 def _finished(pod: dict[str, Any]) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+    return driver_phase(pod) in ("Succeeded", "Failed")
 
 
 def _driver_status(pod: dict[str, Any] | None) -> DriverStatus | None:
     if pod is None:
         return None
     meta = pod["metadata"]
-    phase = pod.get("status", {}).get("phase") or "Pending"
+    phase = driver_phase(pod)
     if meta.get("deletionTimestamp"):
         phase = "Terminating"
     return DriverStatus(
@@ -317,6 +318,15 @@ def _previous(pipeline: dict[str, Any]) -> PipelineStatus | None:
         return PipelineStatus.model_validate(raw)
     except ValidationError:
         return None  # written by an older operator: recomputed from scratch
+
+
+def _desired(pipeline: dict[str, Any]) -> DesiredState:
+    """spec.desiredState as written, before (or without) the rest of the spec: a stop is
+    honoured while the spec, its Secret or its storage cannot be read."""
+    try:
+        return DesiredState((pipeline.get("spec") or {}).get("desiredState") or "Running")
+    except ValueError:
+        return DesiredState.RUNNING
 
 
 def _comparable(status: Any) -> Any:
@@ -360,7 +370,7 @@ class PipelineBody:
         meta = self.pipeline["metadata"]
         previous = _previous(self.pipeline)
         return Observation(
-            spec=PipelineSpec(sql=""),
+            spec=PipelineSpec(sql="", desired_state=_desired(self.pipeline)),
             generation=int(meta.get("generation", 1)),
             checkpoint=None,
             approval=(meta.get("annotations") or {}).get(APPROVE_ANNOTATION),

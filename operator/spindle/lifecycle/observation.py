@@ -46,9 +46,18 @@ class ObservedDriver:
     """Why it waits to retry a step storage refused, as it said it ("" when the body sees
     only that it does: a driver pod's readiness); None: it is stepping."""
 
+    lingering: bool = False
+    """Failed, yet not ended: its pod waits for what it cannot get (an image the kubelet
+    retries pulling), and would start if it came, so stopping deletes it too."""
+
     @property
     def active(self) -> bool:
         return self.phase in ("Pending", "Running")
+
+    @property
+    def present(self) -> bool:
+        """Whether there is something for a stop to end: an active driver or a lingering one."""
+        return self.active or self.lingering
 
 
 @dataclass(frozen=True)

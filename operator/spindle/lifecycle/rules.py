@@ -160,7 +160,7 @@ locally until the user runs the pipeline again."""
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        lambda s: _stopped(s) and s.active,
+        lambda s: _stopped(s) and s.observed.driver is not None and s.observed.driver.present,
         Phase.STOPPING,
         Action.STOP_DRIVER,
         "Stopping",
@@ -391,8 +391,12 @@ def _sizes(sizes: Mapping[str, StoredSize] | None) -> tuple[tuple[str, StoredSiz
 
 def situation(observed: Observation) -> Situation | Decision:
     """The program and plan to decide on, or the failure that prevents them."""
+    driver = observed.driver
+    stop = observed.spec.desired_state is DesiredState.STOPPED and (
+        driver is not None and driver.present
+    )  # what cannot be observed does not keep a driver the user stopped
     if observed.problem is not None:
-        return failed(observed.problem.reason, observed.problem.message)
+        return failed(observed.problem.reason, observed.problem.message, stop=stop)
     pinned = observed.spec.runtime_version
     if pinned is not None and pinned not in SUPPORTED_RUNTIME_VERSIONS:
         return failed(
@@ -400,6 +404,7 @@ def situation(observed: Observation) -> Situation | Decision:
             f"spec.runtimeVersion: {pinned!r} is not a runtime this Spindle has (it has "
             f"{', '.join(SUPPORTED_RUNTIME_VERSIONS)}). Pin one of those, or remove "
             "spec.runtimeVersion to use the current one.",
+            stop=stop,
         )
     active = observed.driver is not None and observed.driver.active
     checkpoint = observed.checkpoint

@@ -28,6 +28,9 @@ class FakeCluster:
     refuse_pod_list: int | None = None
     """An HTTP status with which listing driver pods fails (403: RBAC), or None."""
     pod_versions: PodVersions = field(default_factory=PodVersions)
+    terminating: bool = False
+    """Whether a deleted pod stays (Terminating, with a deletionTimestamp) until the test
+    removes it, as the kubelet ends it; else it goes at once."""
 
     # -- what a test sets up -----------------------------------------------------------------
 
@@ -96,7 +99,11 @@ class FakeCluster:
     def delete_pod(self, pod: dict[str, Any], *, grace_seconds: int | None = None) -> None:
         meta = pod["metadata"]
         self.calls.append(("delete_pod", meta["name"], grace_seconds))
-        self.pods.pop((meta["namespace"], meta["name"]), None)
+        key = (meta["namespace"], meta["name"])
+        if self.terminating and key in self.pods:
+            self.pods[key]["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+        else:
+            self.pods.pop(key, None)
 
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         if self.refuse_secrets is not None:

@@ -347,3 +347,26 @@ def test_stopped_is_honoured_while_the_pipeline_cannot_be_observed(
     calls = cluster.take_calls()
     assert ("delete_pod", "grades-g1-driver", GRACE) in calls, calls
     assert cluster.status("grades")["conditions"][0]["reason"] == "SecretNotFound"
+
+
+def test_deleting_the_data_waits_until_the_driver_pods_are_gone(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """deleteOnPipelineDeletion: a running driver would commit a checkpoint into the emptied
+    prefix, so its pod is deleted first, and the data only once no pod is left."""
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+    cluster.take_calls()
+    pipeline = cluster.pipeline("default", "grades")
+    assert pipeline is not None
+    cluster.terminating = True  # a deleted pod stays until its kubelet has ended it
+    assert reconciler.delete_data(pipeline) is None
+    assert cluster.take_calls() == [("delete_pod", "grades-g1-driver", 0)]
+    assert any(tmp_path.rglob("*.json")), "nothing is deleted while a driver may write"
+    assert reconciler.delete_data(pipeline) is None
+    assert cluster.take_calls() == []  # asked once
+    cluster.pods.clear()  # the kubelet ended it
+    count = reconciler.delete_data(pipeline)
+    assert count and not [p for p in tmp_path.rglob("*") if p.is_file()]

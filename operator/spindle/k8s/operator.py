@@ -544,6 +544,13 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.label_selectors["v1", "pods"] = DRIVER_POD_SELECTOR
 
 
+DELETE_RETRY_SECONDS = 10.0
+"""How long a failed deletion of checkpoint data waits before its next try (of `retries`)."""
+DRIVERS_END_SECONDS = 120.0
+"""How long deleting checkpoint data waits for the pipeline's driver pods to end (deleted at
+once, without a graceful stop) before that try fails."""
+
+
 def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
     """The kopf handlers, with pinned ids; none of them stores state on the objects."""
 
@@ -587,11 +594,18 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
             if current is None or current["metadata"]["uid"] != meta["uid"]:
                 return
             await asyncio.sleep(2.0)
+        waited = 0.0
         try:
-            count = await asyncio.to_thread(reconciler.delete_data, dict(body))
-            logger.info(f"deleted {count} objects of checkpoint data")
-        except Exception as error:  # never block deletion (a namespace's) for long
-            raise kopf.PermanentError(f"could not delete checkpoint data: {error}") from error
+            while (count := await asyncio.to_thread(reconciler.delete_data, dict(body))) is None:
+                if waited >= DRIVERS_END_SECONDS:
+                    raise RuntimeError(f"its driver pods did not end within {waited:.0f} s")
+                await asyncio.sleep(2.0)
+                waited += 2.0
+        except Exception as error:  # kopf tries `retries` times, then lets the object go
+            raise kopf.TemporaryError(
+                f"could not delete checkpoint data: {error}", delay=DELETE_RETRY_SECONDS
+            ) from error
+        logger.info(f"deleted {count} objects of checkpoint data")
 
 
 def run(operator: Operator) -> None:

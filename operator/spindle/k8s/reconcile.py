@@ -250,9 +250,18 @@ class Reconciler:
 
     # -- deletion ----------------------------------------------------------------------------
 
-    def delete_data(self, pipeline: dict[str, Any]) -> int:
-        """`deleteOnPipelineDeletion: true`: remove the pipeline's checkpoints and state."""
+    def delete_data(self, pipeline: dict[str, Any]) -> int | None:
+        """`deleteOnPipelineDeletion: true`: remove the pipeline's checkpoints and state; the
+        number of objects removed. First its driver pods are deleted, and None is returned
+        while one is still there (the caller asks again): a driver that is still running
+        would commit a checkpoint into the emptied prefix, one that points at deleted state."""
         meta = pipeline["metadata"]
+        pods = self.cluster.driver_pods(meta["namespace"], meta["name"])
+        for pod in pods:
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.cluster.delete_pod(pod, grace_seconds=0)
+        if pods and self.cluster.driver_pods(meta["namespace"], meta["name"]):
+            return None
         spec = self.spec_of(pipeline)
         assert spec.storage is not None
         s3 = self.s3(meta["namespace"], spec.storage)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,22 @@ def test_a_driver_killed_for_memory_says_which_limit_to_raise() -> None:
     assert driver.reason == "OOMKilled"
     assert driver.message is not None
     assert "300Mi" in driver.message and "spec.spark.driver.memory" in driver.message
+
+
+def test_a_program_past_the_kernels_limit_for_one_variable_reaches_the_driver_whole() -> None:
+    """Linux refuses to exec a process with one environment string of 128 KiB or more (the
+    driver pod would end with StartError and no log): the pipeline's JSON is cut into parts,
+    which the driver joins back. The pod's variables are given to a real exec here."""
+    from spindle.runtime.pod import pipeline_from_env
+
+    views = "".join(
+        f"create view v{i} as select id, 'é{i}' as note from students;\n" for i in range(3_000)
+    )
+    spec = _spec(sql=V1 + views)
+    assert len(spec.sql.encode()) > 131_072
+    pod = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"] if "value" in e}
+    assert len([n for n in env if n.startswith("SPINDLE_PIPELINE")]) > 2
+    subprocess.run(["true"], env=env, check=True)  # E2BIG with the JSON in one variable
+    ref, generation, carried = pipeline_from_env(env)
+    assert (ref.name, generation, carried.sql) == ("grades", 3, spec.sql)

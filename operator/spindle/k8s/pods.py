@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spindle.api import API_VERSION, KIND, PipelineSpec
+from spindle.api.pod_env import pipeline_env
 from spindle.api.types import (
     HEALTH_PORT,
     READY_PATH,
@@ -163,7 +164,10 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
         "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
     }
     env: list[dict[str, Any]] = [
-        {"name": "SPINDLE_PIPELINE", "value": json.dumps(pipeline, sort_keys=True)},
+        *(
+            {"name": name, "value": value}
+            for name, value in pipeline_env(json.dumps(pipeline, sort_keys=True))
+        ),
         {"name": "SPINDLE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "SPINDLE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]

@@ -1,7 +1,8 @@
 """The driver-pod body: a Spark driver pod observes, decides and acts like the other bodies.
 
-The pod carries everything it needs: the pipeline (`SPINDLE_PIPELINE`, JSON: namespace, name,
-generation, spec), the mode and the approved change id as arguments, S3 credentials from a
+The pod carries everything it needs: the pipeline (JSON: namespace, name, generation, spec; in
+`SPINDLE_PIPELINE` and, past 120,000 characters, its parts: `api.pod_env`), the mode and the
+approved change id as arguments, S3 credentials from a
 Secret through `secretKeyRef`, and Spark settings as `--conf` arguments. It observes its
 environment and the checkpoint it finds (adopting `startFrom`), and the brain decides again:
 a bootstrap of anything but the approved change id is refused (`ChangeMoved`), so a change that
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spindle.api import PipelineSpec
+from spindle.api.pod_env import PIPELINE_ENV, pipeline_json
 from spindle.api.status import PipelineStatus
 from spindle.api.types import HEALTH_PORT, QUERY_PORT
 from spindle.checkpoint import Manifest, PipelineRef
@@ -48,8 +50,6 @@ from spindle.runtime.factory import open_runtime
 from spindle.runtime.health import Health, serve_health
 from spindle.runtime.loop import drive, reporter
 from spindle.runtime.query_server import QueryServer
-
-PIPELINE_ENV = "SPINDLE_PIPELINE"
 
 
 def say(message: str) -> None:
@@ -78,7 +78,7 @@ class PodSettings:
 
 
 def pipeline_from_env(env: Mapping[str, str] = os.environ) -> tuple[PipelineRef, int, PipelineSpec]:
-    raw = env.get(PIPELINE_ENV)
+    raw = pipeline_json(env)
     if not raw:
         raise SpindleError(
             reason="DriverMisconfigured",

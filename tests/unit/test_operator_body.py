@@ -276,6 +276,46 @@ def test_a_spark_setting_that_belongs_to_the_runtime_is_an_invalid_spec(
     assert cluster.pods == {}
 
 
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("spark.kubernetes.executor.container.image", "spec.spark.image"),
+        ("spark.kubernetes.driver.container.image", "spec.spark.image"),
+        ("spark.kubernetes.authenticate.executor.serviceAccountName", "spec.serviceAccountName"),
+        ("spark.kubernetes.executor.podTemplateFile", "executor pod template"),
+        ("spark.kubernetes.executor.volumes.hostPath.root.mount.path", "executor pod template"),
+        ("spark.kubernetes.executor.secrets.other", "spec.storage.credentials"),
+        ("spark.kubernetes.namespace", "namespace"),
+        ("spark.master", "spec.spark.mode"),
+    ],
+)
+def test_a_spark_setting_the_operator_sets_is_an_invalid_spec(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path, key: str, instead: str
+) -> None:
+    """The cluster's checks on drivers (allowed images and service accounts) look at
+    spec.spark.image and spec.serviceAccountName: spec.spark.conf may not go around them, nor
+    around the restricted executor pod template."""
+    cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", "conf": {key: "x"}}))
+    reconciler.reconcile("default", "grades")
+    ready = cluster.status("grades")["conditions"][0]
+    assert ready["reason"] == "InvalidSpec", ready
+    assert f"spec.spark.conf: {key} is the operator's to set" in ready["message"]
+    assert instead in ready["message"]
+    assert cluster.pods == {}
+
+
+def test_a_spark_setting_of_the_executors_resources_is_the_users(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    conf = {
+        "spark.kubernetes.executor.limit.cores": "2",
+        "spark.kubernetes.container.image.pullPolicy": "Always",
+    }
+    cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", "conf": conf}))
+    reconciler.reconcile("default", "grades")
+    assert cluster.status("grades")["phase"] == "Pending"
+
+
 def stuck_pulling(cluster: FakeCluster, name: str) -> None:
     """The driver pod `name` as a kubelet leaves one whose image it cannot pull: Pending, and
     waiting to retry (it may yet start, when the registry answers)."""

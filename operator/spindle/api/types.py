@@ -234,6 +234,26 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+OPERATOR_SETTINGS: tuple[tuple[str, str], ...] = (
+    (r"spark\.master|spark\.submit\.deploymode", "spec.spark.mode"),
+    (r"spark\.kubernetes\.((driver|executor)\.)?container\.image", "spec.spark.image"),
+    (r"spark\.kubernetes\.authenticate\..*", "spec.serviceAccountName"),
+    (r"spark\.kubernetes\.namespace", "the pipeline's namespace"),
+    (
+        r"spark\.kubernetes\.(driver|executor)\.(podtemplate.*|pod\.featuresteps|volumes\..*)",
+        "the operator's executor pod template (restricted Pod Security)",
+    ),
+    (
+        r"spark\.kubernetes\.(driver|executor)\.(secrets|secretkeyref)\..*",
+        "spec.storage.credentials",
+    ),
+)
+"""Spark settings the operator sets from the spec, or keeps to itself: each (a pattern of keys,
+read without case; what sets it). In `spec.spark.conf` they would pass the cluster's checks on
+drivers (the chart's driver.allowedImagePrefixes and driver.allowedServiceAccounts look at
+spec.spark.image and spec.serviceAccountName) or the restricted executor pods."""
+
+
 class SparkSpec(_Model):
     image: str | None = Field(default=None, description="Image for the driver and executors.")
     mode: str = Field(
@@ -257,6 +277,10 @@ class SparkSpec(_Model):
                 f"{', '.join(owned)} belongs to the runtime's semantics; pin "
                 f"spec.runtimeVersion ({', '.join(RUNTIME_SETTINGS)}) instead"
             )
+        for key in sorted(conf):
+            for pattern, instead in OPERATOR_SETTINGS:
+                if re.fullmatch(pattern, key, flags=re.IGNORECASE):
+                    raise ValueError(f"{key} is the operator's to set, from {instead}")
         return conf
 
     def fingerprint(self) -> str:

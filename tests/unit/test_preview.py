@@ -216,11 +216,19 @@ def test_the_operator_runs_one_preview_pod_per_request_and_shows_its_report(
         "False",
         "PreviewFailed",
     )
-    # a request for another change is not served
-    cluster.annotate("grades", PREVIEW_ANNOTATION, "0123456789ab")
+    # a request for another change (a stale one, committed to Git, say) is not served, and
+    # the condition says so, in the form kubectl spindle preview waits for
+    cluster.annotate("grades", PREVIEW_ANNOTATION, "0123456789ab@3")
     cluster.take_calls()
     reconciler.reconcile("default", "grades")
     assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]
+    ignored = served(cluster.status("grades"), "0123456789ab@3")
+    assert ignored is not None and (ignored["status"], ignored["reason"]) == (
+        "False",
+        "PreviewIgnored",
+    )
+    assert f"spindle.dev/preview={change} to preview" in ignored["message"], ignored
+    assert cluster.status("grades")["pendingChange"] == status["pendingChange"]
 
 
 def test_a_preview_pod_past_its_deadline_is_a_timed_out_preview() -> None:

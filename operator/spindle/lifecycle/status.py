@@ -105,12 +105,20 @@ def _previewed(
         return pending, []
     if report is not None and report.change_id != pending.id:
         report = None
-    if request is not None and request_change(request) != pending.id:
+    stale = request is not None and request_change(request) != pending.id
+    if stale:
         request = None
     if report is not None and report.error is None:
         pending = pending.model_copy(update={"preview": report.summary()})
     pod = observed.previewing
-    if report is not None and (request is None or report.request == request):
+    if stale:
+        holds, reason = "False", "PreviewIgnored"
+        message = (
+            f"The preview request names change {request_change(observed.preview_request or '')},"
+            f" not the pending change {pending.id}; it was ignored. Annotate "
+            f"spindle.dev/preview={pending.id} to preview the pending change."
+        )
+    elif report is not None and (request is None or report.request == request):
         if report.error is None:
             holds, reason, message = "True", "PreviewReady", report.headline() + "."
         else:
@@ -127,8 +135,8 @@ def _previewed(
         message = f"A preview of change {pending.id} is being evaluated in scratch space."
     else:
         return pending, []
-    if request is not None:
-        message = f"{message} (spindle.dev/preview={request})"
+    if observed.preview_request is not None and (request is not None or stale):
+        message = f"{message} (spindle.dev/preview={observed.preview_request})"
     condition = _condition(
         PREVIEWED,
         holds=holds,

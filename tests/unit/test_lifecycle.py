@@ -264,6 +264,51 @@ def test_changed_spark_settings_restart_the_driver_at_a_checkpoint() -> None:
     assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
 
 
+def test_a_new_storage_or_service_account_restarts_the_driver_at_a_checkpoint() -> None:
+    """The driver reads spec.storage and runs as spec.serviceAccountName: a change of either
+    restarts it (with a new spec.storage.uri it starts over there), but not one of what a
+    running driver does not read."""
+    started = spec(V1, storage={"uri": "s3://b/one"})
+    driver = ObservedDriver(
+        mode=DriverMode.RUN,
+        generation=1,
+        phase="Running",
+        spark=started.driver_fingerprint(),
+        placement=started.placement_fingerprint(),
+        program=started.sql_fingerprint(),
+    )
+    elsewhere = spec(V1, storage={"uri": "s3://b/two"})
+    other_account = spec(V1, storage={"uri": "s3://b/one"}, serviceAccountName="driver-2")
+    for changed in (elsewhere, other_account):
+        restart = decide(observe(spec=changed, checkpoint=checkpoint(V1), driver=driver))
+        assert (restart.action, restart.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
+        assert "spec.storage or spec.serviceAccountName" in restart.message
+    unread = spec(V1, storage={"uri": "s3://b/one", "deleteOnPipelineDeletion": True})
+    kept = decide(observe(spec=unread, checkpoint=checkpoint(V1), driver=driver))
+    assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
+
+
+def test_a_program_changed_before_the_first_checkpoint_restarts_the_driver() -> None:
+    """No checkpoint plans the change (the driver has not committed one yet, or storage moved
+    to a new uri): the driver running the previous program is stopped, not left running it
+    while the status shows the new program's hash."""
+    started = spec(V1)
+    driver = ObservedDriver(
+        mode=DriverMode.RUN, generation=1, phase="Running", program=started.sql_fingerprint()
+    )
+    same = decide(observe(spec=started, checkpoint=None, driver=driver))
+    assert (same.phase, same.action) == (Phase.RUNNING, Action.NONE)
+    changed = decide(observe(spec=spec(V2), checkpoint=None, driver=driver))
+    assert (changed.phase, changed.action, changed.reason) == (
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+    )
+    unknown = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running")  # local run
+    kept = decide(observe(spec=spec(V2), checkpoint=None, driver=unknown))
+    assert kept.action is Action.NONE
+
+
 def test_a_driver_started_before_spec_retry_existed_keeps_its_fingerprint() -> None:
     """The default `spec.retry` leaves the fingerprint what `spec.spark` alone gave, so an
     upgraded operator does not restart every running driver; any other retry changes it."""

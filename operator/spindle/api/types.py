@@ -416,6 +416,24 @@ class PipelineSpec(_Model):
         """Whether ingestion is paused (`desiredState: Paused`)."""
         return self.desired_state is DesiredState.PAUSED
 
+    def placement_fingerprint(self) -> str:
+        """A short hash of where a driver keeps its state and as whom it runs: `storage` (but
+        `startFrom` and `deleteOnPipelineDeletion`, which a running driver does not read) and
+        `serviceAccountName`. A driver started with others is restarted."""
+        storage = (
+            self.storage.model_dump(
+                mode="json", by_alias=True, exclude={"start_from", "delete_on_pipeline_deletion"}
+            )
+            if self.storage is not None
+            else None
+        )
+        placed = {"storage": storage, "serviceAccountName": self.service_account_name}
+        return _short_hash(json.dumps(placed, sort_keys=True))
+
+    def sql_fingerprint(self) -> str:
+        """A short hash of `sql` as written: the program a driver was started with."""
+        return _short_hash(self.sql)
+
     def driver_fingerprint(self) -> str:
         """A short hash of what a driver is started with (`spark`, and `retry` once it is not
         the default, so drivers started before `retry` existed keep theirs): a driver started

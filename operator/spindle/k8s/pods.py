@@ -32,6 +32,8 @@ LABEL_GENERATION = "spindle.dev/generation"
 LABEL_CHANGE = "spindle.dev/change"
 LABEL_INGEST = "spindle.dev/ingest"
 LABEL_SPARK = "spindle.dev/spark"
+LABEL_PLACEMENT = "spindle.dev/placement"
+LABEL_PROGRAM = "spindle.dev/program"
 """The fingerprint of the spec.spark settings a driver was started with."""
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
@@ -228,6 +230,8 @@ def driver_pod(
         LABEL_GENERATION: str(generation),
         LABEL_INGEST: "paused" if spec.paused else "on",
         LABEL_SPARK: spec.driver_fingerprint(),
+        LABEL_PLACEMENT: spec.placement_fingerprint(),
+        LABEL_PROGRAM: spec.sql_fingerprint(),
         "spark-role": "driver",
     }
     if change_id:
@@ -371,6 +375,8 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         message=message,
         paused=labels[LABEL_INGEST] == "paused" if LABEL_INGEST in labels else None,
         spark=labels.get(LABEL_SPARK),
+        placement=labels.get(LABEL_PLACEMENT),
+        program=labels.get(LABEL_PROGRAM),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
         lingering=lingering(pod),
     )

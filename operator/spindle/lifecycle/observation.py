@@ -46,6 +46,12 @@ class ObservedDriver:
     """Why it waits to retry a step storage refused, as it said it ("" when the body sees
     only that it does: a driver pod's readiness); None: it is stepping."""
 
+    placement: str | None = None
+    """The fingerprint of the storage and service account it was started with
+    (`PipelineSpec.placement_fingerprint`); None: it follows the spec."""
+    program: str | None = None
+    """The fingerprint of the SQL it was started with (`PipelineSpec.sql_fingerprint`); None:
+    it follows the spec."""
     lingering: bool = False
     """Failed, yet not ended: its pod waits for what it cannot get (an image the kubelet
     retries pulling), and would start if it came, so stopping deletes it too."""

@@ -111,8 +111,22 @@ def _pause_changed(s: Situation) -> bool:
     return s.active and s.running.paused not in (None, s.observed.spec.paused)
 
 
-def _spark_changed(s: Situation) -> bool:
-    return s.active and s.running.spark not in (None, s.observed.spec.driver_fingerprint())
+def _settings_changed(s: Situation) -> bool:
+    spec = s.observed.spec
+    return s.active and (
+        s.running.spark not in (None, spec.driver_fingerprint())
+        or s.running.placement not in (None, spec.placement_fingerprint())
+    )
+
+
+def _program_unplanned(s: Situation) -> bool:
+    """A driver running another program than the spec's where no checkpoint plans the change
+    (before the driver's first one, or at a new spec.storage.uri)."""
+    return (
+        s.active
+        and s.observed.checkpoint is None
+        and s.running.program not in (None, s.observed.spec.sql_fingerprint())
+    )
 
 
 def _retrying(s: Situation) -> bool:
@@ -185,6 +199,14 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        _program_unplanned,
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+        "The program changed before the driver's first checkpoint here: stopping the driver, "
+        "which runs the previous one.",
+    ),
+    Rule(
         _pause_changed,
         Phase.STOPPING,
         Action.STOP_DRIVER,
@@ -195,12 +217,12 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        _spark_changed,
+        _settings_changed,
         Phase.STOPPING,
         Action.STOP_DRIVER,
         "DriverSettingsChanged",
-        "spec.spark or spec.retry changed: restarting the driver at a checkpoint with the new "
-        "settings.",
+        "spec.spark, spec.retry, spec.storage or spec.serviceAccountName changed: restarting "
+        "the driver at a checkpoint with the new settings.",
     ),
     Rule(
         _retrying,

@@ -150,6 +150,9 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
     release = f"r{space.name[-8:]}"
     system = kube.namespace("spindle-helm")
     restricted(kube, system)
+    older = grades("v1", space, name="older", desiredState="Stopped")  # made before the policy
+    older["spec"]["spark"] = {"image": "registry.example/miner:1"}
+    space.apply(older)
     run_helm(
         helm,
         kube,
@@ -206,6 +209,23 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
             serviceAccountName="spindle-s3-driver",
         )
         assert "created (server dry run)" in allowed, allowed
+        # a Pipeline made before the policy keeps its image through other updates (its
+        # deletion's finalizer removal is one), and cannot take another disallowed one
+        kube.kubectl("label", "pipeline", "older", "-n", space.name, "team=data")
+        moved = kube.kubectl(
+            "patch",
+            "pipeline",
+            "older",
+            "-n",
+            space.name,
+            "--type",
+            "merge",
+            "--dry-run=server",
+            "-p",
+            json.dumps({"spec": {"spark": {"image": "registry.example/miner:2"}}}),
+            check=False,
+        )
+        assert "spec.spark.image registry.example/miner:2 is not an image this" in moved, moved
 
         # The chart's own operator pod, namespaced, under the chart's RBAC: the session's
         # cluster-wide operator is down meanwhile, so only this one can reconcile.

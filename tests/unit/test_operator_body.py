@@ -93,6 +93,19 @@ def test_a_change_awaits_approval_then_the_approved_id_starts_a_bootstrap_pod(
     assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
     command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
     assert command[command.index("--change-id") + 1] == change
+    assert command[command.index("--approved-by") + 1] == "annotation spindle.dev/approve"
+
+
+def test_a_bootstrap_the_policy_allows_records_the_policy_as_its_approver(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2, bootstrapPolicy="allow"))
+    reconciler.reconcile("default", "grades")
+    [pod] = cluster.pods.values()
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[command.index("--mode") + 1] == "bootstrap"
+    assert command[command.index("--approved-by") + 1] == "spec.bootstrapPolicy: allow"
 
 
 def test_a_program_change_stops_the_running_driver_gracefully(

@@ -15,9 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from spindle.api import API_VERSION, KIND, PipelineSpec
+from spindle.api import API_VERSION, KIND, BootstrapPolicy, PipelineSpec
 from spindle.api.pod_env import pipeline_env
 from spindle.api.types import (
+    APPROVE_ANNOTATION,
     HEALTH_PORT,
     READY_PATH,
     RESTATE_ANNOTATION,
@@ -194,6 +195,15 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
     return env
 
 
+def _approver(meta: dict[str, Any], spec: PipelineSpec, change_id: str) -> str:
+    """What approved the bootstrap of `change_id`, as its checkpoint records it."""
+    if (meta.get("annotations") or {}).get(APPROVE_ANNOTATION) == change_id:
+        return f"annotation {APPROVE_ANNOTATION}"
+    if spec.bootstrap_policy is BootstrapPolicy.ALLOW:
+        return "spec.bootstrapPolicy: allow"
+    return "operator"
+
+
 def driver_pod(
     *,
     pipeline: dict[str, Any],
@@ -212,7 +222,7 @@ def driver_pod(
     if preview is not None and change_id:
         command += ["--change-id", change_id, "--preview-request", preview]
     if mode == "bootstrap" and change_id:
-        command += ["--change-id", change_id, "--approved-by", "annotation spindle.dev/approve"]
+        command += ["--change-id", change_id, "--approved-by", _approver(meta, spec, change_id)]
         restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
         if restate:
             command += ["--restate", restate]

@@ -232,6 +232,9 @@ def test_delete_on_pipeline_deletion_removes_the_data_and_nothing_else_blocks(
     finalizers = space.get("doomed")["metadata"].get("finalizers", [])
     assert finalizers == ["spindle.dev/finalizer"]
     assert space.get("kept")["metadata"].get("finalizers") in (None, [])
+    # kopf's bookkeeping stays off the object GitOps applied: no last-handled configuration
+    annotations = space.get("doomed")["metadata"].get("annotations") or {}
+    assert not [a for a in annotations if a.startswith("spindle.dev/")], annotations
 
     space.kube.kubectl("delete", "pipeline", "doomed", "kept", "-n", space.name, "--timeout=60s")
     assert open_objects(root(space, "doomed"), s3=s3_options(space)).scan("") == []

@@ -441,3 +441,15 @@ def test_a_program_past_the_kernels_limit_for_one_variable_reaches_the_driver_wh
     subprocess.run(["true"], env=env, check=True)  # E2BIG with the JSON in one variable
     ref, generation, carried = pipeline_from_env(env)
     assert (ref.name, generation, carried.sql) == ("grades", 3, spec.sql)
+
+
+def test_kopf_keeps_no_last_handled_configuration_on_pipelines() -> None:
+    """The docs promise GitOps tools no annotation Spindle did not need: kopf's diff base
+    (written for every pipeline its delete handler's filter passes) is stored nowhere."""
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    body = kopf.Body({"metadata": {"name": "p", "annotations": {}}, "spec": {"sql": V1}})
+    patch = kopf.Patch()
+    storage = settings.persistence.diffbase_storage
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert dict(patch) == {} and storage.fetch(body=body) is None

@@ -529,13 +529,23 @@ async def _hold(runner: web.AppRunner) -> None:
         await runner.cleanup()
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf keeps no last-handled configuration on Pipelines: the one handler (deleting data)
+    needs no diff, and kopf would otherwise write one on every pipeline its `when` filter
+    passes, an annotation GitOps tools did not apply."""
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
+        return None
+
+
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf's settings for Spindle: where it keeps its marks, what it posts and watches."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="spindle.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="spindle.dev", key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330

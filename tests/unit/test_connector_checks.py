@@ -35,7 +35,34 @@ def entry(transport: str = "file_input", config: Any = None, **keys: Any) -> dic
     return {"name": "f", "transport": {"name": transport, "config": config}, **keys}
 
 
+DELTA_READS = (
+    "Spindle reads a Delta table's latest version, then each commit after it (Feldera's "
+    "snapshot_and_follow)"
+)
+
 REFUSED = [
+    (  # Feldera's read modes that are not what Spindle does: the input would differ, silently
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "mode": "snapshot"})),
+        f"mode 'snapshot' is not what Spindle does: {DELTA_READS}.",
+        (1, 14),
+    ),
+    (
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "filter": "x > 1"})),
+        f"'filter' in its transport config would choose the rows read, and {DELTA_READS}, "
+        "every row: filter in a view instead (CREATE VIEW ... WHERE ...).",
+        (1, 14),
+    ),
+    (
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "version": 3})),
+        f"'version' in its transport config would choose where reading starts, and {DELTA_READS}.",
+        (1, 14),
+    ),
+    (
+        view(entry("delta_table_output", config={"uri": "s3://b/o", "mode": "truncate"})),
+        "mode 'truncate' is not what Spindle does: Spindle appends each step's changes to the "
+        "table (Feldera's append).",
+        (2, 13),
+    ),
     (
         table(entry(config={"pth": "/data"})),
         "transport 'file_input' needs a non-empty 'path' in its config (it has 'pth': did you "
@@ -96,6 +123,15 @@ def test_what_the_runtime_would_refuse_is_a_located_problem_of_the_program(
 
 WARNED = [
     (
+        table(entry(config={"path": "/data", "folow": True})),
+        "Spindle does not read 'folow' of its transport config (did you mean 'follow'?); it is "
+        "ignored",
+    ),
+    (
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "aws_region": "x"})),
+        "Spindle does not read 'aws_region' of its transport config; it is ignored",
+    ),
+    (
         table(entry(config={"path": "/data", "max_files_per_step": 2})),
         "'max_files_per_step' is in its transport config, where Spindle does not read it: move "
         "it into the connector entry, beside 'transport'; it is ignored",
@@ -132,7 +168,11 @@ def test_what_the_runtime_would_ignore_warns(sql: str, said: str) -> None:
     "sql",
     [
         table(entry(max_files_per_step=3, late_arrival_seconds=0, format={"name": "json"})),
-        table(entry("delta_table_input", config={"uri": "s3://b/t", "mode": "snapshot"})),
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "num_parsers": 2})),
+        table(
+            entry("delta_table_input", config={"uri": "s3://b/t", "mode": "snapshot_and_follow"})
+        ),
+        view(entry("delta_table_output", config={"uri": "s3://b/o", "mode": "append"})),
         table(entry("delta_table_input", config={"uri": "s3://b/t"}, late_arrival_ms=5)),
         table(entry("kafka_input", config={"topic": "x"}, max_files_per_step=0)),  # not run here
         table(entry(paused=True, max_batch_size=10, labels=["a"])),  # Feldera's keys

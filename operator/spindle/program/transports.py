@@ -4,7 +4,8 @@ Only connectors of the transports Spindle runs are checked; others (Feldera's `k
 ...) are left as they are, so a Feldera program still diffs, unless the name is a typo of one
 Spindle runs (`file_inptu`), which is a problem of the program. A mistake the runtime refuses at
 the first step anyway (no `path`/`uri`, an output transport on a table or an input one on a
-view, a `late_arrival_seconds` that is not a whole number) is a problem of the program: the
+view, a `late_arrival_seconds` that is not a whole number, a Feldera config key that would
+choose what is read or written otherwise than Spindle does) is a problem of the program: the
 spec's program is refused with it (`InvalidConnectors`, at its relation's line) at `diff`,
 `plan` and `apply`, while a checkpointed program that has it still reads. A key the runtime
 would ignore (a knob inside the transport's config, a key a typo away from one Spindle reads,
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spindle.program.formats import CONFIG_KEYS as FORMAT_KEYS
@@ -58,13 +59,72 @@ class Transport:
 
     direction: Direction
     location: tuple[str, ...]
+    unlike: Mapping[str, str] = field(default_factory=dict)
+    """Feldera's config keys that choose what is read or written, which Spindle would not do
+    (a row filter, a starting version): each refused, saying what Spindle does instead."""
+    modes: tuple[frozenset[str], str] | None = None
+    """The values of Feldera's `mode` key that are what Spindle does, and what it does: any
+    other is refused (None: the transport has no `mode`)."""
+    accepted: frozenset[str] = frozenset()
+    """Feldera's config keys that say how, not what (parsers, retries, buffers): accepted
+    silently. Any other key Spindle does not read warns."""
 
 
+_DELTA_READ = (
+    "Spindle reads a Delta table's latest version, then each commit after it (Feldera's "
+    "snapshot_and_follow)"
+)
+_WHOLE_TABLE = f"would choose the rows read, and {_DELTA_READ}, every row"
 TRANSPORTS: Mapping[str, Transport] = {
-    "file_input": Transport(Direction.INPUT, ("path", "uri")),
-    "delta_table_input": Transport(Direction.INPUT, ("uri", "path")),
+    "file_input": Transport(
+        Direction.INPUT, ("path", "uri"), accepted=frozenset({"buffer_size_bytes", "follow"})
+    ),
+    "delta_table_input": Transport(
+        Direction.INPUT,
+        ("uri", "path"),
+        unlike={
+            "filter": f"{_WHOLE_TABLE}: filter in a view instead (CREATE VIEW ... WHERE ...)",
+            "snapshot_filter": f"{_WHOLE_TABLE}: filter in a view instead",
+            "version": f"would choose where reading starts, and {_DELTA_READ}",
+            "start_version": f"would choose where reading starts, and {_DELTA_READ}",
+            "datetime": f"would choose where reading starts, and {_DELTA_READ}",
+            "start_datetime": f"would choose where reading starts, and {_DELTA_READ}",
+            "end_version": f"would end reading, and {_DELTA_READ}, for as long as it runs",
+            "cdc_delete_filter": f"belongs to Feldera's cdc mode, and {_DELTA_READ}",
+            "cdc_order_by": f"belongs to Feldera's cdc mode, and {_DELTA_READ}",
+        },
+        modes=(frozenset({"snapshot_and_follow"}), _DELTA_READ),
+        accepted=frozenset(
+            {
+                "transaction_mode",
+                "timestamp_column",
+                "skip_unused_columns",
+                "change_feed",
+                "num_parsers",
+                "max_concurrent_readers",
+                "verbose",
+                "max_retries",
+            }
+        ),
+    ),
     "file_output": Transport(Direction.OUTPUT, ("path", "uri")),
-    "delta_table_output": Transport(Direction.OUTPUT, ("uri", "path")),
+    "delta_table_output": Transport(
+        Direction.OUTPUT,
+        ("uri", "path"),
+        modes=(
+            frozenset({"append"}),
+            "Spindle appends each step's changes to the table (Feldera's append)",
+        ),
+        accepted=frozenset(
+            {
+                "checkpoint_interval",
+                "log_retention_duration",
+                "enable_expired_log_cleanup",
+                "max_retries",
+                "threads",
+            }
+        ),
+    ),
 }
 
 _SERVES = {
@@ -106,10 +166,16 @@ def entry_problems(
         )
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
         return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
+    unlike = next((k for k in served.unlike if config.get(k) is not None), None)
+    if unlike is not None:
+        return f"{label}: '{unlike}' in its transport config {served.unlike[unlike]}", ()
+    mode = config.get("mode")
+    if served.modes is not None and mode is not None and mode not in served.modes[0]:
+        return f"{label}: mode {mode!r} is not what Spindle does: {served.modes[1]}", ()
     late = entry.get("late_arrival_seconds")
     if name == "file_input" and "late_arrival_seconds" in entry and not whole_number(late, 0):
         return f"{label}: late_arrival_seconds must be a whole number, 0 or more (got {late!r})", ()
-    warnings = [f"{label}: {said}; it is ignored" for said in _ignored(entry, config)]
+    warnings = [f"{label}: {said}; it is ignored" for said in _ignored(entry, config, served)]
     return None, tuple(warnings)
 
 
@@ -118,7 +184,7 @@ def whole_number(value: Any, least: int) -> bool:
     return type(value) is int and value >= least
 
 
-def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any], served: Transport) -> list[str]:
     """What of a connector entry of a transport Spindle runs its runtime does not read."""
     said = [
         f"'{key}' is in its transport config, where Spindle does not read it: move it into "
@@ -130,6 +196,12 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     if "max_files_per_step" in entry and not whole_number(limit, 1):
         said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
     said += _unread(entry, accepted=ENTRY_KEYS, read=READ_KEYS, where="", cutoff=0.85)
+    known = frozenset(served.location) | served.accepted | frozenset(served.unlike)
+    if served.modes is not None:
+        known |= {"mode"}
+    settings = {k: v for k, v in config.items() if k not in FLOW_CONTROL_KNOBS}
+    where = " of its transport config"
+    said += _unread(settings, accepted=known, read=known, where=where, cutoff=0.8)
     fmt = entry.get("format")
     options = fmt.get("config") if isinstance(fmt, Mapping) else None
     if isinstance(options, Mapping):  # hedaer: header (0.83 alike)

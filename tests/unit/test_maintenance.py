@@ -12,6 +12,9 @@ TABLES = "create table t1 (id bigint, k int, v int);\ncreate table t2 (k int, la
 INCREMENTAL = Maintenance(Mode.INCREMENTAL)
 
 
+SETS = "ROLLUP, CUBE or GROUPING SETS"
+
+
 def recompute(reason: str) -> Maintenance:
     return Maintenance(Mode.RECOMPUTE, reason)
 
@@ -38,6 +41,19 @@ CASES: tuple[tuple[str, Maintenance], ...] = (
     ("select a.id from t1 a full outer join t2 b on a.k = b.k", recompute("FULL OUTER JOIN")),
     ("select k, row_number() over (order by id) as r from t1", recompute("a window function")),
     ("select k, count(*) as n from t1 group by k having count(*) > 1", recompute("HAVING")),
+    ("select k, count(*) as n from t1 group by rollup(k)", recompute(SETS)),
+    ("select k, count(*) as n from t1 group by cube(k)", recompute(SETS)),
+    ("select k, count(*) as n from t1 group by grouping sets ((k), ())", recompute(SETS)),
+    ("select k, count(*) as n from t1 group by k with rollup", recompute(SETS)),
+    (
+        "select window(ts, '1 hour') as w, count(*) as n from t1 group by window(ts, '1 hour')",
+        recompute("a time window (WINDOW, SESSION_WINDOW)"),
+    ),
+    (
+        "select window(ts, '1 hour').start as s, count(*) as n from t1 "
+        "group by window(ts, '1 hour').start",
+        recompute("a time window (WINDOW, SESSION_WINDOW)"),
+    ),
     ("select count(distinct k) as n from t1", recompute("COUNT(DISTINCT ...)")),
     ("select k from t1 union select k from t2", recompute("UNION (without ALL)")),
     ("select k, stddev(v) as sd from t1 group by k", recompute("the aggregate STDDEV")),

@@ -224,6 +224,11 @@ def _calls_in(outputs: list[exp.Expr]) -> list[exp.Expr]:
     return [node for output in outputs for node in output.find_all(*AGGREGATES)]
 
 
+TIME_WINDOWS = frozenset({"window", "session_window"})
+"""Spark's time-window calls: a group keyed by one is a struct Spark builds per row (and a
+session window spans rows), which the running values per key are not kept for."""
+
+
 def _aggregate(select: exp.Select) -> Aggregate | str:
     group = select.args.get("group")
     distinct = select.args.get("distinct")
@@ -234,10 +239,19 @@ def _aggregate(select: exp.Select) -> Aggregate | str:
         keys = tuple(output.unalias() for output in select.expressions)
         return Aggregate(select, keys, (), tuple(select.expressions), grouped=True)
     if group is not None:
-        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+        sets = (exp.Rollup, exp.Cube, exp.GroupingSets)  # as keys: GROUP BY ROLLUP(a)
+        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")) or any(
+            isinstance(key, sets) for key in group.expressions
+        ):
             return "ROLLUP, CUBE or GROUPING SETS"
         if group.args.get("all"):  # its keys are implied: the change's grouping had none
             return "GROUP BY ALL"
+        if any(
+            isinstance(call, exp.Anonymous) and str(call.this).lower() in TIME_WINDOWS
+            for key in group.expressions
+            for call in key.find_all(exp.Anonymous)
+        ):
+            return "a time window (WINDOW, SESSION_WINDOW)"
         keys = tuple(group.expressions)
     else:
         keys = ()

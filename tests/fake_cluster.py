@@ -29,8 +29,9 @@ class FakeCluster:
     """An HTTP status with which listing driver pods fails (403: RBAC), or None."""
     pod_versions: PodVersions = field(default_factory=PodVersions)
     terminating: bool = False
-    """Whether a deleted pod stays (Terminating, with a deletionTimestamp) until the test
-    removes it, as the kubelet ends it; else it goes at once."""
+    """Whether a pod deleted with a grace period stays (Terminating, with a deletionTimestamp)
+    until the test removes it, as its kubelet ends it; else it goes at once (as a pod deleted
+    with a grace of 0 always does, its container ending later)."""
 
     # -- what a test sets up -----------------------------------------------------------------
 
@@ -100,7 +101,7 @@ class FakeCluster:
         meta = pod["metadata"]
         self.calls.append(("delete_pod", meta["name"], grace_seconds))
         key = (meta["namespace"], meta["name"])
-        if self.terminating and key in self.pods:
+        if self.terminating and key in self.pods and grace_seconds != 0:  # 0 forces it
             self.pods[key]["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
         else:
             self.pods.pop(key, None)

@@ -46,6 +46,11 @@ REFUSED = [
         f"mode 'snapshot' is not what Spindle does: {DELTA_READS}.",
         (1, 14),
     ),
+    (  # not a string: refused, not a crash of the parse (a checkpoint holding it reads)
+        table(entry("delta_table_input", config={"uri": "s3://b/t", "mode": ["follow"]})),
+        "mode ['follow'] is not what Spindle does",
+        (1, 14),
+    ),
     (
         table(entry("delta_table_input", config={"uri": "s3://b/t", "filter": "x > 1"})),
         f"'filter' in its transport config would choose the rows read, and {DELTA_READS}, "

@@ -431,13 +431,17 @@ def test_a_program_past_the_kernels_limit_for_one_variable_reaches_the_driver_wh
     from spindle.runtime.pod import pipeline_from_env
 
     views = "".join(
-        f"create view v{i} as select id, 'é{i}' as note from students;\n" for i in range(3_000)
+        f"create view v{i} as select id, '€{i} $$ $(SPINDLE_PIPELINE)' as note from students;\n"
+        for i in range(3_000)
     )
     spec = _spec(sql=V1 + views)
     assert len(spec.sql.encode()) > 131_072
     pod = driver_pod(pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS)
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"] if "value" in e}
     assert len([n for n in env if n.startswith("SPINDLE_PIPELINE")]) > 2
+    assert all(len(f"{n}={v}".encode()) < 131_072 for n, v in env.items())
+    # Kubernetes expands $(NAME) and reads $$ as $ in a value: none is left for it to read
+    assert not [n for n, v in env.items() if n.startswith("SPINDLE_PIPELINE") and "$" in v]
     subprocess.run(["true"], env=env, check=True)  # E2BIG with the JSON in one variable
     ref, generation, carried = pipeline_from_env(env)
     assert (ref.name, generation, carried.sql) == ("grades", 3, spec.sql)
@@ -453,3 +457,9 @@ def test_kopf_keeps_no_last_handled_configuration_on_pipelines() -> None:
     storage = settings.persistence.diffbase_storage
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert dict(patch) == {} and storage.fetch(body=body) is None
+    older = {"spindle.dev/last-handled-configuration": "{}"}  # an older operator's: removed
+    body = kopf.Body({"metadata": {"name": "p", "annotations": older}, "spec": {"sql": V1}})
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert dict(patch) == {
+        "metadata": {"annotations": {"spindle.dev/last-handled-configuration": None}}
+    }

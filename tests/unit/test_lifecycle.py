@@ -283,9 +283,24 @@ def test_a_new_storage_or_service_account_restarts_the_driver_at_a_checkpoint() 
         restart = decide(observe(spec=changed, checkpoint=checkpoint(V1), driver=driver))
         assert (restart.action, restart.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
         assert "spec.storage or spec.serviceAccountName" in restart.message
+    bootstrapping = replace(driver, mode=DriverMode.BOOTSTRAP, change_id="0123456789ab")
+    for seen in (None, checkpoint(V1)):  # the new location has no checkpoint, or another
+        moved = decide(observe(spec=elsewhere, checkpoint=seen, driver=bootstrapping))
+        assert (moved.action, moved.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
     unread = spec(V1, storage={"uri": "s3://b/one", "deleteOnPipelineDeletion": True})
     kept = decide(observe(spec=unread, checkpoint=checkpoint(V1), driver=driver))
     assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
+
+
+def test_stopped_deletes_a_lingering_driver_whatever_the_program() -> None:
+    """A pod stuck pulling its image may yet start: Stopped deletes it, also while the spec's
+    program is invalid."""
+    stuck = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Failed", lingering=True)
+    stopped = spec("create view", desiredState=DesiredState.STOPPED)
+    decision = decide(observe(spec=stopped, checkpoint=checkpoint(V1), driver=stuck))
+    assert decision.action is Action.STOP_DRIVER, decision
+    running = decide(observe(spec=spec("create view"), checkpoint=checkpoint(V1), driver=stuck))
+    assert running.action is Action.NONE
 
 
 def test_a_program_changed_before_the_first_checkpoint_restarts_the_driver() -> None:

@@ -297,6 +297,9 @@ def test_a_spark_setting_that_belongs_to_the_runtime_is_an_invalid_spec(
         ("spark.kubernetes.authenticate.executor.serviceAccountName", "spec.serviceAccountName"),
         ("spark.kubernetes.executor.podTemplateFile", "executor pod template"),
         ("spark.kubernetes.executor.volumes.hostPath.root.mount.path", "executor pod template"),
+        ("spark.kubernetes.driver.podTemplateFile", "the driver pod the operator makes"),
+        ("spark.kubernetes.executor.pod.excludedFeatureSteps", "executor pod template"),
+        ("spark.kubernetes.driver.master", "spec.spark.mode"),
         ("spark.kubernetes.executor.secrets.other", "spec.storage.credentials"),
         ("spark.kubernetes.namespace", "namespace"),
         ("spark.master", "spec.spark.mode"),
@@ -323,6 +326,8 @@ def test_a_spark_setting_of_the_executors_resources_is_the_users(
     conf = {
         "spark.kubernetes.executor.limit.cores": "2",
         "spark.kubernetes.container.image.pullPolicy": "Always",
+        "spark.kubernetes.executor.volumes.emptyDir.scratch.mount.path": "/scratch",
+        "spark.kubernetes.executor.volumes.persistentVolumeClaim.data.options.claimName": "d",
     }
     cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", "conf": conf}))
     reconciler.reconcile("default", "grades")
@@ -356,10 +361,16 @@ def test_a_driver_stuck_pulling_is_deleted_before_the_next_generation_starts(
     assert status["phase"] == "Failed" and status["driverPod"]["phase"] == "Failed", status
     cluster.take_calls()
     cluster.apply("grades", spec(tmp_path, V1, restartNonce=1))
+    cluster.terminating = True
     reconciler.reconcile("default", "grades")
-    calls = cluster.take_calls()
-    assert ("delete_pod", "grades-g1-driver", 0) in calls, calls
-    assert ("create_pod", "grades-g2-driver") in calls
+    calls = cluster.take_calls()  # deleted with a grace: listed until its kubelet ended it
+    assert ("delete_pod", "grades-g1-driver", 1) in calls, calls
+    assert not [c for c in calls if c[0] == "create_pod"], calls
+    reconciler.reconcile("default", "grades")
+    assert not [c for c in cluster.take_calls() if c[0] in ("create_pod", "delete_pod")]
+    cluster.pods.clear()  # the kubelet ended it
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", "grades-g2-driver") in cluster.take_calls()
     assert [name for _, name in cluster.pods] == ["grades-g2-driver"]
 
 
@@ -416,7 +427,7 @@ def test_deleting_the_data_waits_until_the_driver_pods_are_gone(
     assert pipeline is not None
     cluster.terminating = True  # a deleted pod stays until its kubelet has ended it
     assert reconciler.delete_data(pipeline) is None
-    assert cluster.take_calls() == [("delete_pod", "grades-g1-driver", 0)]
+    assert cluster.take_calls() == [("delete_pod", "grades-g1-driver", 1)]  # not forced
     assert any(tmp_path.rglob("*.json")), "nothing is deleted while a driver may write"
     assert reconciler.delete_data(pipeline) is None
     assert cluster.take_calls() == []  # asked once

@@ -235,13 +235,22 @@ def _short_hash(text: str) -> str:
 
 
 OPERATOR_SETTINGS: tuple[tuple[str, str], ...] = (
-    (r"spark\.master|spark\.submit\.deploymode", "spec.spark.mode"),
+    (
+        r"spark\.master|spark\.submit\.deploymode|spark\.kubernetes\.driver\.master",
+        "spec.spark.mode",
+    ),
     (r"spark\.kubernetes\.((driver|executor)\.)?container\.image", "spec.spark.image"),
     (r"spark\.kubernetes\.authenticate\..*", "spec.serviceAccountName"),
     (r"spark\.kubernetes\.namespace", "the pipeline's namespace"),
     (
-        r"spark\.kubernetes\.(driver|executor)\.(podtemplate.*|pod\.featuresteps|volumes\..*)",
+        r"spark\.kubernetes\.executor\.(podtemplate.*|pod\.(excluded)?featuresteps"
+        r"|volumes\.(hostpath|nfs)\..*)",
         "the operator's executor pod template (restricted Pod Security)",
+    ),
+    (
+        r"spark\.kubernetes\.driver\.(podtemplate.*|pod\.(excluded)?featuresteps"
+        r"|volumes\.(hostpath|nfs)\..*)",
+        "the driver pod the operator makes (restricted Pod Security)",
     ),
     (
         r"spark\.kubernetes\.(driver|executor)\.(secrets|secretkeyref)\..*",
@@ -422,7 +431,10 @@ class PipelineSpec(_Model):
         `serviceAccountName`. A driver started with others is restarted."""
         storage = (
             self.storage.model_dump(
-                mode="json", by_alias=True, exclude={"start_from", "delete_on_pipeline_deletion"}
+                mode="json",
+                by_alias=True,
+                exclude={"start_from", "delete_on_pipeline_deletion"},
+                exclude_defaults=True,  # a field added later leaves running drivers alone
             )
             if self.storage is not None
             else None

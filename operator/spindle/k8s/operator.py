@@ -529,6 +529,10 @@ async def _hold(runner: web.AppRunner) -> None:
         await runner.cleanup()
 
 
+LAST_HANDLED = "spindle.dev/last-handled-configuration"
+"""Where earlier Spindle operators let kopf keep its diff base."""
+
+
 class NoDiffBase(kopf.DiffBaseStorage):
     """kopf keeps no last-handled configuration on Pipelines: the one handler (deleting data)
     needs no diff, and kopf would otherwise write one on every pipeline its `when` filter
@@ -538,7 +542,8 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: Any) -> None:
-        return None
+        if LAST_HANDLED in body.metadata.annotations:  # an older operator's: removed once
+            patch.metadata.annotations[LAST_HANDLED] = None
 
 
 def configure(settings: kopf.OperatorSettings) -> None:

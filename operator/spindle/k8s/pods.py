@@ -167,10 +167,7 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
         "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
     }
     env: list[dict[str, Any]] = [
-        *(
-            {"name": name, "value": value}
-            for name, value in pipeline_env(json.dumps(pipeline, sort_keys=True))
-        ),
+        *({"name": name, "value": value} for name, value in pipeline_env(pipeline)),
         {"name": "SPINDLE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "SPINDLE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]

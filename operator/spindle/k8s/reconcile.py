@@ -18,10 +18,10 @@ import datetime
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from spindle.api import DesiredState, PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
@@ -40,6 +40,7 @@ from spindle.k8s.pods import (
     current_pod,
     driver_phase,
     driver_pod,
+    lingering,
     observed_driver,
     preview_pod_name,
 )
@@ -132,23 +133,25 @@ class Reconciler:
     # -- what a body needs, cached across reconciles -------------------------------------------
 
     def spec_of(self, pipeline: dict[str, Any]) -> PipelineSpec:
-        try:
-            spec = PipelineSpec.model_validate(pipeline.get("spec") or {})
-        except ValidationError as error:
-            where, problem = first_problem(error)
-            raise SpindleError(
-                reason="InvalidSpec", message=f"spec.{where}: {problem}. Fix the Pipeline spec."
-            ) from None
+        spec = _validated(PipelineSpec, pipeline.get("spec") or {}, where="spec.")
         if spec.storage is None:
-            if self.settings.default_storage is None:
-                raise SpindleError(
-                    reason="StorageNotConfigured",
-                    message="The pipeline has no spec.storage and the operator has no default "
-                    "storage; set spec.storage.uri (s3://bucket/prefix), or install the "
-                    "operator with a default storage.",
-                )
-            spec = spec.model_copy(update={"storage": self.settings.default_storage})
+            spec = spec.model_copy(update={"storage": self.storage_of(pipeline)})
         return spec
+
+    def storage_of(self, pipeline: dict[str, Any]) -> StorageSpec:
+        """The pipeline's storage (or the operator's default), read without the rest of its
+        spec."""
+        raw = (pipeline.get("spec") or {}).get("storage")
+        if raw is not None:
+            return _validated(StorageSpec, raw, where="spec.storage.")
+        if self.settings.default_storage is None:
+            raise SpindleError(
+                reason="StorageNotConfigured",
+                message="The pipeline has no spec.storage and the operator has no default "
+                "storage; set spec.storage.uri (s3://bucket/prefix), or install the "
+                "operator with a default storage.",
+            )
+        return self.settings.default_storage
 
     def s3(self, namespace: str, storage: StorageSpec) -> S3Options:
         credentials = storage.credentials
@@ -179,10 +182,9 @@ class Reconciler:
         )
 
     def store(
-        self, namespace: str, name: str, spec: PipelineSpec, s3: S3Options
+        self, namespace: str, name: str, storage: StorageSpec, s3: S3Options
     ) -> CheckpointStore:
-        assert spec.storage is not None
-        root = pipeline_root(spec.storage.uri, namespace=namespace, name=name)
+        root = pipeline_root(storage.uri, namespace=namespace, name=name)
         kept = self._stores.get((namespace, name))
         if kept is None or kept[:2] != (root, s3):
             kept = (root, s3, open_store(root, s3=s3, retry=STORAGE_RETRY))
@@ -255,21 +257,45 @@ class Reconciler:
         number of objects removed. First its driver pods are deleted, and None is returned
         while one is still there (the caller asks again): a driver that is still running
         would commit a checkpoint into the emptied prefix, one that points at deleted state."""
-        meta = pipeline["metadata"]
-        pods = self.cluster.driver_pods(meta["namespace"], meta["name"])
-        for pod in pods:
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.cluster.delete_pod(pod, grace_seconds=0)
-        if pods and self.cluster.driver_pods(meta["namespace"], meta["name"]):
+        namespace, name = pipeline["metadata"]["namespace"], pipeline["metadata"]["name"]
+        if self._drivers_left(namespace, name):
             return None
-        spec = self.spec_of(pipeline)
-        assert spec.storage is not None
-        s3 = self.s3(meta["namespace"], spec.storage)
-        store = self.store(meta["namespace"], meta["name"], spec, s3)
+        storage = self.storage_of(pipeline)  # the rest of the spec may no longer validate
+        s3 = self.s3(namespace, storage)
+        store = self.store(namespace, name, storage, s3)
         keys = [item.key for item in store.objects.scan("")]
         for start in range(0, len(keys), 500):
             store.objects.delete(keys[start : start + 500])
-        return len(keys)
+        # a reconcile under way when the deletion began may have started a driver meanwhile
+        return None if self._drivers_left(namespace, name) else len(keys)
+
+    def _drivers_left(self, namespace: str, name: str) -> bool:
+        """Whether a driver pod of the pipeline is still there, after asking each to end. A
+        grace period keeps a deleted pod listed until its kubelet has ended the container (a
+        grace of 0 would remove the object at once, the container still running)."""
+        pods = self.cluster.driver_pods(namespace, name)
+        for pod in pods:
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.cluster.delete_pod(pod, grace_seconds=ENDING_GRACE_SECONDS)
+        return bool(pods) and bool(self.cluster.driver_pods(namespace, name))
+
+
+ENDING_GRACE_SECONDS = 1
+"""The grace a driver pod deleted with its pipeline's data gets: the kubelet ends it within
+this, and the pod stays listed until it has."""
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _validated(model: type[_Model], raw: Any, *, where: str) -> _Model:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as error:
+        field, problem = first_problem(error)
+        raise SpindleError(
+            reason="InvalidSpec", message=f"{where}{field}: {problem}. Fix the Pipeline spec."
+        ) from None
 
 
 def _unreadable(namespace: str, error: SecretUnreadable) -> SpindleError:
@@ -407,7 +433,7 @@ class PipelineBody:
             spec = self.reconciler.spec_of(self.pipeline)
             assert spec.storage is not None
             s3 = self.reconciler.s3(namespace, spec.storage)  # the Secret: once per reconcile
-            store = self.reconciler.store(namespace, name, spec, s3)
+            store = self.reconciler.store(namespace, name, spec.storage, s3)
             self.checkpoint = starting_checkpoint(
                 store,
                 start_from=spec.storage.start_from,
@@ -442,7 +468,7 @@ class PipelineBody:
         try:
             self.pod, self.requeue_after = self._act(decision)
         except ApiException as error:
-            if error.status not in (400, 403, 422):
+            if not refused(error):  # 413: a pod too large for the API server, too
                 raise
             decision = failed(
                 "DriverPodRejected",
@@ -475,9 +501,17 @@ class PipelineBody:
             settings=settings,
         )
         name = wanted["metadata"]["name"]
+        ending = False
         for old in pods:  # finished drivers of earlier runs make way
-            if old["metadata"]["name"] != name and _finished(old):
-                self.cluster.delete_pod(old, grace_seconds=0)
+            if old["metadata"]["name"] == name or not _finished(old):
+                continue
+            # one the kubelet may yet start (a pull retried) is waited for until it is gone
+            ending = ending or lingering(old)
+            if not old["metadata"].get("deletionTimestamp"):
+                grace = ENDING_GRACE_SECONDS if lingering(old) else 0
+                self.cluster.delete_pod(old, grace_seconds=grace)
+        if ending:
+            return pod, 2.0
         self.reconciler.on_create(wanted)
         if self.cluster.create_pod(wanted):
             log.info("created driver %s (%s)", name, decision.mode)

@@ -100,10 +100,13 @@ def _stopped(s: Situation) -> bool:
 
 
 def _bootstrapping(s: Situation) -> bool:
+    """A bootstrap driver that has not committed its bootstrap where the spec says the state
+    is (at a new spec.storage it never will: it is restarted there instead)."""
     return (
         s.active
         and s.running.mode is DriverMode.BOOTSTRAP
         and not bootstrapped(s.observed.checkpoint, s.running.change_id)
+        and s.running.placement in (None, s.observed.spec.placement_fingerprint())
     )
 
 
@@ -436,14 +439,14 @@ def situation(observed: Observation) -> Situation | Decision:
     except SpindleError as error:
         count = int(error.details.get("problems") or 1)
         more = f" The first of {count} problems; `spindle plan -f` lists them all." * (count > 1)
-        return failed(error.reason, error.message + more, stop=active)
+        return failed(error.reason, error.message + more, stop=active or stop)
     if not program.tables and not program.views:  # a templating or indentation slip
         return failed(
             "InvalidSpec",
             "spec.sql declares no table and no view"
             + (" (it is empty)" if not observed.spec.sql.strip() else "")
             + ": give the pipeline its program (CREATE TABLE and CREATE VIEW statements).",
-            stop=active,
+            stop=active or stop,
         )
     if checkpoint is not None:
         try:
@@ -454,7 +457,7 @@ def situation(observed: Observation) -> Situation | Decision:
                 f"The checkpointed program no longer parses ({error.message}); start the "
                 "pipeline from an older checkpoint (spec.storage.startFrom), or start it over "
                 "without its stored state (a new spec.storage.uri).",
-                stop=active,
+                stop=active or stop,
             )
     restate = restatement(observed, program)
     if isinstance(restate, Decision):

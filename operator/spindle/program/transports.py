@@ -170,7 +170,7 @@ def entry_problems(
     if unlike is not None:
         return f"{label}: '{unlike}' in its transport config {served.unlike[unlike]}", ()
     mode = config.get("mode")
-    if served.modes is not None and mode is not None and mode not in served.modes[0]:
+    if served.modes is not None and mode is not None and str(mode) not in served.modes[0]:
         return f"{label}: mode {mode!r} is not what Spindle does: {served.modes[1]}", ()
     late = entry.get("late_arrival_seconds")
     if name == "file_input" and "late_arrival_seconds" in entry and not whole_number(late, 0):

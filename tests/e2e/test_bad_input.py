@@ -174,6 +174,15 @@ def test_an_image_that_cannot_be_pulled_and_executors_that_cannot_start_fail_cle
     assert pulled["reason"] == "ImagePullFailed", pulled
     assert "registry.invalid/spindle/nope:1.0" in pulled["message"]
     assert "spec.spark.image" in pulled["message"]
+    # the pod stays Pending to the kubelet, which retries the pull: Stopped deletes it, so a
+    # pull that succeeds late starts no driver
+    unpullable["spec"]["desiredState"] = "Stopped"
+    space.apply(unpullable)
+    space.wait_phase("unpullable", "Stopped", timeout=180)
+    left = space.kube.kubectl(
+        "get", "pods", "-n", space.name, "-l", "spindle.dev/pipeline=unpullable", "-o", "name"
+    )
+    assert left.strip() == "", left
     started = space.wait_phase("starved", "Failed", timeout=300)["conditions"][0]
     assert started["reason"] == "ExecutorsNotStarted", started
     assert "spec.spark.executor" in started["message"]

@@ -463,3 +463,27 @@ def test_kopf_keeps_no_last_handled_configuration_on_pipelines() -> None:
     assert dict(patch) == {
         "metadata": {"annotations": {"spindle.dev/last-handled-configuration": None}}
     }
+
+
+def test_a_users_request_reaches_the_driver_as_written() -> None:
+    """Kubernetes expands $(NAME) and reads $$ as $ in a container's args: a restatement or
+    preview request's label is passed so that it arrives as the user wrote it (else the
+    driver recorded another request than the one the operator waits to see served)."""
+    pipeline = {
+        "metadata": dict(PIPELINE["metadata"], annotations={"spindle.dev/restate": "v@$$x$(HOME)"})
+    }
+    pod = driver_pod(
+        pipeline=pipeline, spec=_spec(), mode="bootstrap", change_id="abc", settings=SETTINGS
+    )
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[command.index("--restate") + 1] == "v@$$$$x$$(HOME)"
+    preview = driver_pod(
+        pipeline=PIPELINE,
+        spec=_spec(),
+        mode="preview",
+        change_id="abc",
+        settings=SETTINGS,
+        preview="abc@$1",
+    )
+    command = preview["spec"]["containers"][0]["command"]
+    assert command[command.index("--preview-request") + 1] == "abc@$$1"

@@ -287,6 +287,9 @@ def test_a_new_storage_or_service_account_restarts_the_driver_at_a_checkpoint() 
     for seen in (None, checkpoint(V1)):  # the new location has no checkpoint, or another
         moved = decide(observe(spec=elsewhere, checkpoint=seen, driver=bootstrapping))
         assert (moved.action, moved.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
+    # a bootstrap at the same location finishes first, whatever else changed
+    kept_on = decide(observe(spec=other_account, checkpoint=checkpoint(V1), driver=bootstrapping))
+    assert (kept_on.phase, kept_on.action) == (Phase.BOOTSTRAPPING, Action.NONE)
     unread = spec(V1, storage={"uri": "s3://b/one", "deleteOnPipelineDeletion": True})
     kept = decide(observe(spec=unread, checkpoint=checkpoint(V1), driver=driver))
     assert (kept.phase, kept.action) == (Phase.RUNNING, Action.NONE)
@@ -301,6 +304,10 @@ def test_stopped_deletes_a_lingering_driver_whatever_the_program() -> None:
     assert decision.action is Action.STOP_DRIVER, decision
     running = decide(observe(spec=spec("create view"), checkpoint=checkpoint(V1), driver=stuck))
     assert running.action is Action.NONE
+    active = ObservedDriver(mode=DriverMode.RUN, generation=1, phase="Running")
+    stopped = spec(V1, desiredState=DesiredState.STOPPED)
+    unknown_view = observe(spec=stopped, checkpoint=checkpoint(V1), driver=active, restate="nope")
+    assert decide(unknown_view).action is Action.STOP_DRIVER  # an invalid restate too
 
 
 def test_a_program_changed_before_the_first_checkpoint_restarts_the_driver() -> None:

@@ -426,11 +426,49 @@ def test_deleting_the_data_waits_until_the_driver_pods_are_gone(
     pipeline = cluster.pipeline("default", "grades")
     assert pipeline is not None
     cluster.terminating = True  # a deleted pod stays until its kubelet has ended it
-    assert reconciler.delete_data(pipeline) is None
+    pod = cluster.pods[("default", "grades-g1-driver")]
+    pod["metadata"] |= {"deletionTimestamp": "t", "deletionGracePeriodSeconds": GRACE}
+    assert reconciler.delete_data(pipeline) is None  # a graceful stop under way is cut short
     assert cluster.take_calls() == [("delete_pod", "grades-g1-driver", 1)]  # not forced
+    pod["metadata"]["deletionGracePeriodSeconds"] = 1
     assert any(tmp_path.rglob("*.json")), "nothing is deleted while a driver may write"
     assert reconciler.delete_data(pipeline) is None
     assert cluster.take_calls() == []  # asked once
     cluster.pods.clear()  # the kubelet ended it
     count = reconciler.delete_data(pipeline)
     assert count and not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_a_bootstrap_pod_stuck_pulling_makes_way_for_its_namesake(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """A new image keeps the change id, so the next bootstrap pod has the stuck one's name:
+    that one is deleted with a grace and waited for too, never forced away while it may
+    still start."""
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
+    reconciler.reconcile("default", "grades")
+    change = cluster.status("grades")["pendingChange"]["id"]
+    cluster.annotate("grades", "spindle.dev/approve", change)
+    reconciler.reconcile("default", "grades")
+    name = f"grades-{change}-driver"
+    stuck_pulling(cluster, name)
+    reconciler.reconcile("default", "grades")
+    assert cluster.status("grades")["phase"] == "Failed"
+    cluster.apply(
+        "grades",
+        spec(tmp_path, V2, spark={"image": "spindle:fixed"}),
+        **{"spindle.dev/approve": change},
+    )
+    cluster.terminating = True
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    calls = cluster.take_calls()
+    assert ("delete_pod", name, 1) in calls and ("create_pod", name) in calls, calls
+    reconciler.reconcile("default", "grades")  # its create meets the ending pod: AlreadyExists
+    assert not [c for c in cluster.take_calls() if c[0] == "delete_pod"]
+    assert cluster.pods[("default", name)]["metadata"]["deletionTimestamp"]
+    cluster.pods.clear()  # the kubelet ended it
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", name) in cluster.take_calls()
+    assert "deletionTimestamp" not in cluster.pods[("default", name)]["metadata"]

@@ -425,10 +425,17 @@ class PipelineSpec(_Model):
         """Whether ingestion is paused (`desiredState: Paused`)."""
         return self.desired_state is DesiredState.PAUSED
 
+    def location_fingerprint(self) -> str:
+        """A short hash of where the state is: the storage's uri and endpoint."""
+        storage = self.storage
+        where = None if storage is None else [storage.uri, storage.endpoint]
+        return _short_hash(json.dumps(where))
+
     def placement_fingerprint(self) -> str:
-        """A short hash of where a driver keeps its state and as whom it runs: `storage` (but
-        `startFrom` and `deleteOnPipelineDeletion`, which a running driver does not read) and
-        `serviceAccountName`. A driver started with others is restarted."""
+        """Where a driver keeps its state, then (after a `-`) a short hash of how it reaches
+        it and as whom it runs: `storage` (but `startFrom` and `deleteOnPipelineDeletion`,
+        which a running driver does not read) and `serviceAccountName`. A driver started with
+        others is restarted; a bootstrap only for another location (`location_of`)."""
         storage = (
             self.storage.model_dump(
                 mode="json",
@@ -440,7 +447,7 @@ class PipelineSpec(_Model):
             else None
         )
         placed = {"storage": storage, "serviceAccountName": self.service_account_name}
-        return _short_hash(json.dumps(placed, sort_keys=True))
+        return f"{self.location_fingerprint()}-{_short_hash(json.dumps(placed, sort_keys=True))}"
 
     def sql_fingerprint(self) -> str:
         """A short hash of `sql` as written: the program a driver was started with."""
@@ -454,6 +461,11 @@ class PipelineSpec(_Model):
         if self.retry == RetrySpec():
             return spark
         return _short_hash(spark + self.retry.model_dump_json(by_alias=True))
+
+
+def location_of(placement: str) -> str:
+    """The location part of a `PipelineSpec.placement_fingerprint`."""
+    return placement.partition("-")[0]
 
 
 class Metadata(BaseModel):

@@ -562,8 +562,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
 DELETE_RETRY_SECONDS = 10.0
 """How long a failed deletion of checkpoint data waits before its next try (of `retries`)."""
 DRIVERS_END_SECONDS = 120.0
-"""How long deleting checkpoint data waits for the pipeline's driver pods to end (deleted at
-once, without a graceful stop) before that try fails."""
+"""How long deleting checkpoint data waits for the pipeline's driver pods to end (deleted with
+a grace of `reconcile.ENDING_GRACE_SECONDS`, no graceful stop) before that try fails."""
 
 
 def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:

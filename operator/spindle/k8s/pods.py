@@ -192,6 +192,12 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
     return env
 
 
+def _literal(value: str) -> str:
+    """`value` as a container argument Kubernetes passes unchanged (it expands `$(NAME)` and
+    reads `$$` as `$` in command and args)."""
+    return value.replace("$", "$$")
+
+
 def _approver(meta: dict[str, Any], spec: PipelineSpec, change_id: str) -> str:
     """What approved the bootstrap of `change_id`, as its checkpoint records it."""
     if (meta.get("annotations") or {}).get(APPROVE_ANNOTATION) == change_id:
@@ -217,12 +223,12 @@ def driver_pod(
     image = spec.spark.image or settings.image
     command = ["spindle", "driver", "--mode", mode]
     if preview is not None and change_id:
-        command += ["--change-id", change_id, "--preview-request", preview]
+        command += ["--change-id", change_id, "--preview-request", _literal(preview)]
     if mode == "bootstrap" and change_id:
         command += ["--change-id", change_id, "--approved-by", _approver(meta, spec, change_id)]
         restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
         if restate:
-            command += ["--restate", restate]
+            command += ["--restate", _literal(restate)]
     if spec.spark.mode == "kubernetes":
         command += ["--master", K8S_MASTER]
     else:

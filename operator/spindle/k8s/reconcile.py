@@ -275,7 +275,9 @@ class Reconciler:
         grace of 0 would remove the object at once, the container still running)."""
         pods = self.cluster.driver_pods(namespace, name)
         for pod in pods:
-            if not pod["metadata"].get("deletionTimestamp"):
+            meta = pod["metadata"]
+            grace = meta.get("deletionGracePeriodSeconds")
+            if not meta.get("deletionTimestamp") or (grace or 0) > ENDING_GRACE_SECONDS:
                 self.cluster.delete_pod(pod, grace_seconds=ENDING_GRACE_SECONDS)
         return bool(pods) and bool(self.cluster.driver_pods(namespace, name))
 
@@ -517,9 +519,11 @@ class PipelineBody:
             log.info("created driver %s (%s)", name, decision.mode)
             return wanted, None  # its pod's next change, or a re-list, reconciles it again
         existing = next((p for p in pods if p["metadata"]["name"] == name), None)
-        if existing is not None and _finished(existing):
-            self.cluster.delete_pod(existing, grace_seconds=0)  # recreated on the next pass
-            return existing, 1.0
+        if existing is not None and _finished(existing):  # recreated once it is gone
+            if not existing["metadata"].get("deletionTimestamp"):
+                grace = ENDING_GRACE_SECONDS if lingering(existing) else 0
+                self.cluster.delete_pod(existing, grace_seconds=grace)
+            return existing, 2.0 if lingering(existing) else 1.0
         log.info("adopted existing driver %s", name)
         return existing or wanted, 2.0
 

@@ -30,7 +30,7 @@ from functools import lru_cache
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
-from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, restate_views
+from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, location_of, restate_views
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import RETRYING, Action, Decision, failed
@@ -101,12 +101,13 @@ def _stopped(s: Situation) -> bool:
 
 def _bootstrapping(s: Situation) -> bool:
     """A bootstrap driver that has not committed its bootstrap where the spec says the state
-    is (at a new spec.storage it never will: it is restarted there instead)."""
-    return (
-        s.active
-        and s.running.mode is DriverMode.BOOTSTRAP
-        and not bootstrapped(s.observed.checkpoint, s.running.change_id)
-        and s.running.placement in (None, s.observed.spec.placement_fingerprint())
+    is (at a new storage location it never will: it is restarted there instead; other new
+    settings wait until it has)."""
+    if not s.active or s.running.mode is not DriverMode.BOOTSTRAP:
+        return False
+    placement = s.running.placement
+    return not bootstrapped(s.observed.checkpoint, s.running.change_id) and (
+        placement is None or location_of(placement) == s.observed.spec.location_fingerprint()
     )
 
 
@@ -461,7 +462,7 @@ def situation(observed: Observation) -> Situation | Decision:
             )
     restate = restatement(observed, program)
     if isinstance(restate, Decision):
-        return restate
+        return replace(restate, action=Action.STOP_DRIVER) if stop else restate
     plan = _plan(
         new=observed.spec.sql,
         old=None if checkpoint is None else checkpoint.program.text,

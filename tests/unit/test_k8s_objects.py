@@ -326,15 +326,19 @@ def test_driver_pods_answer_readiness_on_the_health_port_and_preview_pods_do_not
     assert container["ports"] == [{"name": "health", "containerPort": 4048}]
     probe = container["readinessProbe"]
     assert probe["httpGet"] == {"path": "/readyz", "port": "health"}
-    preview = driver_pod(
+    assert "readinessProbe" not in _preview_pod("abc")["spec"]["containers"][0]
+
+
+def _preview_pod(request: str) -> dict[str, Any]:
+    """The preview pod of change `abc` for `request`."""
+    return driver_pod(
         pipeline=PIPELINE,
         spec=_spec(),
         mode="preview",
         change_id="abc",
         settings=SETTINGS,
-        preview="abc",
+        preview=request,
     )
-    assert "readinessProbe" not in preview["spec"]["containers"][0]
 
 
 def test_current_pod_prefers_the_active_one_of_this_owner() -> None:
@@ -477,13 +481,5 @@ def test_a_users_request_reaches_the_driver_as_written() -> None:
     )
     command = pod["spec"]["containers"][0]["command"]
     assert command[command.index("--restate") + 1] == "v@$$$$x$$(HOME)"
-    preview = driver_pod(
-        pipeline=PIPELINE,
-        spec=_spec(),
-        mode="preview",
-        change_id="abc",
-        settings=SETTINGS,
-        preview="abc@$1",
-    )
-    command = preview["spec"]["containers"][0]["command"]
+    command = _preview_pod("abc@$1")["spec"]["containers"][0]["command"]
     assert command[command.index("--preview-request") + 1] == "abc@$$1"

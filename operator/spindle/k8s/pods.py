@@ -33,9 +33,11 @@ LABEL_GENERATION = "spindle.dev/generation"
 LABEL_CHANGE = "spindle.dev/change"
 LABEL_INGEST = "spindle.dev/ingest"
 LABEL_SPARK = "spindle.dev/spark"
-LABEL_PLACEMENT = "spindle.dev/placement"
-LABEL_PROGRAM = "spindle.dev/program"
 """The fingerprint of the spec.spark settings a driver was started with."""
+LABEL_PLACEMENT = "spindle.dev/placement"
+"""The fingerprint of the storage and service account a driver was started with."""
+LABEL_PROGRAM = "spindle.dev/program"
+"""The fingerprint of the SQL a driver was started with."""
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
@@ -359,25 +361,28 @@ def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def driver_phase(pod: dict[str, Any]) -> str:
-    """The pod's phase as Spindle reports it: a Pending pod whose container cannot start (a
-    missing Secret, an image the kubelet cannot pull) is Failed, as it will not start by
-    itself."""
-    phase = pod.get("status", {}).get("phase") or "Pending"
-    return "Failed" if phase == "Pending" and _failure(pod)[0] is not None else phase
-
-
 def lingering(pod: dict[str, Any]) -> bool:
-    """Whether the pod is Failed to Spindle but not to the kubelet, which may yet start it
-    (an image pull retried): it holds its place, and must be deleted before another driver
-    of its pipeline starts."""
-    return driver_phase(pod) != (pod.get("status", {}).get("phase") or "Pending")
+    """Whether the pod is Pending with a container that cannot start (a missing Secret, an
+    image the kubelet cannot pull): Failed to Spindle, as it will not start by itself, but
+    not to the kubelet, which may yet start it (a pull retried). It holds its place, and must
+    be gone before another driver of its pipeline starts."""
+    return _pod_phase(pod) == "Pending" and _failure(pod)[0] is not None
+
+
+def driver_phase(pod: dict[str, Any]) -> str:
+    """The pod's phase as Spindle reports it: a `lingering` one is Failed."""
+    return "Failed" if lingering(pod) else _pod_phase(pod)
+
+
+def _pod_phase(pod: dict[str, Any]) -> str:
+    return pod.get("status", {}).get("phase") or "Pending"
 
 
 def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
     meta = pod["metadata"]
     labels = meta.get("labels", {})
-    phase = driver_phase(pod)
+    stuck = lingering(pod)
+    phase = "Failed" if stuck else _pod_phase(pod)
     reason, message = _failure(pod)
     return ObservedDriver(
         mode=DriverMode(labels.get(LABEL_MODE, DriverMode.RUN)),
@@ -391,7 +396,7 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         placement=labels.get(LABEL_PLACEMENT),
         program=labels.get(LABEL_PROGRAM),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
-        lingering=lingering(pod),
+        lingering=stuck,
     )
 
 

@@ -503,16 +503,9 @@ class PipelineBody:
             settings=settings,
         )
         name = wanted["metadata"]["name"]
-        ending = False
-        for old in pods:  # finished drivers of earlier runs make way
-            if old["metadata"]["name"] == name or not _finished(old):
-                continue
-            # one the kubelet may yet start (a pull retried) is waited for until it is gone
-            ending = ending or lingering(old)
-            if not old["metadata"].get("deletionTimestamp"):
-                grace = ENDING_GRACE_SECONDS if lingering(old) else 0
-                self.cluster.delete_pod(old, grace_seconds=grace)
-        if ending:
+        # finished drivers of earlier runs make way (all asked, then waited for if need be)
+        waits = [self._make_way(p) for p in pods if p["metadata"]["name"] != name and _finished(p)]
+        if any(waits):
             return pod, 2.0
         self.reconciler.on_create(wanted)
         if self.cluster.create_pod(wanted):
@@ -520,12 +513,19 @@ class PipelineBody:
             return wanted, None  # its pod's next change, or a re-list, reconciles it again
         existing = next((p for p in pods if p["metadata"]["name"] == name), None)
         if existing is not None and _finished(existing):  # recreated once it is gone
-            if not existing["metadata"].get("deletionTimestamp"):
-                grace = ENDING_GRACE_SECONDS if lingering(existing) else 0
-                self.cluster.delete_pod(existing, grace_seconds=grace)
-            return existing, 2.0 if lingering(existing) else 1.0
+            return existing, 2.0 if self._make_way(existing) else 1.0
         log.info("adopted existing driver %s", name)
         return existing or wanted, 2.0
+
+    def _make_way(self, pod: dict[str, Any]) -> bool:
+        """Delete a finished driver pod; whether to wait until it is gone. One the kubelet may
+        yet start (`lingering`: a pull retried) is deleted with a grace, which keeps it listed
+        until its container has ended, and waited for; another goes at once."""
+        waits = lingering(pod)
+        if not pod["metadata"].get("deletionTimestamp"):
+            grace = ENDING_GRACE_SECONDS if waits else 0
+            self.cluster.delete_pod(pod, grace_seconds=grace)
+        return waits
 
     def _start_preview(self, request: str, change_id: str) -> None:
         """The preview pod of `request` (a retried create finds it: AlreadyExists)."""

@@ -432,7 +432,7 @@ def situation(observed: Observation) -> Situation | Decision:
             "spec.runtimeVersion to use the current one.",
             stop=stop,
         )
-    active = observed.driver is not None and observed.driver.active
+    halt = stop or (driver is not None and driver.active)  # a failure stops a running driver
     checkpoint = observed.checkpoint
     try:
         program = _parsed(observed.spec.sql)
@@ -440,14 +440,14 @@ def situation(observed: Observation) -> Situation | Decision:
     except SpindleError as error:
         count = int(error.details.get("problems") or 1)
         more = f" The first of {count} problems; `spindle plan -f` lists them all." * (count > 1)
-        return failed(error.reason, error.message + more, stop=active or stop)
+        return failed(error.reason, error.message + more, stop=halt)
     if not program.tables and not program.views:  # a templating or indentation slip
         return failed(
             "InvalidSpec",
             "spec.sql declares no table and no view"
             + (" (it is empty)" if not observed.spec.sql.strip() else "")
             + ": give the pipeline its program (CREATE TABLE and CREATE VIEW statements).",
-            stop=active or stop,
+            stop=halt,
         )
     if checkpoint is not None:
         try:
@@ -458,7 +458,7 @@ def situation(observed: Observation) -> Situation | Decision:
                 f"The checkpointed program no longer parses ({error.message}); start the "
                 "pipeline from an older checkpoint (spec.storage.startFrom), or start it over "
                 "without its stored state (a new spec.storage.uri).",
-                stop=active or stop,
+                stop=halt,
             )
     restate = restatement(observed, program)
     if isinstance(restate, Decision):

@@ -135,7 +135,7 @@ def _previewed(
         message = f"A preview of change {pending.id} is being evaluated in scratch space."
     else:
         return pending, []
-    if observed.preview_request is not None and (request is not None or stale):
+    if request is not None or stale:
         message = f"{message} (spindle.dev/preview={observed.preview_request})"
     condition = _condition(
         PREVIEWED,

@@ -247,7 +247,7 @@ def _aggregate(select: exp.Select) -> Aggregate | str:
         if group.args.get("all"):  # its keys are implied: the change's grouping had none
             return "GROUP BY ALL"
         if any(
-            isinstance(call, exp.Anonymous) and str(call.this).lower() in TIME_WINDOWS
+            str(call.this).lower() in TIME_WINDOWS
             for key in group.expressions
             for call in key.find_all(exp.Anonymous)
         ):

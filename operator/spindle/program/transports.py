@@ -69,12 +69,20 @@ class Transport:
     """Feldera's config keys that say how, not what (parsers, retries, buffers): accepted
     silently. Any other key Spindle does not read warns."""
 
+    @property
+    def known(self) -> frozenset[str]:
+        """Every config key this table says something of."""
+        mode = {"mode"} if self.modes is not None else set()
+        return frozenset(self.location) | self.accepted | frozenset(self.unlike) | mode
+
 
 _DELTA_READ = (
     "Spindle reads a Delta table's latest version, then each commit after it (Feldera's "
     "snapshot_and_follow)"
 )
 _WHOLE_TABLE = f"would choose the rows read, and {_DELTA_READ}, every row"
+_STARTS = f"would choose where reading starts, and {_DELTA_READ}"
+_CDC = f"belongs to Feldera's cdc mode, and {_DELTA_READ}"
 TRANSPORTS: Mapping[str, Transport] = {
     "file_input": Transport(
         Direction.INPUT, ("path", "uri"), accepted=frozenset({"buffer_size_bytes", "follow"})
@@ -85,13 +93,13 @@ TRANSPORTS: Mapping[str, Transport] = {
         unlike={
             "filter": f"{_WHOLE_TABLE}: filter in a view instead (CREATE VIEW ... WHERE ...)",
             "snapshot_filter": f"{_WHOLE_TABLE}: filter in a view instead",
-            "version": f"would choose where reading starts, and {_DELTA_READ}",
-            "start_version": f"would choose where reading starts, and {_DELTA_READ}",
-            "datetime": f"would choose where reading starts, and {_DELTA_READ}",
-            "start_datetime": f"would choose where reading starts, and {_DELTA_READ}",
+            "version": _STARTS,
+            "start_version": _STARTS,
+            "datetime": _STARTS,
+            "start_datetime": _STARTS,
             "end_version": f"would end reading, and {_DELTA_READ}, for as long as it runs",
-            "cdc_delete_filter": f"belongs to Feldera's cdc mode, and {_DELTA_READ}",
-            "cdc_order_by": f"belongs to Feldera's cdc mode, and {_DELTA_READ}",
+            "cdc_delete_filter": _CDC,
+            "cdc_order_by": _CDC,
         },
         modes=(frozenset({"snapshot_and_follow"}), _DELTA_READ),
         accepted=frozenset(
@@ -196,11 +204,8 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any], served: Transp
     if "max_files_per_step" in entry and not whole_number(limit, 1):
         said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
     said += _unread(entry, accepted=ENTRY_KEYS, read=READ_KEYS, where="", cutoff=0.85)
-    known = frozenset(served.location) | served.accepted | frozenset(served.unlike)
-    if served.modes is not None:
-        known |= {"mode"}
     settings = {k: v for k, v in config.items() if k not in FLOW_CONTROL_KNOBS}
-    where = " of its transport config"
+    known, where = served.known, " of its transport config"
     said += _unread(settings, accepted=known, read=known, where=where, cutoff=0.8)
     fmt = entry.get("format")
     options = fmt.get("config") if isinstance(fmt, Mapping) else None

@@ -19,6 +19,7 @@ its new state, its change) and runs the SQL these functions build over them:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -367,6 +368,16 @@ _UNITED = _Adding(
 values at scale s, where `a + b` would drop a digit of scale."""
 
 
+def _stuck(row: str, *, s: str, n: str) -> str:
+    """Whether a row's (`row`: its qualifier) running sum `s` of `n` values is one adding
+    cannot carry on: NULL though it summed values (it overflowed), NaN or an infinity."""
+    return (
+        f"({row}`{s}` IS NULL AND {row}`{n}` > 0) "
+        f"OR ISNAN(CAST({row}`{s}` AS DOUBLE)) "
+        f"OR ABS(CAST({row}`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
+    )
+
+
 def combine(
     shape: Aggregate,
     *,
@@ -400,18 +411,9 @@ def combine(
             summed = f"IF({adding.added(n)} = 0, NULL, {adding.added(s)})"
             items.append(f"CAST({summed} AS {types[s]}) AS `{s}`")
             if index in watched:
-
-                def stuck(row: str, s: str = s, n: str = n) -> str:
-                    return (
-                        f"({row}`{s}` IS NULL AND {row}`{n}` > 0) "
-                        f"OR ISNAN(CAST({row}`{s}` AS DOUBLE)) "
-                        f"OR ABS(CAST({row}`{s}` AS DOUBLE)) = CAST('Infinity' AS DOUBLE)"
-                    )
-
+                stuck = adding.anywhere(functools.partial(_stuck, s=s, n=n))
                 lost = f"({adding.added(n)} > 0 AND {adding.added(s)} IS NULL)"
-                items.append(
-                    f"IF({adding.anywhere(stuck)} OR {lost}, 1, 0) AS `{overflowed(index)}`"
-                )
+                items.append(f"IF({stuck} OR {lost}, 1, 0) AS `{overflowed(index)}`")
         if call.kind in ("min", "max"):
             m, r = extreme(index), retracted(index)
             running.append(m)

@@ -1,9 +1,9 @@
 """The driver-pod body: a Spark driver pod observes, decides and acts like the other bodies.
 
 The pod carries everything it needs: the pipeline (JSON: namespace, name, generation, spec; in
-`SPINDLE_PIPELINE` and, past 120,000 characters, its parts: `api.pod_env`), the mode and the
-approved change id as arguments, S3 credentials from a
-Secret through `secretKeyRef`, and Spark settings as `--conf` arguments. It observes its
+`SPINDLE_PIPELINE` and, past 120,000 bytes, its parts: `api.pod_env`), the mode and the
+approved change id as arguments, S3 credentials from a Secret through `secretKeyRef`, and
+Spark settings as `--conf` arguments. It observes its
 environment and the checkpoint it finds (adopting `startFrom`), and the brain decides again:
 a bootstrap of anything but the approved change id is refused (`ChangeMoved`), so a change that
 moved after approval is never bootstrapped. It acts through the driver loop and records its

@@ -186,6 +186,45 @@ def test_a_change_is_reconciled_before_the_routine_reconciles_of_a_relist() -> N
     ]
 
 
+def test_a_held_key_waits_for_its_reconcile_and_keeps_workers_off_until_released() -> None:
+    """Deleting a pipeline's data holds its key: a reconcile under way ends first, and none
+    starts until the data is gone (one that had read the pipeline before its deletion could
+    start a driver into the emptied prefix); what was queued meanwhile comes after."""
+    key, other = ("default", "grades"), ("default", "other")
+
+    async def sequence() -> list[str]:
+        work, events = WorkQueue(), []
+        work.add(key)
+        assert await work.take() == key  # a reconcile is under way
+
+        async def delete() -> None:
+            async with work.hold(key):
+                events.append("holding")
+                work.add(key)  # a watch event while the data is deleted
+                await asyncio.sleep(0.05)
+                events.append("released")
+
+        holder = asyncio.create_task(delete())
+        await asyncio.sleep(0.05)
+        events.append("reconcile done")
+        work.done(key)
+        work.add(key)  # an event queued before the holder woke
+        await asyncio.sleep(0)
+        work.add(other)
+        events.append(f"took {(await work.take())[1]}")  # the held key is skipped
+        await holder
+        events.append(f"took {(await work.take())[1]}")
+        return events
+
+    assert asyncio.run(sequence()) == [
+        "reconcile done",
+        "holding",
+        "took other",
+        "released",
+        "took grades",
+    ]
+
+
 def test_a_pass_of_checks_hands_what_it_has_no_time_for_to_the_workers() -> None:
     """A re-list checks its pipelines with active drivers one after another (`_moved`): those
     whose checkpoint moved or whose check failed go to the workers, and once a store that

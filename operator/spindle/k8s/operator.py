@@ -39,7 +39,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +113,7 @@ class WorkQueue:
     busy: set[Key] = field(default_factory=set)
     again: set[Key] = field(default_factory=set)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _freed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, key: Key, *, relisted: bool = False) -> None:
         if key in self.busy:
@@ -130,19 +131,38 @@ class WorkQueue:
         asyncio.get_running_loop().call_later(delay, self.add, key)
 
     async def take(self) -> Key:
-        while not (self.urgent or self.relisted):
-            self._ready.clear()
-            await self._ready.wait()
-        key = self.urgent.popleft() if self.urgent else self.relisted.popleft()
-        self.queued.discard(key)
-        self.busy.add(key)
-        return key
+        while True:
+            while not (self.urgent or self.relisted):
+                self._ready.clear()
+                await self._ready.wait()
+            key = self.urgent.popleft() if self.urgent else self.relisted.popleft()
+            self.queued.discard(key)
+            if key in self.busy:  # held (`hold`): reconciled once the holder is done
+                self.again.add(key)
+                continue
+            self.busy.add(key)
+            return key
 
     def done(self, key: Key) -> None:
         self.busy.discard(key)
+        self._freed.set()
         if key in self.again:
             self.again.discard(key)
             self.add(key)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: Key) -> AsyncIterator[None]:
+        """The key for work done outside the queue (deleting a pipeline's data): waits for a
+        reconcile under way to end, and keeps workers off the key until the work is done; what
+        was queued meanwhile is reconciled after it."""
+        while key in self.busy:
+            self._freed.clear()
+            await self._freed.wait()
+        self.busy.add(key)
+        try:
+            yield
+        finally:
+            self.done(key)
 
 
 @dataclass(frozen=True)
@@ -609,17 +629,23 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
             if current is None or current["metadata"]["uid"] != meta["uid"]:
                 return
             await asyncio.sleep(2.0)
-        waited = 0.0
-        try:
-            while (count := await asyncio.to_thread(reconciler.delete_data, dict(body))) is None:
-                if waited >= DRIVERS_END_SECONDS:
-                    raise RuntimeError(f"its driver pods did not end within {waited:.0f} s")
-                await asyncio.sleep(2.0)
-                waited += 2.0
-        except Exception as error:  # kopf tries `retries` times, then lets the object go
-            raise kopf.TemporaryError(
-                f"could not delete checkpoint data: {error}", delay=DELETE_RETRY_SECONDS
-            ) from error
+        key = (meta["namespace"], meta["name"])
+        work = operator.work
+        assert work is not None
+        # No reconcile runs meanwhile: one that read the pipeline before its deletion began
+        # could start a driver after the last look for one, into the emptied prefix.
+        async with work.hold(key):
+            waited, delete = 0.0, functools.partial(reconciler.delete_data, dict(body))
+            try:
+                while (count := await asyncio.to_thread(delete)) is None:
+                    if waited >= DRIVERS_END_SECONDS:
+                        raise RuntimeError(f"its driver pods did not end within {waited:.0f} s")
+                    await asyncio.sleep(2.0)
+                    waited += 2.0
+            except Exception as error:  # kopf tries `retries` times, then lets the object go
+                raise kopf.TemporaryError(
+                    f"could not delete checkpoint data: {error}", delay=DELETE_RETRY_SECONDS
+                ) from error
         logger.info(f"deleted {count} objects of checkpoint data")
 
 

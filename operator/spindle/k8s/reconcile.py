@@ -266,7 +266,7 @@ class Reconciler:
         keys = [item.key for item in store.objects.scan("")]
         for start in range(0, len(keys), 500):
             store.objects.delete(keys[start : start + 500])
-        # a reconcile under way when the deletion began may have started a driver meanwhile
+        # a previous leader's reconcile, still in its thread, may have started one meanwhile
         return None if self._drivers_left(namespace, name) else len(keys)
 
     def _drivers_left(self, namespace: str, name: str) -> bool:

@@ -246,6 +246,13 @@ def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_
     assert cli.json(
         "query", "grades-copy", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
     ) == [{"student_id": 1, "avg": "97.00"}, {"student_id": 2, "avg": "85.00"}]
+    # the source runs on: its tables move past the versions the copy adopted
+    cli("local", "execute", "grades", "insert into grades values (2, 'art', 60, '2026-03-01')")
+    cli("local", "run", "grades", "--until-idle")
+    moved = source.store().latest()
+    assert moved is not None and moved != origin
+    source_logs = sorted(Path(root.removeprefix("file://")).glob("state/**/_delta_log/*.json"))
+    assert source_logs
     # a step maintains the adopted views (written at version 1 of the source's tables) in copies
     late = "insert into grades values (1, 'algebra', 77, '2025-10-01')"
     cli("local", "execute", "grades-copy", late)
@@ -253,7 +260,12 @@ def test_starting_from_another_pipelines_checkpoint_bootstraps_without_touching_
     assert cli.json(
         "query", "grades-copy", "SELECT * FROM avg_grade_all_courses ORDER BY student_id"
     ) == [{"student_id": 1, "avg": "87.00"}, {"student_id": 2, "avg": "85.00"}]
-    assert source.store().latest() == origin  # the source pipeline was only read
+    # the source pipeline was only read: its tables were not rolled back to the adopted versions
+    assert source.store().latest() == moved
+    assert sorted(Path(root.removeprefix("file://")).glob("state/**/_delta_log/*.json")) == (
+        source_logs
+    )
+    assert cli.json("query", "grades", "SELECT count(*) AS n FROM grades") == [{"n": 3}]
     shutil.rmtree(tmp_path / "home" / "pipelines" / "grades-copy")
 
 

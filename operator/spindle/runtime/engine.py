@@ -290,7 +290,12 @@ class Runtime:
         )
 
     def _rollback(self, manifest: Manifest) -> None:
+        """Restore this pipeline's state to the checkpoint's versions (what a failed step
+        wrote goes). Adopted state is another pipeline's: never written here, so never
+        restored (a restore would undo that pipeline's own steps)."""
         for name, record in manifest.state.items():
+            if record.adopted:
+                continue
             if storage.restore(self.spark, self.uri(record.path), record.version):
                 self.report("rollback", relation=name, version=record.version)
 

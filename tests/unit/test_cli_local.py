@@ -452,3 +452,38 @@ def test_a_run_that_fails_on_a_spindle_bug_is_failed_in_the_status(
     status = json.loads(capsys.readouterr().out)
     assert status["phase"] == "Failed"
     assert status["conditions"][0]["reason"] == "InternalError"
+
+
+def test_under_bootstrap_policy_reject_nothing_offers_or_takes_an_approval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`local status` said "Approve with change id" and `local approve` recorded it; the run
+    then ended BootstrapRejected. Warnings of a program without a pending change are shown."""
+    from spindle.checkpoint.store import open_store
+    from tests.checkpoints import GRADES_V1, seed
+
+    shared = tmp_path / "shared"
+    root = open_store((shared / "default" / "grades").as_uri())
+    seed(root, namespace="default", name="grades", program=GRADES_V1)
+    document = yaml.safe_load(Path("examples/grades/pipeline-v2.yaml").read_text())
+    document["spec"]["storage"] = {"uri": shared.as_uri()}
+    document["spec"]["bootstrapPolicy"] = "reject"
+    path = tmp_path / "v2.yaml"
+    path.write_text(yaml.safe_dump(document))
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    main(["local", "apply", "-f", str(path), *home])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "BootstrapRejected" in out and "Approve with change id" not in out
+    assert "bootstrapPolicy is reject: change b77cf0f27757 will not run" in out
+    assert main(["local", "approve", "grades", "b77cf0f27757", *home]) == 1
+    assert capsys.readouterr().err.startswith("error BootstrapRejected: Pipeline 'grades' has")
+    assert LocalPipeline(tmp_path / "home", "grades").approval is None
+
+    document = yaml.safe_load(Path(MANIFEST).read_text())
+    document["spec"]["sql"] = GRADES_V1.replace("'materialized' = 'true'", "'colour' = 'x'", 1)
+    document["spec"]["storage"] = {"uri": (tmp_path / "other").as_uri()}
+    path.write_text(yaml.safe_dump(document))
+    main(["local", "apply", "-f", str(path), *home])
+    capsys.readouterr()
+    assert main(["local", "status", "grades", *home]) == 0
+    assert "warning: 'students': Spindle does not read property 'colour'" in capsys.readouterr().out

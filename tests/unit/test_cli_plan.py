@@ -40,6 +40,82 @@ def test_plan_prints_the_change_id_the_operator_will_ask_for(
     assert "the program matches checkpoint 0000" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("policy", "approval", "needs", "reason", "says"),
+    [
+        ("await_approval", None, True, "AwaitingApproval", 'spindle.dev/approve: "b77cf0f27757"'),
+        (
+            "await_approval",
+            "000000000000",
+            True,
+            "AwaitingApproval",
+            'spindle.dev/approve: "000000000000" names another change: the operator ignores it',
+        ),
+        (
+            "await_approval",
+            "b77cf0f27757",
+            False,
+            "Bootstrapping",
+            "Approved: the manifest's spindle.dev/approve names change b77cf0f27757",
+        ),
+        ("allow", None, False, "Bootstrapping", "bootstrapPolicy allow starts it"),
+        ("reject", None, False, "BootstrapRejected", "bootstrapPolicy is reject: change"),
+    ],
+)
+def test_plan_says_what_the_manifest_as_committed_leads_to(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    policy: str,
+    approval: str | None,
+    needs: bool,
+    reason: str,
+    says: str,
+) -> None:
+    """The GitOps gate reads the policy and the approval in the manifest: a stale approval is
+    flagged (the operator ignores it), and no approval is asked for where none is needed or
+    none would be honoured."""
+    uri = _checkpointed(tmp_path / "root")
+    document = yaml.safe_load((EXAMPLE / "pipeline-v2.yaml").read_text())
+    document["spec"]["bootstrapPolicy"] = policy
+    if approval is not None:
+        document["metadata"]["annotations"] = {"spindle.dev/approve": approval}
+    manifest = tmp_path / "v2.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+    assert main(["plan", "-f", str(manifest), "--checkpoint", uri, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["needsApproval"], body["reason"], body["changeId"]) == (
+        needs,
+        reason,
+        "b77cf0f27757",
+    )
+    assert main(["plan", "-f", str(manifest), "--checkpoint", uri]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert says in out
+    assert ("Approve with change id" in out) is (policy == "await_approval")
+
+
+def test_plan_and_diff_list_the_programs_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A property no one reads is a warning, in the JSON a script reads too."""
+    document = yaml.safe_load((EXAMPLE / "pipeline-v1.yaml").read_text())
+    sql = document["spec"]["sql"].replace("'materialized' = 'true'", "'colour' = 'blue'", 1)
+    assert sql != document["spec"]["sql"]
+    document["spec"]["sql"] = sql
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+    typo = (tmp_path / "no-such-root").as_uri()
+    assert main(["plan", "-f", str(manifest), "--checkpoint", typo, "--json"]) == 0
+    [warning] = json.loads(capsys.readouterr().out)["warnings"]
+    assert "'colour'" in warning
+    assert main(["plan", "-f", str(manifest), "--checkpoint", typo]) == 0
+    assert "warning: " in capsys.readouterr().out
+    (tmp_path / "old.sql").write_text(GRADES_V1)
+    (tmp_path / "new.sql").write_text(sql)
+    assert main(["diff", str(tmp_path / "old.sql"), str(tmp_path / "new.sql"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
+
+
 def test_plan_against_a_root_without_checkpoints_says_it_starts_from_scratch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

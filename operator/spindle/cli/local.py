@@ -20,9 +20,9 @@ from spindle.api.status import PipelineStatus
 from spindle.cli import files, render, served, server_commands
 from spindle.cli.sql_origin import SqlOrigin, sql_origin
 from spindle.errors import SpindleError
+from spindle.lifecycle import Decision
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, home_path
-from spindle.plan import ChangePlan
 from spindle.wording import counted
 
 
@@ -69,17 +69,24 @@ class BootstrapProgress:
 
 
 def _show_status(
-    name: str, status: PipelineStatus, plan: ChangePlan | None, origin: SqlOrigin | None = None
+    pipeline: LocalPipeline,
+    status: PipelineStatus,
+    decision: Decision,
+    origin: SqlOrigin | None = None,
 ) -> None:
     out = render.console()
-    out.print(f"Pipeline [bold]{name}[/]: phase [bold]{status.phase.value}[/]")
+    out.print(f"Pipeline [bold]{pipeline.name}[/]: phase [bold]{status.phase.value}[/]")
     for condition in status.conditions:
         said = origin.said(condition.message) if origin else condition.message
         out.print(f"  {condition.reason}: {said}", markup=False)
+    plan = decision.plan
     if status.pending_change is not None and plan is not None:
-        render.print_plan(plan, out)
+        render.print_plan(plan, out, policy=pipeline.manifest().spec.bootstrap_policy)
         pending = status.pending_change
         render.print_preview(pending.preview, change_id=pending.id, out=out)
+    elif decision.program is not None:  # the plan shows them with a change
+        for warning in decision.program.warnings:
+            out.print(f"  warning: {warning}", markup=False)
     if status.last_checkpoint is not None:
         out.print(f"  last checkpoint: {status.last_checkpoint.id}")
 
@@ -114,7 +121,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
             manifest.spec.storage is not None
         )
         out.print(f"  state and checkpoints: {root}{named}")
-        _show_status(pipeline.name, status, decision.plan, origin)
+        _show_status(pipeline, status, decision, origin)
     return 1 if status.phase is Phase.FAILED else 0
 
 
@@ -125,14 +132,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(status.to_json())
     else:
-        _show_status(pipeline.name, status, decision.plan)
+        _show_status(pipeline, status, decision)
     return 0
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args)
-    status, _ = runner.status(pipeline, say=_say)
+    status, decision = runner.status(pipeline, say=_say)
     pending = status.pending_change
+    if decision.reason == "BootstrapRejected":
+        raise SpindleError(
+            reason="BootstrapRejected",
+            message=f"Pipeline '{pipeline.name}' has bootstrapPolicy reject, so no approval "
+            "starts its change. Set spec.bootstrapPolicy to await_approval (or allow) and "
+            "apply the manifest again, or revert the change. Nothing was approved.",
+            details={"phase": status.phase.value},
+        )
     if pending is None:
         raise SpindleError(
             reason="NoPendingChange",
@@ -179,7 +194,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(status.to_json())
     else:
-        _show_status(pipeline.name, status, decision.plan)
+        _show_status(pipeline, status, decision)
     return 0 if status.pending_change is not None else 1
 
 

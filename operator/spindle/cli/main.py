@@ -43,7 +43,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     plan = make_plan(old=old, new=new)  # type: ignore[arg-type]
     if args.json:
         estimate = plan.estimate.to_json() if plan.estimate else None
-        render.print_json({**plan.to_json(), "estimate": estimate})
+        warnings = list(plan.new.warnings)
+        render.print_json({**plan.to_json(), "estimate": estimate, "warnings": warnings})
     else:
         render.print_plan(plan)
     return 0

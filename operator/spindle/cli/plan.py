@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from spindle.api import Phase, PipelineManifest
-from spindle.api.types import RESTATE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
@@ -23,7 +23,7 @@ from spindle.cli.local import read_manifest_at
 from spindle.cli.sql_origin import in_file
 from spindle.errors import SpindleError
 from spindle.lifecycle import Observation, decide
-from spindle.program import parse_program
+from spindle.program import Program, parse_program
 from spindle.versions import RUNTIME_VERSION
 
 
@@ -65,6 +65,7 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
             adopt=False,
         )
     restate = meta.annotations.get(RESTATE_ANNOTATION)
+    approval = meta.annotations.get(APPROVE_ANNOTATION)
     runtime = spec.runtime_version or RUNTIME_VERSION
     sizes = (
         stored_sizes(store.objects, checkpoint, s3=s3)
@@ -73,44 +74,67 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
         else None
     )
     observed = Observation(
-        spec=spec, generation=0, checkpoint=checkpoint, restate=restate, sizes=sizes
+        spec=spec,
+        generation=0,
+        checkpoint=checkpoint,
+        restate=restate,
+        approval=approval,
+        sizes=sizes,
     )
     decision = decide(observed)
     if decision.phase is Phase.FAILED:  # never "no change": every problem of the program, as
         # `spindle diff` lists them (the lifecycle names the first), else the decision's reason
         parse_program(spec.sql).refuse_unrunnable(references=not observed.spark_ran)
         raise decision.refusal()
+    pending = decision.pending_change
+    warnings = decision.plan.new.warnings if decision.plan else _warnings(decision.program)
     body: dict[str, Any] = {
-        "changeId": decision.pending_change.id if decision.pending_change else None,
+        "changeId": pending.id if pending else None,
         "checkpoint": checkpoint.id if checkpoint else None,
         "checkpointRoot": root,
-        "needsApproval": decision.pending_change is not None,
-        "pendingChange": decision.pending_change.model_dump(mode="json")
-        if decision.pending_change
-        else None,
+        "needsApproval": decision.phase is Phase.AWAITING_APPROVAL,
+        "pendingChange": pending.model_dump(mode="json") if pending else None,
         "reason": decision.reason,
+        "warnings": list(warnings),
     }
     if args.json:
         render.print_json(body)
-    elif decision.pending_change is None and checkpoint is None:
-        render.console().print(
-            f"No approval needed ({decision.reason}): there is no checkpoint at {root}, so the "
-            "pipeline starts from scratch. If it has run before, that is not its root (the "
-            "root is <storage uri>/<namespace>/<name>, as spindle checkpoints list shows)."
-        )
-    elif decision.pending_change is None:
-        render.console().print(
-            f"No approval needed ({decision.reason}): the program matches checkpoint "
-            f"{body['checkpoint']}."
-        )
-    else:
-        assert decision.plan is not None
-        render.print_plan(decision.plan)
-        render.console().print(
-            f"Commit the annotation with the change:  spindle.dev/approve: "
-            f'"{decision.pending_change.id}"'
+        return 0
+    out = render.console()
+    if pending is None:
+        if checkpoint is None:
+            said = (
+                f"there is no checkpoint at {root}, so the pipeline starts from scratch. If it "
+                "has run before, that is not its root (the root is <storage uri>/<namespace>/"
+                "<name>, as spindle checkpoints list shows)."
+            )
+        else:
+            said = f"the program matches checkpoint {checkpoint.id}."
+        out.print(f"No approval needed: {said}", markup=False)
+        for warning in warnings:
+            out.print(f"warning: {warning}", markup=False)
+        return 0
+    assert decision.plan is not None
+    render.print_plan(decision.plan, out, policy=spec.bootstrap_policy)
+    if decision.phase is Phase.AWAITING_APPROVAL:
+        if approval is not None:
+            out.print(
+                f'The manifest\'s {APPROVE_ANNOTATION}: "{approval}" names another change: '
+                "the operator ignores it.",
+                markup=False,
+            )
+        out.print(f'Commit the annotation with the change:  {APPROVE_ANNOTATION}: "{pending.id}"')
+    elif decision.phase is Phase.BOOTSTRAPPING and approval == pending.id:
+        out.print(
+            f"Approved: the manifest's {APPROVE_ANNOTATION} names change {pending.id}, so the "
+            "operator bootstraps it when the manifest is applied.",
+            markup=False,
         )
     return 0
+
+
+def _warnings(program: Program | None) -> tuple[str, ...]:
+    return program.warnings if program is not None else ()
 
 
 def register(sub: Any) -> None:

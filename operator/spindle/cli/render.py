@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
     from rich.console import Console
     from rich.table import Table
 
+from spindle.api import BootstrapPolicy
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.wording import counted
@@ -240,7 +241,25 @@ def print_preview(
         out.print(table)
 
 
-def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
+NEXT_STEP = {
+    BootstrapPolicy.AWAIT_APPROVAL: "Bootstrap: allowed. Approve with change id [bold]{id}[/].",
+    BootstrapPolicy.ALLOW: "Bootstrap: allowed, and bootstrapPolicy allow starts it (change "
+    "[bold]{id}[/]) without an approval.",
+    BootstrapPolicy.REJECT: "[red]Bootstrap: possible, but bootstrapPolicy is reject:[/] change "
+    "[bold]{id}[/] will not run. Revert the change, or set bootstrapPolicy to await_approval "
+    "or allow.",
+}
+"""What a plan whose bootstrap is possible leads to, under each bootstrap policy."""
+
+
+def print_plan(
+    plan: ChangePlan,
+    out: Console | None = None,
+    *,
+    policy: BootstrapPolicy = BootstrapPolicy.AWAIT_APPROVAL,
+) -> None:
+    """The change, how each view is maintained, its warnings and estimate, and the next step
+    under `policy` (the manifest's `spec.bootstrapPolicy`; two program files have none)."""
     from rich.markup import escape
 
     out = out or console()
@@ -260,7 +279,7 @@ def print_plan(plan: ChangePlan, out: Console | None = None) -> None:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
     print_estimate(plan.estimate.to_json() if plan.estimate else None, out)
     if plan.bootstrap.allowed:
-        out.print(f"Bootstrap: allowed. Approve with change id [bold]{plan.change_id}[/].")
+        out.print(NEXT_STEP[policy].format(id=plan.change_id))
     else:
         out.print(f"[red]Bootstrap refused: {plan.bootstrap.error_code}[/]")
         out.print(plan.bootstrap.message or "", markup=False)

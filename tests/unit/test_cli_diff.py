@@ -84,6 +84,20 @@ def test_invalid_program_exits_1_with_error_body_and_no_traceback(
         assert "InvalidProgram" in result.stderr and "line 3, column 16" in result.stderr
 
 
+def test_a_new_program_with_no_statement_is_refused_as_the_operator_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """A file blanked by accident (only comments) planned the removal of every table and view,
+    with a change id to approve."""
+    blank = tmp_path / "blank.sql"
+    blank.write_text("-- just a comment\n")
+    result = spindle("diff", "--json", str(GRADES / "v1.sql"), str(blank))
+    assert result.returncode == 1
+    body = json.loads(result.stdout)
+    assert body["error_code"] == "InvalidProgram"
+    assert body["message"].startswith(f"{blank}: It declares no table and no view")
+
+
 def test_missing_file_is_a_clear_error() -> None:
     result = spindle("diff", "--json", "nope.sql", str(GRADES / "v1.sql"))
     assert result.returncode == 1

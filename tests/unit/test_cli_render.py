@@ -104,6 +104,15 @@ def test_checkpoint_ids_are_whole_when_the_output_is_not_a_terminal(
     assert f"Checkpoint {committed[0].id}" in capsys.readouterr().out
 
 
+def test_an_empty_root_says_what_a_pipelines_root_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spindle checkpoints list grades` (a pipeline's name) said only "No checkpoints"."""
+    assert main(["checkpoints", "list", str(tmp_path / "grades")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "A pipeline's root is <storage uri>/<namespace>/<name>" in out
+
+
 def test_checkpoint_ids_are_whole_in_a_narrow_terminal(
     history: tuple[str, list[Manifest]],
     capsys: pytest.CaptureFixture[str],

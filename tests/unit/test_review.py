@@ -240,6 +240,19 @@ def test_a_restatement_request_awaits_approval_then_is_served_once() -> None:
     assert again.pending_change is not None and again.change_id == decision.change_id
 
 
+def test_a_restatement_names_views_as_sql_does() -> None:
+    """Unquoted names fold to lower case, as in the program (`local restate grades AVG_GRADE`
+    was an unknown view); a quoted view's name keeps its case."""
+    checkpoint = next_checkpoint(None, program=V1)
+    folded = decide(observed(checkpoint, V1, restate="AVG_Grade@1"))
+    assert folded.pending_change is not None
+    assert folded.change_id == decide(observed(checkpoint, V1, restate="avg_grade@1")).change_id
+    quoted = V1 + '\ncreate view "Top" as select * from avg_grade;\n'
+    checkpoint = next_checkpoint(None, program=quoted)
+    assert decide(observed(checkpoint, quoted, restate="Top@1")).pending_change is not None
+    assert decide(observed(checkpoint, quoted, restate="top@1")).reason == "UnknownRelation"
+
+
 def test_a_restatement_of_an_unknown_view_fails_saying_what_to_do() -> None:
     checkpoint = next_checkpoint(None, program=V1)
     decision = decide(observed(checkpoint, V1, restate="avg_grade,nope"))

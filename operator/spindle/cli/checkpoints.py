@@ -30,7 +30,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         render.print_json([_summary(m) for m in history])
         return 0
     if not history:
-        render.console().print(f"No checkpoints at {args.uri}.")
+        render.console().print(
+            f"No checkpoints at {args.uri}. A pipeline's root is <storage uri>/<namespace>/"
+            "<name> (such as s3://bucket/pipelines/default/grades); `spindle local apply` "
+            "prints a local pipeline's as 'state and checkpoints'.",
+            markup=False,
+        )
         return 0
     table = Table(title=f"Checkpoints at {args.uri} (newest first)", title_justify="left")
     longest = max(len(v) for m in history for v in (m.id, m.parent or "-"))

@@ -1,5 +1,6 @@
-"""`kubectl spindle approve|diff|preview|restart|status|query NAME`: the kubectl plugin (console
-script kubectl-spindle).
+"""`kubectl spindle approve|diff|preview|restart|status|query NAME`: the kubectl plugin.
+
+It is the console script kubectl-spindle.
 
 `approve` reads the pending change id from the status, shows the diff, the estimate (what the
 bootstrap evaluates, reads and replaces, and how long it should take) and the data-diff

@@ -27,6 +27,12 @@ def _parse_file(path: str, text: str, *, new: bool = False) -> object:
         program = parse_program(text)
         if new:
             program.refuse_unrunnable()
+            if not program.tables and not program.views:  # as the operator refuses spec.sql
+                raise SpindleError(
+                    reason="InvalidProgram",
+                    message="It declares no table and no view, so the diff would remove them "
+                    "all: give the new program its CREATE TABLE and CREATE VIEW statements.",
+                )
         return program
     except SpindleError as error:
         raise files.in_file(error, path) from None

@@ -333,7 +333,8 @@ def restatement(observed: Observation, program: Program) -> tuple[str, ...] | De
     checkpoint = observed.checkpoint
     if not request or checkpoint is None or checkpoint.restated == request:
         return ()
-    names = restate_views(request)
+    # as SQL reads a name: as written if a view has it, else folded (an unquoted name)
+    names = tuple(n if n in program.views else n.lower() for n in restate_views(request))
     unknown = [n for n in names if n not in program.views]
     if unknown or not names:
         views = ", ".join(program.views) or "none"

@@ -376,6 +376,17 @@ def test_client_errors_are_not_retried(s3: Any) -> None:
     assert rejected.value.details["status"] == 403
 
 
+def test_a_bucket_that_does_not_exist_is_named_not_taken_for_no_checkpoint(s3: Any) -> None:
+    """A missing bucket read as "no checkpoint": the operator started the pipeline afresh."""
+    options = S3Options(s3.endpoint, s3.region, s3.access_key, s3.secret_key)
+    missing = open_store("s3://no-such-bucket-here/p/default/grades", s3=options)
+    for call in (missing.latest, missing.history):
+        with pytest.raises(SpindleError) as raised:
+            call()
+        assert raised.value.reason == "StorageBucketNotFound"
+        assert "'no-such-bucket-here' does not exist" in raised.value.message
+
+
 def test_a_store_without_conditional_writes_is_refused(s3: Any) -> None:
     proxy = FaultProxy(
         s3.endpoint,

@@ -345,8 +345,9 @@ class RetrySpec(_Model):
         ge=0,
         le=100,
         description="How many times a driver retries a step that storage refused "
-        "(InputUnreadable, OutputUnwritable, StorageRefused, StorageUnavailable) before the "
-        "pipeline fails; each retry starts again from the last checkpoint. 0: fail at once.",
+        "(InputUnreadable, OutputUnwritable, StorageRefused, StorageUnavailable, "
+        "StorageRequestRejected, StorageBucketNotFound) before the pipeline fails; each "
+        "retry starts again from the last checkpoint. 0: fail at once.",
     )
     initial_delay_seconds: int = Field(
         default=2,

@@ -66,6 +66,8 @@ class S3Options:
     region: str | None = None
     access_key: str | None = None
     secret_key: str | None = None
+    session_token: str | None = None
+    """Temporary credentials' token (SSO, an assumed role): signed into every request."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> S3Options:
@@ -74,6 +76,7 @@ class S3Options:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
             access_key=env.get("AWS_ACCESS_KEY_ID"),
             secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=env.get("AWS_SESSION_TOKEN") or None,
         )
 
     def located(self, *, endpoint: str | None, region: str | None) -> S3Options:

@@ -102,8 +102,9 @@ class Reader:
         S3SigV4Auth(frozen, "s3", region).add_auth(request)
         response: Any = self._session.send(request.prepare())
         body = bytes(response.content or b"")
-        announced = response.headers.get("Content-Length")
-        if announced is not None and announced.isdigit() and int(announced) != len(body):
+        announced = response.headers.get("Content-Length")  # a 304 may carry the object's
+        bodied = response.status_code in (200, 206)
+        if bodied and announced is not None and announced.isdigit() and int(announced) != len(body):
             raise ShortRead(f"{len(body)} of {announced} bytes")
         return Answer(
             status=int(response.status_code),

@@ -25,7 +25,13 @@ from spindle.checkpoint.blobs import (
 )
 from spindle.errors import SpindleError
 
+_CREDENTIALS_HINT = (
+    "Name a Secret in spec.storage.credentials (or, for the CLI and local runs, set "
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and AWS_SESSION_TOKEN for temporary ones)."
+)
 _THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+_DELETE_RETRIED = {"InternalError", "ServiceUnavailable", "SlowDown", *_THROTTLING}
+"""Codes of keys a DeleteObjects answer lists as not deleted that a retry may delete."""
 _CLIENTS: dict[tuple[S3Options, float, float], tuple[Any, s3_reads.Reader | None]] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -41,8 +47,7 @@ def _reader(options: S3Options, policy: retry.RetryPolicy) -> s3_reads.Reader:
     if found is None:
         raise SpindleError(
             reason="StorageRequestRejected",
-            message="No S3 credentials were found. Name a Secret in spec.storage.credentials "
-            "(or, for the CLI and local runs, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).",
+            message=f"No S3 credentials were found. {_CREDENTIALS_HINT}",
         )
     return found
 
@@ -64,23 +69,33 @@ def _new_connection(
     when the credentials chain found none: boto3 itself then refuses every request)."""
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
 
-    session = boto3.session.Session(
-        aws_access_key_id=options.access_key,
-        aws_secret_access_key=options.secret_key,
-        region_name=options.region or "us-east-1",
-    )
-    client = session.client(
-        "s3",
-        endpoint_url=options.endpoint,
-        config=Config(
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=policy.connect_timeout,
-            read_timeout=policy.read_timeout,
-            max_pool_connections=32,
-        ),
-    )
+    try:
+        session = boto3.session.Session(
+            aws_access_key_id=options.access_key,
+            aws_secret_access_key=options.secret_key,
+            aws_session_token=options.session_token,
+            region_name=options.region or "us-east-1",
+        )
+        client = session.client(
+            "s3",
+            endpoint_url=options.endpoint,
+            config=Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 1, "mode": "standard"},
+                connect_timeout=policy.connect_timeout,
+                read_timeout=policy.read_timeout,
+                max_pool_connections=32,
+            ),
+        )
+    except (BotoCoreError, ValueError) as error:  # a region or endpoint boto3 cannot use
+        raise SpindleError(
+            reason="InvalidStorageOptions",
+            message=f"The storage options cannot be used: {error}. Fix spec.storage.region and "
+            "spec.storage.endpoint (locally: AWS_REGION and SPINDLE_S3_ENDPOINT).",
+            details={"region": options.region, "endpoint": options.endpoint},
+        ) from None
     credentials = session.get_credentials()
     reader = None
     if credentials is not None:
@@ -119,9 +134,8 @@ class S3Store:
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
-        )
-        from botocore.exceptions import (
-            ConnectionError as BotoConnectionError,
+            NoCredentialsError,
+            ParamValidationError,
         )
 
         def attempt() -> Any:
@@ -131,7 +145,18 @@ class S3Store:
                 status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
                 code = str(error.response.get("Error", {}).get("Code", ""))
                 raise self._refusal(status, code, key) from None
-            except (BotoConnectionError, BotoCoreError) as error:
+            except NoCredentialsError:
+                raise SpindleError(
+                    reason="StorageRequestRejected",
+                    message=f"No S3 credentials were found for {self.uri}. {_CREDENTIALS_HINT}",
+                ) from None
+            except ParamValidationError as error:  # a request boto3 will not make
+                raise SpindleError(
+                    reason="StorageRequestRejected",
+                    message=f"A request for {self.uri}/{key} could not be made: {error}. "
+                    "Check spec.storage.",
+                ) from None
+            except BotoCoreError as error:  # the connection's: refused, closed, timed out
                 raise retry.Transient(type(error).__name__ + ": " + str(error)) from None
 
         return retry.call(attempt, uri=f"{self.uri}/{key}", policy=self.policy)
@@ -142,10 +167,18 @@ class S3Store:
             return PreconditionFailed(key)
         if status == 304:
             return NotModified(key)
+        if code == "NoSuchBucket":
+            return SpindleError(
+                reason="StorageBucketNotFound",
+                message=f"Bucket {self.bucket!r} does not exist at "
+                f"{self.options.endpoint or 'the default S3 endpoint'}. Create it, or fix "
+                "spec.storage.uri and spec.storage.endpoint.",
+                details={"uri": f"{self.uri}/{key}", "status": status, "code": code},
+            )
         if status == 404 or code in ("NoSuchKey", "404", "NotFound"):
             return ObjectNotFound(key)
         if (
-            status >= 500
+            (status >= 500 and status != 501)
             or status == 429
             or code in _THROTTLING
             or (status == 409 and code == "ConditionalRequestConflict")
@@ -189,7 +222,19 @@ class S3Store:
             )
             return str(response["ETag"])
 
-        written: str = self._call(put, key)
+        try:
+            written: str = self._call(put, key)
+        except SpindleError as error:
+            if extra and error.details.get("status") == 501:  # the header, not the request
+                raise SpindleError(
+                    reason="ConditionalWritesUnsupported",
+                    message=f"The store at {self.uri} does not implement conditional writes "
+                    f"(it answered {', '.join(extra)} with 501 {error.details.get('code')}), "
+                    "so checkpoints could be silently overwritten. Use an S3 service with "
+                    "conditional writes (AWS S3, MinIO, versitygw, ...).",
+                    details={"uri": self.uri},
+                ) from None
+            raise
         return written
 
     def scan(self, prefix: str) -> list[Listed]:
@@ -209,14 +254,32 @@ class S3Store:
         return listed
 
     def delete(self, keys: list[str]) -> None:
+        """Delete the keys, 1,000 a request. A quiet DeleteObjects answers 200 and lists the
+        keys it could not delete: a throttled or failed key is retried with the batch, and
+        one refused (AccessDenied) is an error, never a silent success."""
         for start in range(0, len(keys), 1000):
             batch = [{"Key": self._key(k)} for k in keys[start : start + 1000]]
-            self._call(
-                lambda batch=batch: self.s3.delete_objects(
+
+            def delete_batch(batch: list[dict[str, str]] = batch) -> None:
+                answer = self.s3.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
-                ),
-                "(delete)",
-            )
+                )
+                failed = answer.get("Errors") or []
+                if not failed:
+                    return
+                first = failed[0]
+                code, failed_key = str(first.get("Code", "")), str(first.get("Key", ""))
+                if all(str(e.get("Code", "")) in _DELETE_RETRIED for e in failed):
+                    raise retry.Transient(f"{code} deleting {failed_key}")
+                raise SpindleError(
+                    reason="StorageRequestRejected",
+                    message=f"Object storage refused to delete {len(failed)} of {len(batch)} "
+                    f"objects under {self.uri} (the first: {failed_key}, {code}: "
+                    f"{first.get('Message', '')}). Grant the credentials s3:DeleteObject on it.",
+                    details={"uri": self.uri, "code": code, "failed": len(failed)},
+                )
+
+            self._call(delete_batch, "(delete)")
 
     def child(self, key: str) -> S3Store:
         return S3Store(self.bucket, self._key(key).rstrip("/"), self.options, self.policy, self._s3)

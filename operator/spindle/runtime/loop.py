@@ -28,7 +28,16 @@ from spindle.wording import counted
 
 Say = Callable[[str], None]
 
-RETRIED = frozenset({"InputUnreadable", "OutputUnwritable", "StorageRefused", "StorageUnavailable"})
+RETRIED = frozenset(
+    {
+        "InputUnreadable",
+        "OutputUnwritable",
+        "StorageRefused",  # the state tables' (Spark's)
+        "StorageUnavailable",
+        "StorageRequestRejected",  # the checkpoint store's
+        "StorageBucketNotFound",
+    }
+)
 """The reasons of a step storage refused: another attempt, later, may succeed."""
 
 

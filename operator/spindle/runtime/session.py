@@ -169,6 +169,11 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
             conf[f"{prefix}aws.credentials.provider"] = (
                 "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
             )
+            if s3.session_token:  # temporary credentials
+                conf[f"{prefix}session.token"] = s3.session_token
+                conf[f"{prefix}aws.credentials.provider"] = (
+                    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+                )
     conf.update(extra or {})
     return conf
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from spindle.program import Program, View
+from spindle.program import Function, Program, View
 from spindle.program.calls import call_name
 from spindle.program.grouping import is_aggregate
 
@@ -47,12 +47,58 @@ FALLBACK: Mapping[type[exp.Expr], str] = {
     exp.Lateral: "LATERAL",
     exp.Having: "HAVING",
     exp.Filter: "an aggregate's FILTER (WHERE ...)",
-    exp.Rand: "a non-deterministic function",
-    exp.CurrentTimestamp: "a non-deterministic function",
-    exp.CurrentDate: "a non-deterministic function",
-    exp.Uuid: "a non-deterministic function",
+    exp.Offset: "OFFSET",
+    exp.TableSample: "TABLESAMPLE",
+    **dict.fromkeys(
+        (
+            exp.Rand,
+            exp.Randn,
+            exp.Uniform,
+            exp.Randstr,
+            exp.Shuffle,
+            exp.Uuid,
+            exp.CurrentTimestamp,
+            exp.CurrentDate,
+            exp.CurrentTime,
+            exp.Localtimestamp,
+            exp.Systimestamp,
+        ),
+        "a non-deterministic function",
+    ),
 }
-"""Constructs (anywhere in the query) that make a view recompute, with the reason shown."""
+"""Constructs (anywhere in the query) that make a view recompute, with the reason shown. A
+non-deterministic function would give a row's delete another value than its insert (a later
+"now", another random draw), so the two would not cancel."""
+
+NONDETERMINISTIC_CALLS = frozenset(
+    {
+        "rand",
+        "random",
+        "randn",
+        "uniform",
+        "randstr",
+        "shuffle",
+        "uuid",
+        "current_timestamp",
+        "current_date",
+        "current_time",
+        "localtimestamp",
+        "curdate",
+        "now",
+        "getdate",
+        "sysdate",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        "reflect",
+        "java_method",
+        "try_reflect",
+    }
+)
+"""Spark's non-deterministic functions by name: sqlglot reads some as calls it does not know,
+and the program keeps some calls as written (`spindle.program.calls`)."""
 
 AGGREGATES: Mapping[type[exp.Expr], str] = {
     exp.Count: "count",
@@ -150,6 +196,8 @@ def _first_fallback(query: exp.Expr) -> str | None:
         reason = FALLBACK.get(type(node))
         if reason is not None:
             return reason
+        if _nondeterministic(node):
+            return "a non-deterministic function"
         if _other_aggregate(node):
             return f"the aggregate {call_name(node)}"
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.AggFunc):
@@ -160,6 +208,15 @@ def _first_fallback(query: exp.Expr) -> str | None:
         if isinstance(node, exp.Select) and nested and not isinstance(node.parent, exp.Union):
             return "a subquery"
     return None
+
+
+def _nondeterministic(node: exp.Expr) -> bool:
+    if isinstance(node, exp.StrToUnix):  # UNIX_TIMESTAMP() is the time now
+        return node.this is None
+    if not isinstance(node, exp.Anonymous):
+        return False
+    name = str(node.this).lower()
+    return name in NONDETERMINISTIC_CALLS or (name == "unix_timestamp" and not node.expressions)
 
 
 def _other_aggregate(node: exp.Expr) -> bool:
@@ -258,13 +315,31 @@ def _aggregate(select: exp.Select) -> Aggregate | str:
     return Aggregate(select, keys, calls, tuple(select.expressions), grouped=group is not None)
 
 
-def maintenance(view: View) -> Maintenance:
+def maintenance(view: View, functions: Mapping[str, Function] | None = None) -> Maintenance:
+    """The view's maintenance; a construct in the body of a user-defined function it calls
+    (`functions`: the program's) counts as in the query, as the runtime inlines the body."""
     shape = decompose(view.query)
     if isinstance(shape, str):
         return Maintenance(Mode.RECOMPUTE, shape)
+    for name in _called(view.functions, functions or {}):
+        reason = _first_fallback((functions or {})[name].body)
+        if reason is not None:
+            return Maintenance(Mode.RECOMPUTE, f"{reason} (in function {name})")
     return Maintenance(Mode.INCREMENTAL)
+
+
+def _called(names: tuple[str, ...], functions: Mapping[str, Function]) -> list[str]:
+    """`names` and the functions they call, transitively, each once."""
+    found: list[str] = []
+    pending = [n for n in names if n in functions]
+    while pending:
+        name = pending.pop(0)
+        if name not in found:
+            found.append(name)
+            pending.extend(n for n in functions[name].calls if n in functions)
+    return found
 
 
 def maintenance_of(program: Program) -> dict[str, Maintenance]:
     """Every view's maintenance, in dependency order."""
-    return {name: maintenance(view) for name, view in program.views.items()}
+    return {name: maintenance(view, program.functions) for name, view in program.views.items()}

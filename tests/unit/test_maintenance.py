@@ -97,7 +97,10 @@ CASES: tuple[tuple[str, Maintenance], ...] = (
             "input_file_name()",
         )
     ),
-    ("select id from t1 where v > unix_timestamp() - 60", recompute("a non-deterministic function")),
+    (
+        "select id from t1 where v > unix_timestamp() - 60",
+        recompute("a non-deterministic function"),
+    ),
     ("select id, unix_timestamp(ts) as u from t1", INCREMENTAL),
     ("select id from t1 offset 2", recompute("OFFSET")),
     ("select id from t1 tablesample (10 percent)", recompute("TABLESAMPLE")),

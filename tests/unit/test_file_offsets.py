@@ -63,6 +63,29 @@ def test_a_legacy_list_offset_reads_as_the_files_seen_and_then_gets_a_mark() -> 
     assert offset == FileOffset.parse({"mark": None, "seen": legacy})
     files, after = plan(offset, listing, window=0, limit=1)
     assert files == ["c"]
-    assert after.to_json() == {"mark": 3, "seen": ["c"]}
+    assert after.to_json() == {"mark": 3, "seen": ["c"], "floor": 3}
     assert between(offset, after, listing, window=0) == ["c"]
     assert plan(after, listing, window=0, limit=None)[0] == ["d"]
+
+
+def test_a_wider_window_never_makes_an_ingested_file_new_again() -> None:
+    """Raising late_arrival_seconds (a knob that changes no plan) re-ingested every file between
+    the old window and the new one: their rows twice in the table and every view over it."""
+    listing = [("a", 0), ("b", 3_600_000)]
+    files, offset = plan(FileOffset.parse(None), listing, window=60_000, limit=None)
+    assert files == ["a", "b"] and offset.seen == {"b"}
+    stored = FileOffset.parse(offset.to_json())
+    assert plan(stored, listing, window=86_400_000, limit=None)[0] == []
+    listing.append(("late", 3_000_000))  # later than the old window allowed: still skipped
+    assert plan(stored, listing, window=86_400_000, limit=None)[0] == []
+    listing.append(("c", 7_200_000))  # the floor stays until the wider window passes it
+    files, offset = plan(stored, listing, window=86_400_000, limit=None)
+    assert files == ["c"] and offset.floor == 3_540_000
+    listing.append(("slow", 3_700_000))
+    assert plan(offset, listing, window=86_400_000, limit=None)[0] == ["slow"]
+
+
+def test_an_offset_stored_before_the_floor_reads_its_floor_from_the_window() -> None:
+    stored = FileOffset.parse({"mark": 10_000, "seen": ["x"]})
+    listing = [("x", 10_000), ("late", 8_000), ("old", 1_000)]
+    assert plan(stored, listing, window=3_000, limit=None)[0] == ["late"]

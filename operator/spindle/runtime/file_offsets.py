@@ -5,17 +5,21 @@ number of files ever ingested. The rule (after Spark's file stream source and Fl
 monitor) orders files by `(modification time, path)` and remembers:
 
 - `mark`: the newest modification time (ms) of any ingested file;
-- `seen`: the ingested files whose modification time is at least `mark - window`.
+- `floor`: `mark - window`, never lower than it was: every file older than it was ingested or
+  skipped, so a wider `late_arrival_seconds` never makes an ingested file new again (it
+  widens the window only as the mark moves on);
+- `seen`: the ingested files whose modification time is at least `floor`.
 
-A listed file is *new* when its modification time is `>= mark - window` and it is not in
-`seen`. So a file that becomes visible late, with an older modification time than files already
-ingested (a slow upload, a rename of an old temporary file), is still ingested if its time is
-within `window` of the mark; a file older than that is skipped. Files are treated as
+A listed file is *new* when its modification time is `>= floor` and it is not in `seen`. So
+a file that becomes visible late, with an older modification time than files already ingested
+(a slow upload, a rename of an old temporary file), is still ingested if its time is within
+`window` of the mark; a file older than that is skipped. Files are treated as
 immutable: rewriting an ingested file in place is not a new file while it is in `seen`.
 
 The offset is O(files modified within `window` of the mark), independent of history. A legacy
 offset (the sorted list of every ingested file, manifest format 1) reads as `mark = None`: new
-is then "not in `seen`", and the first step that ingests sets a mark and drops the list.
+is then "not in `seen`", and the first step that ingests sets a mark and drops the list. An
+offset without a floor (written before it was kept) reads its floor as `mark - window`.
 
 Pure: the caller lists `(path, modification ms)` pairs; nothing here touches storage.
 """
@@ -34,34 +38,51 @@ Listing = Sequence[tuple[str, int]]
 class FileOffset:
     mark: int | None
     seen: frozenset[str]
+    floor: int | None = None
 
     @classmethod
     def parse(cls, value: Any) -> FileOffset:
-        """From a stored offset: None (nothing ingested), a legacy list, or `{mark, seen}`."""
+        """From a stored offset: None (nothing ingested), a legacy list, or `{mark, seen}`
+        (and `floor`)."""
         if value is None:
             return cls(None, frozenset())
         if isinstance(value, list):
             return cls(None, frozenset(str(v) for v in value))
-        mark = value.get("mark")
-        return cls(None if mark is None else int(mark), frozenset(value.get("seen") or ()))
+        mark, floor = value.get("mark"), value.get("floor")
+        return cls(
+            None if mark is None else int(mark),
+            frozenset(value.get("seen") or ()),
+            None if floor is None else int(floor),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"mark": self.mark, "seen": sorted(self.seen)}
+        floor = {} if self.floor is None else {"floor": self.floor}
+        return {"mark": self.mark, "seen": sorted(self.seen), **floor}
+
+    def lowest(self, *, window: int) -> int | None:
+        """The oldest modification time a new file may have (None: any)."""
+        if self.mark is None:
+            return None
+        moved = self.mark - window
+        return moved if self.floor is None else max(self.floor, moved)
 
     def is_new(self, path: str, modified: int, *, window: int) -> bool:
         if path in self.seen:
             return False
-        return self.mark is None or modified >= self.mark - window
+        lowest = self.lowest(window=window)
+        return lowest is None or modified >= lowest
 
     def after(self, taken: Listing, listing: Listing, *, window: int) -> FileOffset:
         """The offset once `taken` (new files, in order) is ingested."""
         if not taken:
             return self
         mark = max([m for _, m in taken] + ([self.mark] if self.mark is not None else []))
+        before = self.lowest(window=window)
+        floor = mark - window if before is None else max(before, mark - window)
         times = dict(listing)
         ingested = self.seen | {p for p, _ in taken}
         return FileOffset(
-            mark, frozenset(p for p in ingested if p in times and times[p] >= mark - window)
+            mark, frozenset(p for p in ingested if p in times and times[p] >= floor), floor
         )
 
 

@@ -69,14 +69,21 @@ def positional_aliases(nodes: Sequence[exp.Expr]) -> list[Edit]:
     for node in nodes:
         if isinstance(node, exp.TableAlias) and _alias_owner(node) and node.this:
             edits.append((node, "this", fresh(node.name)))
-        elif isinstance(node, exp.Column) and node.table in mapping:
-            edits.append((node, "table", fresh(node.table)))
+        elif isinstance(node, exp.Column) and (part := _source_part(node)) is not None:
+            if node.text(part) in mapping:
+                edits.append((node, part, fresh(node.text(part))))
         elif isinstance(node, exp.Table) and not node.db:
             if node.name in cte_names:
                 edits.append((node, "this", fresh(node.name)))
             elif not node.alias:
                 edits.append((node, "alias", exp.TableAlias(this=fresh(node.name))))
     return edits
+
+
+def _source_part(column: exp.Column) -> str | None:
+    """The part of a column reference that can name a source: its first. In `a.s.f` it is `a`
+    (sqlglot's `db`; `s` is a struct column), in `a.x` it is `a` (`table`)."""
+    return next((part for part in ("catalog", "db", "table") if column.args.get(part)), None)
 
 
 def optional_inner(nodes: Sequence[exp.Expr]) -> list[Edit]:

@@ -214,12 +214,13 @@ def make_plan(
     def names(kind: str, status: Status) -> tuple[str, ...]:
         return tuple(sorted(n for n, c in changes.items() if c.kind == kind and c.status is status))
 
-    program_diff = ProgramDiff(
-        added_tables=names("table", Status.ADDED),
-        removed_tables=names("table", Status.REMOVED),
+    program_diff = ProgramDiff(  # added and removed from the programs: a name that moved
+        # from table to view (refused: `refusals.kind_changed`) is both
+        added_tables=tuple(sorted(new.tables.keys() - before.tables.keys())),
+        removed_tables=tuple(sorted(before.tables.keys() - new.tables.keys())),
         modified_tables=names("table", Status.MODIFIED),
-        added_views=names("view", Status.ADDED),
-        removed_views=names("view", Status.REMOVED),
+        added_views=tuple(sorted(new.views.keys() - before.views.keys())),
+        removed_views=tuple(sorted(before.views.keys() - new.views.keys())),
         modified_views=names("view", Status.MODIFIED),
     )
     diff = Diff(program_diff, None, **connector_changes(old=before, new=new))

@@ -93,7 +93,27 @@ def unmaterialized_tables(change: Change) -> Refusal | None:
     )
 
 
-RULES: tuple[Callable[[Change], Refusal | None], ...] = (lateness, unmaterialized_tables)
+def kind_changed(change: Change) -> Refusal | None:
+    """A name that is a table on one side and a view on the other: one change cannot both
+    discard the one's state and build the other's under the same name."""
+    old, new = change.old, change.new
+    names = sorted((old.tables.keys() & new.views.keys()) | (old.views.keys() & new.tables.keys()))
+    if not names:
+        return None
+    return Refusal(
+        error_code="RelationKindChanged",
+        message=f"{', '.join(names)} would change between table and view under the same name. "
+        "Give the new one another name, or remove the old one in one change and add the new "
+        "one in the next.",
+        details={"relations": names},
+    )
+
+
+RULES: tuple[Callable[[Change], Refusal | None], ...] = (
+    kind_changed,
+    lateness,
+    unmaterialized_tables,
+)
 
 
 def refusal(change: Change) -> Refusal | None:

@@ -172,6 +172,15 @@ def test_misplaced_lateness_is_located(sql: str, column: int, words: str) -> Non
         ),
         ("create table t (a int);\ncreate table T (b int);", "DuplicateRelation", 2, 14),
         ("create table t (a int);\ncreate view t as select 1 as x;", "DuplicateRelation", 2, 13),
+        # Spark registers both under one name: a view reading "T" read t's rows
+        ('create table "T" (a int);\ncreate table t (b int);', "DuplicateRelation", 2, 14),
+        (
+            'create function f(x int) returns int as x;\n'
+            'create function "F"(x int) returns int as x;',
+            "DuplicateFunction",
+            2,
+            17,
+        ),
         (
             "create view a as select x from b;\ncreate view b as select x from a;",
             "CyclicView",
@@ -373,3 +382,8 @@ def test_a_keyword_where_a_name_goes_says_to_double_quote_it(name: str) -> None:
         "double quotes"
         not in error_of("create table t (k int);\ncreate view v as selec k;").message
     )
+
+
+def test_names_that_differ_only_in_case_say_so() -> None:
+    error = error_of('create table "Sales" (a int);\ncreate view sales as select a from "Sales";')
+    assert "'sales' and 'Sales' (line 1) differ only in case" in error.message

@@ -28,12 +28,20 @@ from spindle.program.syntax import unclosed_comment
 from spindle.program.types import type_problem
 
 
-def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: Position) -> None:
+def _duplicate(
+    name: str, kind: str, statement: Statement, offset: int, first: tuple[str, Position]
+) -> None:
     where = statement.locate(offset)
+    earlier, at = first
+    said = (
+        f"'{name}' is declared twice (first at line {at.line})"
+        if earlier == name
+        else f"'{name}' and '{earlier}' (line {at.line}) differ only in case, and Spark reads "
+        "names regardless of case"
+    )
     raise located(
         reason="DuplicateRelation" if kind != "function" else "DuplicateFunction",
-        message=f"'{name}' is declared twice (first at line {first.line}); rename or remove "
-        "one of the declarations",
+        message=f"{said}; rename or remove one of the declarations",
         line=where.line,
         column=where.column,
         name=name,
@@ -128,17 +136,17 @@ def parse_program(text: str) -> Program:
     view_reads: dict[str, tuple[Statement, ViewFacts]] = {}
     warnings: list[str] = []
     unrunnable: list[Unrunnable] = []
-    positions: dict[str, Position] = {}
+    positions: dict[str, tuple[str, Position]] = {}  # by lower-cased name: Spark's view
     connected: list[tuple[Position, tuple[Connector, ...]]] = []  # in the program's order
 
     for statement in split(text):
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
-        key = f"{namespace}:{facts.name}"
+        key = f"{namespace}:{facts.name.lower()}"
         if key in positions:
             _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
-        positions[key] = position
+        positions[key] = (facts.name, position)
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if not isinstance(facts, FunctionFacts):
             kind = "table" if isinstance(facts, TableFacts) else "view"

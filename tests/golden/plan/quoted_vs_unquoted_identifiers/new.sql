@@ -1,4 +1,3 @@
 create table foo (id int) with ('materialized' = 'true');
-create table "Foo" (id int) with ('materialized' = 'true');
 create view v as select id from foo;
-create view "V2" as select id from "Foo";
+create view "V2" as select id from "foo";

@@ -387,3 +387,17 @@ def test_a_keyword_where_a_name_goes_says_to_double_quote_it(name: str) -> None:
 def test_names_that_differ_only_in_case_say_so() -> None:
     error = error_of('create table "Sales" (a int);\ncreate view sales as select a from "Sales";')
     assert "'sales' and 'Sales' (line 1) differ only in case" in error.message
+
+
+@pytest.mark.parametrize("name", ["upper", "NVL", "ceiling", "contains"])
+def test_a_function_named_as_a_spark_function_is_refused(name: str) -> None:
+    """Spark ran its own UPPER where the program called its `upper`, and an edit of the body
+    reported views modified that the edit could not change."""
+    error = error_of(
+        "create table t (s varchar);\n"
+        f"create function {name}(s varchar) returns varchar as s;\n"
+        f"create view v as select {name}(s) as u from t;"
+    )
+    assert error.reason == "DuplicateFunction"
+    assert (error.details["line"], error.details["column"]) == (2, 17)
+    assert "is a Spark function" in error.message

@@ -23,6 +23,7 @@ from spindle.program.model import (
     View,
 )
 from spindle.program.properties import flag, property_problems
+from spindle.program.spark_functions import SPARK_FUNCTIONS
 from spindle.program.statements import Statement, split
 from spindle.program.syntax import unclosed_comment
 from spindle.program.types import type_problem
@@ -144,6 +145,16 @@ def parse_program(text: str) -> Program:
         position = statement.locate(facts.name_offset)
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
         key = f"{namespace}:{facts.name.lower()}"
+        if namespace == "function" and facts.name.lower() in SPARK_FUNCTIONS:
+            where = statement.locate(facts.name_offset)
+            raise located(
+                reason="DuplicateFunction",
+                message=f"'{facts.name}' is a Spark function: a call would run Spark's, not "
+                "this one. Give the function another name",
+                line=where.line,
+                column=where.column,
+                name=facts.name,
+            )
         if key in positions:
             _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
         positions[key] = (facts.name, position)

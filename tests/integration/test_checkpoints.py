@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import random
@@ -98,31 +97,6 @@ def test_corrupt_and_future_manifests_are_refused_clearly(
         store.get("00000001-future")
     assert future.value.reason == "CheckpointFormatUnsupported"
     assert "Upgrade Spindle" in future.value.message
-
-
-def test_gc_keeps_latest_ancestors_and_young_orphans(backend: tuple[str, dict[str, str]]) -> None:
-    store = store_for(*backend)
-    chain = [store.commit(manifest(None))]
-    for offset in range(1, 5):
-        chain.append(store.commit(manifest(chain[-1], offset=offset)))
-    for m in chain:
-        store.objects.write(f"{m.state['grades'].path}/part-0.parquet", b"rows")
-    orphan = manifest(chain[-1], offset=9)
-    store.objects.write(manifest_key(orphan.id), orphan.to_json(), if_none_match=True)
-    deleted = store.gc(keep=2)
-    survivors = {item.key.split("/")[1] for item in store.objects.scan("checkpoints/")}
-    assert survivors == {chain[-1].id, chain[-2].id, orphan.id}
-    assert [m.id for m in store.history()] == [chain[-1].id, chain[-2].id]
-    state_dirs = {item.key.split("/")[1] for item in store.objects.scan("state/")}
-    # state written just now is younger than the grace period, so it is kept too
-    assert {"grades-3", "grades-4"} <= state_dirs
-    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=2)
-    deleted = store.gc(keep=2, now=later)
-    assert manifest_key(orphan.id) in deleted
-    assert {item.key.split("/")[1] for item in store.objects.scan("state/")} == {
-        "grades-3",
-        "grades-4",
-    }
 
 
 CRASH_CHILD = """

@@ -3,12 +3,15 @@ form a chain, a stale parent is a conflict that overwrites nothing, adopted stat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from spindle.checkpoint import PipelineRef
 from spindle.checkpoint.objects import open_objects
+from spindle.checkpoint.origin import starting_checkpoint
+from spindle.checkpoint.statistics import stored_sizes
 from spindle.checkpoint.store import open_store, pipeline_root
 from spindle.errors import SpindleError
 from tests.checkpoints import manifest
@@ -75,6 +78,31 @@ def test_adopted_state_is_named_by_uri_and_marked_adopted(tmp_path: Path) -> Non
     assert state.adopted and state.path.startswith(origin.uri)
     assert not source.state["grades"].adopted
     assert adopted.origin == f"{origin.uri}#{source.id}"
+
+
+def test_the_sizes_of_a_start_from_checkpoint_are_read_where_its_state_lives(
+    tmp_path: Path,
+) -> None:
+    """Before the first checkpoint of a `startFrom` pipeline, the estimate read the source's
+    state under the new pipeline's root: every size unknown."""
+    origin = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    source = origin.commit(manifest(None))
+    log = Path(origin.uri.removeprefix("file://")) / source.state["grades"].path / "_delta_log"
+    log.mkdir(parents=True)
+    stats = json.dumps({"numRecords": 42})
+    added = {"add": {"path": "a.parquet", "size": 100, "stats": stats}}
+    (log / f"{source.state['grades'].version:020d}.json").write_text(json.dumps(added) + "\n")
+    copy = open_store(tmp_path.as_uri(), namespace="default", name="copy")
+    start = starting_checkpoint(
+        copy,
+        start_from=f"{origin.uri}#{source.id}",
+        pipeline=PipelineRef(namespace="default", name="copy"),
+        s3=None,
+        adopt=False,
+    )
+    assert start is not None and start.state["grades"].adopted
+    assert stored_sizes(copy.objects, start)["grades"].rows == 42
+    assert copy.latest() is None  # only read
 
 
 def test_pipeline_root_and_unsupported_uris() -> None:

@@ -40,6 +40,6 @@ def starting_checkpoint(
                 details={"uri": uri},
             )
         checkpoint_id = newest.id
-    if not adopt:
-        return origin.get(checkpoint_id)
+    if not adopt:  # its state where it lives, as adopting it would name it
+        return origin.located(checkpoint_id)
     return store.adopt(origin, checkpoint_id, pipeline=pipeline)

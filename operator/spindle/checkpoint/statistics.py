@@ -19,6 +19,7 @@ from typing import Any
 
 from spindle.checkpoint.manifest import Manifest, StateRecord
 from spindle.checkpoint.objects import ObjectNotFound, ObjectStore, S3Options, open_objects
+from spindle.checkpoint.retry import RetryPolicy
 from spindle.errors import SpindleError
 from spindle.plan import StoredSize
 
@@ -41,21 +42,35 @@ def needs_sizes(
 
 
 def stored_sizes(
-    objects: ObjectStore, checkpoint: Manifest, *, s3: S3Options | None = None
+    objects: ObjectStore,
+    checkpoint: Manifest,
+    *,
+    s3: S3Options | None = None,
+    retry: RetryPolicy | None = None,
 ) -> dict[str, StoredSize]:
-    """Every stored relation of `checkpoint`, by name; `objects` is the pipeline root."""
+    """Every stored relation of `checkpoint`, by name; `objects` is the pipeline root, and
+    `retry` bounds the reads of state that lives elsewhere (another pipeline's)."""
     return {
-        name: relation_size(objects, record, s3=s3) for name, record in checkpoint.state.items()
+        name: relation_size(objects, record, s3=s3, retry=retry)
+        for name, record in checkpoint.state.items()
     }
 
 
 def relation_size(
-    objects: ObjectStore, record: StateRecord, *, s3: S3Options | None = None
+    objects: ObjectStore,
+    record: StateRecord,
+    *,
+    s3: S3Options | None = None,
+    retry: RetryPolicy | None = None,
 ) -> StoredSize:
     """One relation at its recorded version (adopted state is read where it lives)."""
     if record.version < 0:
         return StoredSize(rows=0, bytes=0)
-    table = open_objects(record.path, s3=s3) if record.adopted else objects.child(record.path)
+    table = (
+        open_objects(record.path, s3=s3, retry=retry)
+        if record.adopted
+        else objects.child(record.path)
+    )
     key = (table.uri, record.version)
     if key in _CACHE:
         return _CACHE[key]

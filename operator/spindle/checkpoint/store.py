@@ -244,21 +244,26 @@ class CheckpointStore:
 
     # -- starting from another checkpoint ----------------------------------------------------
 
+    def located(self, checkpoint_id: str) -> Manifest:
+        """The checkpoint with its state named by absolute URI: as another pipeline sees it."""
+        origin = self.get(checkpoint_id)
+        state = {
+            name: record.model_copy(
+                update={"path": record.path if record.adopted else join(self.uri, record.path)}
+            )
+            for name, record in origin.state.items()
+        }
+        return origin.model_copy(update={"state": state})
+
     def adopt(
         self, source: CheckpointStore, checkpoint_id: str, *, pipeline: PipelineRef
     ) -> Manifest:
         """Start this pipeline from `source`'s checkpoint (another pipeline's, or an older one
         of this pipeline): commit a manifest that names the source state by absolute URI, so
         it is read but never written, and records where it came from."""
-        origin = source.get(checkpoint_id)
+        origin = source.located(checkpoint_id)
         current = self.latest()
         sequence = 0 if current is None else current.sequence + 1
-        state = {
-            name: record.model_copy(
-                update={"path": record.path if record.adopted else join(source.uri, record.path)}
-            )
-            for name, record in origin.state.items()
-        }
         adopted = origin.model_copy(
             update={
                 "id": new_checkpoint_id(sequence),
@@ -266,7 +271,6 @@ class CheckpointStore:
                 "sequence": sequence,
                 "created_at": datetime.datetime.now(datetime.UTC),
                 "pipeline": pipeline,
-                "state": state,
                 "bootstrap": None,
                 "origin": f"{source.uri}#{checkpoint_id}",
             }
@@ -354,37 +358,6 @@ class CheckpointStore:
         ]
         self.objects.delete(orphans + done)
         return kept
-
-    def gc(self, *, keep: int = 3, now: datetime.datetime | None = None) -> list[str]:
-        """Delete checkpoints beyond the newest `keep`, orphan manifests older than the grace
-        period, and state directories no kept checkpoint references. Returns deleted keys."""
-        if keep < 1:
-            raise ValueError("keep must be at least 1")
-        now = now or datetime.datetime.now(datetime.UTC)
-        history = self.history()
-        kept = history[:keep]
-        kept_ids = {m.id for m in kept}
-        reachable = {m.id for m in history}
-        referenced = {
-            record.path.split("/")[1]
-            for m in kept
-            for record in m.state.values()
-            if record.path.startswith("state/") and record.path.count("/") >= 1
-        }
-        doomed: list[str] = []
-        for item in self.objects.scan("checkpoints/"):
-            checkpoint = item.key.split("/")[1]
-            if checkpoint in kept_ids:
-                continue
-            young_orphan = checkpoint not in reachable and now - item.modified < ORPHAN_GRACE
-            if not young_orphan:
-                doomed.append(item.key)
-        for item in self.objects.scan("state/"):
-            parts = item.key.split("/")
-            if len(parts) > 2 and parts[1] not in referenced and now - item.modified > ORPHAN_GRACE:
-                doomed.append(item.key)
-        self.objects.delete(doomed)
-        return doomed
 
 
 def open_store(

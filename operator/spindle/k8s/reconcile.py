@@ -450,7 +450,7 @@ class PipelineBody:
             )
             sizes, preview = None, None
             if changed and self.checkpoint is not None:
-                sizes = stored_sizes(store.objects, self.checkpoint, s3=s3)
+                sizes = stored_sizes(store.objects, self.checkpoint, s3=s3, retry=STORAGE_RETRY)
                 preview = self.reconciler.preview(
                     store, self.checkpoint, sql=spec.sql, requested=bool(base.preview_request)
                 )

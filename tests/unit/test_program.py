@@ -401,3 +401,16 @@ def test_a_function_named_as_a_spark_function_is_refused(name: str) -> None:
     assert error.reason == "DuplicateFunction"
     assert (error.details["line"], error.details["column"]) == (2, 17)
     assert "is a Spark function" in error.message
+
+
+def test_every_unknown_relation_is_listed_first_one_first() -> None:
+    """Only the first was named: a fix per run, where one round of fixes should do."""
+    error = error_of(
+        "create table t (id bigint);\n"
+        "create view x as select id from uu;\n"
+        "create view v as select id from tt;\n"
+    )
+    assert error.reason == "UnknownRelation" and error.details["line"] == 2
+    assert error.details["problems"] == 2
+    [other] = error.details["more"]
+    assert "View 'v' reads 'tt'" in other and "(line 3, column 33)" in other

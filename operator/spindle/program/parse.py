@@ -13,6 +13,7 @@ from spindle.program.formats import format_problems
 from spindle.program.limits import check_program
 from spindle.program.locations import location_problems
 from spindle.program.model import (
+    MORE_PROBLEMS,
     Connector,
     Direction,
     Function,
@@ -229,23 +230,33 @@ def parse_program(text: str) -> Program:
         calls = tuple(c for c in function.calls if c in functions)
         functions[function.name] = replace(function, calls=calls)
 
+    unknown: list[SpindleError] = []  # every view's, listed as one error: one round of fixes
     for name, (statement, facts) in view_reads.items():
         for reference in facts.reads:
             if reference.name not in tables and reference.name not in views:
                 where = statement.locate(reference.offset)
                 close = difflib.get_close_matches(reference.name, [*tables, *views], n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise located(
-                    reason="UnknownRelation",
-                    message=f"View '{name}' reads '{reference.name}', which is not declared"
-                    f"{hint}; declare it as a table or view, or fix the name",
-                    line=where.line,
-                    column=where.column,
-                    view=name,
-                    relation=reference.name,
+                unknown.append(
+                    located(
+                        reason="UnknownRelation",
+                        message=f"View '{name}' reads '{reference.name}', which is not declared"
+                        f"{hint}; declare it as a table or view, or fix the name",
+                        line=where.line,
+                        column=where.column,
+                        view=name,
+                        relation=reference.name,
+                    )
                 )
         udfs = tuple(sorted({c.name for c in facts.calls if c.name in functions}))
         views[name] = replace(views[name], functions=udfs)
+    if unknown:
+        unknown.sort(key=lambda e: (e.details["line"], e.details["column"]))
+        first = unknown[0]
+        if len(unknown) > 1:
+            first.details["problems"] = len(unknown)
+            first.details["more"] = [e.message for e in unknown[1 : MORE_PROBLEMS + 1]]
+        raise first
 
     unrunnable.extend(location_problems(connected))
     opened = unclosed_comment(text)

@@ -22,7 +22,7 @@ from spindle.lifecycle import (
     decide,
     decide_start,
 )
-from spindle.lifecycle.rules import RETRY_HINT
+from spindle.lifecycle.rules import RETRY_HINT, SQL_FAILURES, SQL_FIX_HINT
 from spindle.program import parse_program
 from spindle.versions import PARSER_VERSION, PLAN_FORMAT_VERSION, RUNTIME_VERSION
 
@@ -203,7 +203,10 @@ def test_failed_driver_fails_until_the_spec_changes() -> None:
     )
     failed = decide(observe(spec=spec(V1), driver=driver))
     assert failed.phase is Phase.FAILED and failed.reason == "UnsupportedSql"
-    assert failed.message == f"Spark cannot evaluate view {RETRY_HINT}"
+    assert failed.message == f"Spark cannot evaluate view {SQL_FIX_HINT}"  # the SQL is the fix
+    storage = replace(driver, reason="StorageRefused", message="Storage refused a write.")
+    refused = decide(observe(spec=spec(V1), driver=storage))
+    assert refused.message == f"Storage refused a write. {RETRY_HINT}"
     retried = decide(observe(spec=spec(V1), driver=driver, generation=3))
     assert retried.action is Action.START_RUN
     nonce = decide(observe(spec=spec(V1, restartNonce=1), driver=driver, generation=3))
@@ -436,3 +439,9 @@ def test_a_spec_without_tables_or_views_is_refused(sql: str) -> None:
         assert (decision.phase, decision.reason) == (Phase.FAILED, "InvalidSpec")
         assert decision.message.startswith("spec.sql declares no table and no view")
         assert decision.pending_change is None
+
+
+def test_every_reason_spark_gives_a_view_is_one_the_sql_fixes() -> None:
+    from spindle.runtime.maintain import SPARK_REASONS
+
+    assert {*SPARK_REASONS.values(), "UnsupportedSql", "SqlRuntimeError"} <= SQL_FAILURES

@@ -175,6 +175,39 @@ RETRY_HINT = (
 """Closes the message of a failed driver: a Failed phase lasts until the spec changes, or
 locally until the user runs the pipeline again."""
 
+SQL_FIX_HINT = (
+    "Fix the SQL where the message says and apply it again: a new spec.sql starts the driver "
+    "again from the last checkpoint (locally: spindle local apply, then spindle local run)."
+)
+"""Closes the message of a driver that failed on the program's SQL (`SQL_FAILURES`)."""
+
+SQL_FAILURES = frozenset(
+    {
+        "UnknownColumn",
+        "AmbiguousColumn",
+        "UnknownFunction",
+        "UngroupedColumn",
+        "ColumnCountMismatch",
+        "MisplacedAggregate",
+        "MisplacedWindow",
+        "UnorderedWindow",
+        "OrdinalOutOfRange",
+        "NestedAggregate",
+        "DuplicateColumn",
+        "TypeMismatch",
+        "WrongArgumentCount",
+        "UnsupportedSql",
+        "SqlRuntimeError",
+    }
+)
+"""Reasons a driver fails with because of the program's SQL, which Spark's analyzer or its
+evaluation finds (`runtime.maintain`): the SQL is the fix, not a restart."""
+
+
+def _failure_message(s: Situation) -> str:
+    said = s.running.message or "The driver failed; see its logs."
+    return f"{said} {SQL_FIX_HINT if s.running.reason in SQL_FAILURES else RETRY_HINT}"
+
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -256,7 +289,7 @@ RULES: tuple[Rule, ...] = (
         Phase.FAILED,
         Action.NONE,
         lambda s: s.running.reason or "DriverFailed",
-        lambda s: f"{s.running.message or 'The driver failed; see its logs.'} {RETRY_HINT}",
+        _failure_message,
     ),
     Rule(
         lambda s: not s.plan.needs_approval,

@@ -172,7 +172,22 @@ def test_a_query_spark_cannot_run_lists_the_relations_only_when_one_is_unknown()
     )
     assert relation.message.endswith(
         "Only materialized tables and views can be queried (Mixed, avg_grade_enriched, grades)."
+        " (line 1, column 15)"
     )
+
+
+def test_a_query_spark_cannot_run_is_located_in_the_query_as_written() -> None:
+    """Spark's `line 1 pos 11` was in the SQL Spindle wrote for it, not the user's query."""
+    refused = query_failed(
+        "SELECT\n  id,\n  nme\nFROM students",
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nme` cannot be resolved. Did you mean one of the following? [`id`, `name`]. "
+        "SQLSTATE: 42703; line 1 pos 11;",
+        RELATIONS,
+    )
+    assert (refused.details["line"], refused.details["column"]) == (3, 3)
+    assert "pos 11" not in refused.message and ";." not in refused.message
+    assert refused.message.endswith("SQLSTATE: 42703. (line 3, column 3)")
 
 
 @pytest.mark.parametrize(

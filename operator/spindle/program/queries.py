@@ -10,6 +10,7 @@ difference between the two parsers cannot smuggle a second statement or a comman
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -157,17 +158,38 @@ NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "Table or view not found")
 """How Spark says a query names a relation it does not know."""
 
 
+_SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?\s*$")
+"""Where Spark's message says the error is: in the SQL written for Spark, not the user's."""
+
+_NAMED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+"""A name Spark quotes in its message (`nope` of UNRESOLVED_COLUMN)."""
+
+
+def without_position(said: str) -> str:
+    """A line of Spark's message without its position in the SQL Spark was given."""
+    return _SPARK_POSITION.sub("", said).rstrip(" ;.")
+
+
 def query_failed(sql: str, cause: str, relations: Collection[str]) -> SpindleError:
     """`InvalidQuery` for a checked query that Spark could not run (`cause`: the first line
-    of Spark's error, e.g. a column that does not exist). Only when Spark did not find a
-    relation does it list what can be queried: otherwise that is not the problem."""
-    message = f"The query cannot run: {cause}."
-    if any(marker in cause for marker in NOT_FOUND):
+    of Spark's error, e.g. a column that does not exist), at the first name Spark quotes where
+    the query has it (Spark's own position is in the SQL it was given, not the query). Only
+    when Spark did not find a relation does it list what can be queried: otherwise that is not
+    the problem."""
+    said = without_position(cause)
+    message = f"The query cannot run: {said}."
+    if any(marker in said for marker in NOT_FOUND):
         message += (
             " Only materialized tables and views can be queried "
             f"({', '.join(sorted(relations)) or 'none'})."
         )
-    return SpindleError(reason="InvalidQuery", message=message, details={"query": sql})
+    named = _NAMED.search(said)
+    word = re.search(rf"(?<![\w`\"]){re.escape(named[1])}(?![\w`\"])", sql, re.I) if named else None
+    if word is None:
+        return SpindleError(reason="InvalidQuery", message=message, details={"query": sql})
+    before = sql[: word.start()]
+    line, column = before.count("\n") + 1, word.start() - (before.rfind("\n") + 1) + 1
+    return located(reason="InvalidQuery", message=message, line=line, column=column, query=sql)
 
 
 def plain(value: Any) -> Any:

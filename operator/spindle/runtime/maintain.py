@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +38,7 @@ from spindle.errors import SpindleError
 from spindle.plan.maintenance import Aggregate, Linear, Shape, decompose, references
 from spindle.program import Program, Table, View
 from spindle.program.dependencies import relation_name
+from spindle.program.queries import without_position
 from spindle.runtime import change_sql, storage, zsets
 from spindle.runtime.change_sql import COUNT, WEIGHT, Sources
 from spindle.runtime.translate import table_ddl_schema, translated
@@ -70,16 +70,10 @@ SPARK_REASONS = {
 reference checks leave to Spark; `TypeMismatch` and `WrongArgumentCount` only Spark finds); any
 other failure to evaluate a view is `UnsupportedSql`."""
 
-_SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?\s*$")
-"""Where Spark's message says its error is: in the SQL written for Spark, not the program's
-text (the view's line and column are said instead)."""
-
-
 def spark_said(error: BaseException) -> str:
-    """The first line of Spark's message, without its position in the translated SQL, as a
-    sentence."""
-    said = _SPARK_POSITION.sub("", str(error).splitlines()[0]).rstrip(" ;.")
-    return f"{said}."
+    """The first line of Spark's message, without its position in the translated SQL (the
+    view's line and column are said instead), as a sentence."""
+    return f"{without_position(str(error).splitlines()[0])}."
 
 
 _names = itertools.count()

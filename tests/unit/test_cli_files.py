@@ -105,6 +105,18 @@ def test_a_program_that_is_not_utf8_is_located(
     }
 
 
+def test_a_manifest_that_is_not_utf8_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML said `position 163` of `"<byte string>"`."""
+    manifest = tmp_path / "latin1.yaml"
+    manifest.write_bytes("kind: Pipeline\nspec:\n  sql: select 'caf\xe9'\n".encode("latin-1"))
+    _, body = run(["plan", "-f", str(manifest), "--json"], capsys)
+    assert body["error_code"] == "FileUnreadable"
+    assert body["details"] == {"line": 3, "column": 19, "byte_offset": 39, "file": str(manifest)}
+    assert str(body["message"]).startswith(f"{manifest}: Byte 0xE9 is not UTF-8 text")
+
+
 @pytest.mark.parametrize("command", ["local apply", "plan"])
 def test_binary_standard_input_is_a_user_error(
     command: str,

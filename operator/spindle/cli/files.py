@@ -13,6 +13,7 @@ server refuse "excessive aliasing": Spindle never expands, stores or prints a bo
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import sys
@@ -23,7 +24,7 @@ import yaml
 
 from spindle.errors import SpindleError
 from spindle.program.limits import MAX_PROGRAM_BYTES, check_program, too_large
-from spindle.program.source import program_text
+from spindle.program.source import program_text, utf8_text
 
 MAX_MANIFEST_BYTES = 2 * MAX_PROGRAM_BYTES
 """A manifest holds one program and a little YAML around it."""
@@ -114,6 +115,11 @@ def _expands_beyond(root: yaml.Node, limit: int) -> bool:
 def load_yaml(data: bytes, *, path: str) -> Any:
     """One YAML or JSON document from a manifest file, safely: no Python objects, no bombs."""
     loader: yaml.SafeLoader | None = None
+    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # else YAML's to read
+        try:
+            utf8_text(data, what="the manifest", reason="FileUnreadable")
+        except SpindleError as error:
+            raise in_file(error, path) from None
     try:
         loader = yaml.SafeLoader(data)  # decoding starts here: bytes that are not text fail
         node = loader.get_single_node()

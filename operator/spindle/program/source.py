@@ -17,6 +17,12 @@ def program_text(data: bytes) -> str:
     """Decode a program file (UTF-8; a leading BOM is dropped). Raises `SpindleError`."""
     if len(data) > MAX_PROGRAM_BYTES:
         raise too_large(len(data))
+    return utf8_text(data, what="the program", reason="InvalidProgram")
+
+
+def utf8_text(data: bytes, *, what: str, reason: str) -> str:
+    """Decode a user's file as UTF-8 (a leading BOM is dropped), or raise `reason` at the line
+    and column of its first byte that is not UTF-8."""
     body = data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
     try:
         return body.decode("utf-8")
@@ -24,8 +30,8 @@ def program_text(data: bytes) -> str:
         before = body[: error.start].decode("utf-8")
         where = position(before, len(before))
         raise located(
-            reason="InvalidProgram",
-            message=f"Byte 0x{body[error.start]:02X} is not UTF-8 text; save the program as "
+            reason=reason,
+            message=f"Byte 0x{body[error.start]:02X} is not UTF-8 text; save {what} as "
             "UTF-8 (is the file binary, or in another encoding?)",
             line=where.line,
             column=where.column,

@@ -123,6 +123,8 @@ MANIFEST_REASONS = frozenset(
         "InvalidStorageUri",
         "StorageUnavailable",
         "StorageRequestRejected",
+        "StorageBucketNotFound",
+        "InvalidStorageOptions",
         "StorageNotConfigured",
         "SecretNotFound",
         "ProgramTooLarge",

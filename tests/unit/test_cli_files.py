@@ -296,6 +296,23 @@ def test_a_manifest_error_shows_what_the_manifest_has(
     assert said in capsys.readouterr().err.replace("\n", " ")
 
 
+def test_every_field_a_manifest_gets_wrong_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three misspelt fields took three runs: only the first was named."""
+    manifest = tmp_path / "p.yaml"
+    manifest.write_text(
+        "apiVersion: spindle.dev/v1alpha1\nkind: Pipeline\nmetadata:\n  name: p\nspec:\n"
+        "  sql: create table t (a int);\n  desiredstate: Paused\n  storag: {}\n"
+    )
+    _, body = run(["plan", "-f", str(manifest), "--json"], capsys)
+    assert body["error_code"] == "InvalidManifest"
+    assert body["details"]["problems"] == 2  # type: ignore[index]
+    assert body["details"]["more"] == ["spec.storag: Extra inputs are not permitted"]  # type: ignore[index]
+    assert main(["plan", "-f", str(manifest)]) == 1
+    assert "  also: spec.storag: Extra inputs are not permitted" in capsys.readouterr().err
+
+
 def test_a_yaml_error_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = tmp_path / "p.yaml"
     manifest.write_text("apiVersion: [1\nkind: 2\n")

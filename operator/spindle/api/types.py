@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from spindle.errors import SpindleError, first_problem
+from spindle.errors import SpindleError
 from spindle.versions import RUNTIME_SETTINGS
 
 GROUP = "spindle.dev"
@@ -506,19 +506,30 @@ def load_manifest_document(document: Any, *, source: str) -> PipelineManifest:
     try:
         return PipelineManifest.model_validate(document)
     except ValidationError as error:
-        where, problem = first_problem(error)
-        first = error.errors()[0]
-        if first["type"] == "missing":  # a key misspelt beside it is why (`sqll` for `sql`)
-            problem += _misspelt(document, first["loc"])
-        elif first["type"] in ("enum", "literal_error", "string_pattern_mismatch"):
-            given = repr(first.get("input"))
-            problem += f" (it is {given[:80] + '...' if len(given) > 80 else given})"
+        problems = [_said(document, found) for found in error.errors()]
+        where, problem = problems[0]
+        details: dict[str, Any] = {"source": source, "field": where}
+        if len(problems) > 1:  # every field at once: one round of fixes (`also:` lines)
+            details["problems"] = len(problems)
+            details["more"] = [f"{field}: {said}" for field, said in problems[1:21]]
         raise SpindleError(
             reason="InvalidManifest",
             message=f"{source}: {where}: {problem}. Fix the Pipeline manifest "
             f"(apiVersion {API_VERSION}, kind {KIND}).",
-            details={"source": source, "field": where},
+            details=details,
         ) from None
+
+
+def _said(document: Any, found: Any) -> tuple[str, str]:
+    """One validation problem as (dotted field, what is wrong, with a hint where one helps)."""
+    where = ".".join(str(part) for part in found["loc"])
+    problem = str(found["msg"]).removeprefix("Value error, ")
+    if found["type"] == "missing":  # a key misspelt beside it is why (`sqll` for `sql`)
+        problem += _misspelt(document, found["loc"])
+    elif found["type"] in ("enum", "literal_error", "string_pattern_mismatch"):
+        given = repr(found.get("input"))
+        problem += f" (it is {given[:80] + '...' if len(given) > 80 else given})"
+    return where, problem
 
 
 def _looks_like_sql(document: Any) -> bool:

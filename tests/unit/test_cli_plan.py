@@ -276,7 +276,9 @@ def test_a_problem_is_located_in_the_manifest_file_too(
     folded = MANIFEST.replace("sql: |", "sql: >")  # lines folded: no file position to give
     manifest.write_text(folded)
     assert main(["plan", "-f", str(manifest)]) == 1
-    assert "spec.sql line" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{manifest} line" not in err  # but said as spec.sql's, not read as the file's
+    assert "(spec.sql line " in err and "(line " not in err
 
 
 @pytest.mark.parametrize(
@@ -297,7 +299,12 @@ def test_where_spec_sql_starts_in_a_manifest(
     from spindle.cli.sql_origin import sql_origin
 
     origin = sql_origin(text.encode(), path="p.yaml")
-    assert (origin.line, origin.indent) == (line, indent) if origin else line is None
+    assert origin is not None
+    if line is None:
+        assert not origin.in_file
+        assert origin.said("x (line 2, column 5)") == "x (spec.sql line 2, column 5)"
+    else:
+        assert (origin.line, origin.indent, origin.in_file) == (line, indent, True)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ operator's status says, and what a checkpoint's text holds. In a manifest the pr
 lower and indented, so the user's editor shows the same place at another line and column. When
 `spec.sql` is a literal block (`sql: |`), whose lines are the file's lines unchanged but for
 their indentation, the CLI gives both positions; other scalar styles fold or escape lines, and
-only the `spec.sql` position is said.
+only the `spec.sql` position is said, labelled as such.
 """
 
 from __future__ import annotations
@@ -28,12 +28,17 @@ class SqlOrigin:
     """The file's line (1-based) that holds `spec.sql`'s first line."""
     indent: int
     """The block's indentation: columns before the SQL on each of its lines."""
+    in_file: bool = True
+    """False for a folded or quoted `spec.sql`: its positions are said as `spec.sql`'s only,
+    so that no one reads them as the file's."""
 
     def said(self, message: str) -> str:
         """`message` with its `(line L, column C)` in `spec.sql` given in the file too."""
 
         def both(match: re.Match[str]) -> str:
             line, column = int(match[1]), int(match[2])
+            if not self.in_file:
+                return f"(spec.sql line {line}, column {column})"
             return (
                 f"({self.path} line {line + self.line - 1}, column {column + self.indent}; "
                 f"spec.sql line {line}, column {column})"
@@ -53,15 +58,18 @@ def in_file(error: SpindleError, origin: SqlOrigin | None) -> SpindleError:
 
 
 def sql_origin(data: bytes, *, path: str) -> SqlOrigin | None:
-    """Where `spec.sql` starts in a manifest's bytes, when it is a literal block; else None.
+    """Where `spec.sql` starts in a manifest's bytes, when it is a literal block (another style
+    only labels its positions as `spec.sql`'s); None without one.
     The manifest was already loaded (`files.load_yaml`): this reads only its node tree."""
     try:
         root = yaml.SafeLoader(data).get_single_node()
     except yaml.YAMLError:
         return None
     sql = _value(_value(root, "spec"), "sql")
-    if not isinstance(sql, yaml.ScalarNode) or sql.style != "|" or not sql.value:
+    if not isinstance(sql, yaml.ScalarNode) or not sql.value:
         return None
+    if sql.style != "|":
+        return SqlOrigin(path=path, line=1, indent=0, in_file=False)
     lines = data.decode("utf-8", errors="replace").splitlines()
     first = sql.start_mark.line + 1  # 0-based: the line after the `|` indicator
     while first < len(lines) and not lines[first].strip():

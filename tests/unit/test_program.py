@@ -414,3 +414,9 @@ def test_every_unknown_relation_is_listed_first_one_first() -> None:
     assert error.details["problems"] == 2
     [other] = error.details["more"]
     assert "View 'v' reads 'tt'" in other and "(line 3, column 33)" in other
+
+
+def test_a_missing_semicolon_between_statements_is_hinted() -> None:
+    error = error_of("create table t (id bigint)\ncreate view v as select id from t;")
+    assert error.message.startswith("Syntax error: Unexpected 'create' (each statement ends")
+    assert (error.details["line"], error.details["column"]) == (2, 1)

@@ -598,7 +598,10 @@ def parsed(text: str) -> Parsed:
     if not _normalized_identifiers(statement):
         stop = _stopping_token(text, tokens)
         if stop is not None:
-            raise invalid(f"Syntax error: Unexpected '{stop.text}'", **_at(text, stop))
+            said = f"Syntax error: Unexpected '{stop.text}'"
+            if stop.text.upper() == "CREATE":  # the next statement, run into this one
+                said += " (each statement ends with ';': is one missing before it?)"
+            raise invalid(said, **_at(text, stop))
         raise invalid(
             f"Unsupported statement '{text.split()[0].upper()} ...': Spindle programs "
             "contain only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION"

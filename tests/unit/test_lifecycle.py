@@ -445,3 +445,18 @@ def test_every_reason_spark_gives_a_view_is_one_the_sql_fixes() -> None:
     from spindle.runtime.maintain import SPARK_REASONS
 
     assert {*SPARK_REASONS.values(), "UnsupportedSql", "SqlRuntimeError"} <= SQL_FAILURES
+
+
+def test_a_program_that_ran_with_a_name_spark_reads_as_another_runs_on_until_changed() -> None:
+    """An upgrade that refuses such names stopped a healthy pipeline, and once renamed its
+    checkpointed program no longer parsed (CheckpointProgramUnreadable): its state was lost."""
+    shadowing = V1 + "\ncreate function upper(s varchar) returns varchar as s;\n"
+    ran = checkpoint(shadowing)
+    running = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running", paused=False)
+    unchanged = decide(observe(spec=spec(shadowing), checkpoint=ran, driver=running))
+    assert (unchanged.phase, unchanged.action) == (Phase.RUNNING, Action.NONE)
+    edited = shadowing.replace("as s;", "as lower(s);")
+    refused = decide(observe(spec=spec(edited), checkpoint=ran))
+    assert (refused.phase, refused.reason) == (Phase.FAILED, "DuplicateFunction")
+    renamed = decide(observe(spec=spec(shadowing.replace("upper(", "shout(")), checkpoint=ran))
+    assert renamed.phase is Phase.PENDING  # the checkpointed program still reads

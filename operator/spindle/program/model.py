@@ -177,6 +177,10 @@ class Program:
     """What Spindle's runtime would refuse of the program's connectors
     (`program.transports`): the spec's program is refused with the first, at its line and
     column; a checkpointed program that has one still reads."""
+    clashes: tuple[Unrunnable, ...] = field(default=(), compare=False)
+    """Names Spark would read as another's (two that differ only in case, a function named
+    as a built-in the parser knows): refused as the references are, in a program Spark has
+    not run; one that ran is left to run as it did until a change fixes it."""
 
     def relation(self, name: str) -> Table | View | None:
         return self.tables.get(name) or self.views.get(name)
@@ -189,7 +193,8 @@ class Program:
         the messages of the others (up to `MORE_PROBLEMS`), `details.problems` counts them
         all. For the program that is to run, not one read back; `references=False` for one
         Spark has already run (the checkpoint's): Spark's verdict stands."""
-        found = (*self.unrunnable, *(self._reference_problems if references else ()))
+        checked = (*self.clashes, *self._reference_problems) if references else ()
+        found = (*self.unrunnable, *checked)
         if not found:
             return
         error = found[0].error()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import lru_cache
+
+from sqlglot import exp
 
 from spindle.errors import SpindleError, located
 from spindle.program.connectors import parse_connectors
@@ -24,30 +27,35 @@ from spindle.program.model import (
     View,
 )
 from spindle.program.properties import flag, property_problems
-from spindle.program.spark_functions import SPARK_FUNCTIONS
 from spindle.program.statements import Statement, split
-from spindle.program.syntax import unclosed_comment
+from spindle.program.syntax import parsed, unclosed_comment
 from spindle.program.types import type_problem
 
 
-def _duplicate(
-    name: str, kind: str, statement: Statement, offset: int, first: tuple[str, Position]
-) -> None:
+def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: Position) -> None:
     where = statement.locate(offset)
-    earlier, at = first
-    said = (
-        f"'{name}' is declared twice (first at line {at.line})"
-        if earlier == name
-        else f"'{name}' and '{earlier}' (line {at.line}) differ only in case, and Spark reads "
-        "names regardless of case"
-    )
     raise located(
         reason="DuplicateRelation" if kind != "function" else "DuplicateFunction",
-        message=f"{said}; rename or remove one of the declarations",
+        message=f"'{name}' is declared twice (first at line {first.line}); rename or remove "
+        "one of the declarations",
         line=where.line,
         column=where.column,
         name=name,
     )
+
+
+@lru_cache(maxsize=4096)
+def built_in(name: str, arity: int) -> bool:
+    """Whether a call of `name` with `arity` arguments reads as one of the built-in functions
+    the parser knows (`UPPER`, `NVL`): such a call is never the program's function, which is
+    inlined only where the call is one the parser does not know (`runtime.translate`)."""
+    arguments = ", ".join(f"p{index}" for index in range(arity))
+    try:
+        query = parsed(f"create view x as select {name}({arguments}) as c").create.expression
+    except SpindleError:
+        return False  # not a call of that shape at all: no built-in reads it
+    call = query.expressions[0].this if isinstance(query, exp.Select) else None
+    return isinstance(call, exp.Func) and not isinstance(call, exp.Anonymous)
 
 
 def _unstorable(
@@ -138,27 +146,44 @@ def parse_program(text: str) -> Program:
     view_reads: dict[str, tuple[Statement, ViewFacts]] = {}
     warnings: list[str] = []
     unrunnable: list[Unrunnable] = []
-    positions: dict[str, tuple[str, Position]] = {}  # by lower-cased name: Spark's view
+    clashes: list[Unrunnable] = []
+    positions: dict[str, Position] = {}
+    spellings: dict[str, tuple[str, Position]] = {}  # by lower-cased name, as Spark sees it
     connected: list[tuple[Position, tuple[Connector, ...]]] = []  # in the program's order
 
     for statement in split(text):
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
-        key = f"{namespace}:{facts.name.lower()}"
-        if namespace == "function" and facts.name.lower() in SPARK_FUNCTIONS:
-            where = statement.locate(facts.name_offset)
-            raise located(
-                reason="DuplicateFunction",
-                message=f"'{facts.name}' is a Spark function: a call would run Spark's, not "
-                "this one. Give the function another name",
-                line=where.line,
-                column=where.column,
-                name=facts.name,
-            )
+        key = f"{namespace}:{facts.name}"
         if key in positions:
             _duplicate(facts.name, namespace, statement, facts.name_offset, positions[key])
-        positions[key] = (facts.name, position)
+        positions[key] = position
+        # problems of a program to run that Spark has not (`Program.clashes`): one that ran
+        # with them runs as it did, and a checkpointed one must still be read to plan the fix
+        folded = f"{namespace}:{facts.name.lower()}"
+        if folded in spellings and spellings[folded][0] != facts.name:
+            earlier, at = spellings[folded]
+            clashes.append(
+                Unrunnable.at(
+                    position,
+                    reason="DuplicateRelation" if namespace != "function" else "DuplicateFunction",
+                    message=f"'{facts.name}' and '{earlier}' (line {at.line}) differ only in "
+                    "case, and Spark reads names regardless of case; rename one of them",
+                    name=facts.name,
+                )
+            )
+        spellings.setdefault(folded, (facts.name, position))
+        if isinstance(facts, FunctionFacts) and built_in(facts.name, len(facts.parameters)):
+            clashes.append(
+                Unrunnable.at(
+                    position,
+                    reason="DuplicateFunction",
+                    message=f"'{facts.name}' is a Spark function: a call would run Spark's, not "
+                    "this one. Give the function another name",
+                    name=facts.name,
+                )
+            )
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if not isinstance(facts, FunctionFacts):
             kind = "table" if isinstance(facts, TableFacts) else "view"
@@ -277,6 +302,7 @@ def parse_program(text: str) -> Program:
         warnings=tuple(warnings),
         has_lateness=any(t.lateness for t in tables.values()),
         unrunnable=tuple(unrunnable),
+        clashes=tuple(clashes),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -223,6 +224,49 @@ def test_a_held_key_waits_for_its_reconcile_and_keeps_workers_off_until_released
         "released",
         "took grades",
     ]
+
+
+def test_a_reconcile_cut_off_by_lost_leadership_keeps_its_key_until_its_thread_ends(
+    tmp_path: Path,
+) -> None:
+    """Stopping leading cancels the workers, but a reconcile already in its thread runs on: its
+    key was freed at once, and deleting the data could begin under a reconcile that then
+    started a driver into the emptied prefix."""
+    import threading
+
+    run = harness(Clock())
+    started, finish = threading.Event(), threading.Event()
+    reconciler = run.operator.reconciler
+    assert reconciler is not None
+
+    def slow(namespace: str, name: str) -> None:
+        started.set()
+        finish.wait(5)
+
+    reconciler.reconcile = slow  # type: ignore[method-assign,assignment]
+
+    async def sequence() -> list[str]:
+        events: list[str] = []
+        work = run.operator.work = WorkQueue()
+        run.operator._threads = ThreadPoolExecutor(1)
+        worker = asyncio.create_task(run.operator._worker())
+        work.add(KEY)
+        await asyncio.to_thread(started.wait, 5)
+        worker.cancel()  # leadership lost
+        await asyncio.gather(worker, return_exceptions=True)
+
+        async def delete() -> None:
+            async with work.hold(KEY):
+                events.append("holding")
+
+        holder = asyncio.create_task(delete())
+        await asyncio.sleep(0.1)
+        events.append("reconcile ends")
+        finish.set()
+        await holder
+        return events
+
+    assert asyncio.run(sequence()) == ["reconcile ends", "holding"]
 
 
 def test_a_pass_of_checks_hands_what_it_has_no_time_for_to_the_workers() -> None:

@@ -382,19 +382,23 @@ class Operator:
             if not self.leading:
                 break
             loop = asyncio.get_running_loop()
+            running = loop.run_in_executor(self._threads, self._reconcile, key)
             outcome = None
             try:
-                outcome = await loop.run_in_executor(self._threads, self._reconcile, key)
+                outcome = await asyncio.shield(running)
                 if outcome is None:
                     self.metrics.forget(key)
                 elif outcome.requeue_after is not None:
                     work.add_after(key, outcome.requeue_after)
+            except asyncio.CancelledError:  # leadership lost: the reconcile runs on in its
+                # thread, and its key stays busy until it ends (a holder waits for that)
+                running.add_done_callback(functools.partial(_release, work, key))
+                raise
             except Exception:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 work.add_after(key, 5.0)
-            finally:
-                self._settle(key, outcome)
-                work.done(key)
+            self._settle(key, outcome)
+            work.done(key)
 
     async def _check(self, keys: list[Key]) -> None:
         """Check the pipelines a re-list found with an active driver (`_moved`), on as many
@@ -526,6 +530,10 @@ class Operator:
         return web.Response(body=self.metrics.exposition(), content_type="text/plain")
 
 
+def _release(work: WorkQueue, key: Key, _: asyncio.Future[Any]) -> None:
+    work.done(key)
+
+
 def checkers(count: int, *, seconds: float, budget: float) -> int:
     """Threads for `count` checks of `seconds` each: as few as finish them in half of `budget`
     seconds, at least one and at most `CHECKERS`."""
@@ -637,7 +645,11 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
         async with work.hold(key):
             waited, delete = 0.0, functools.partial(reconciler.delete_data, dict(body))
             try:
-                while (count := await asyncio.to_thread(delete)) is None:
+                while True:
+                    if not operator.leading or operator.work is not work:  # another leads now
+                        raise RuntimeError("this replica stopped leading")
+                    if (count := await asyncio.to_thread(delete)) is not None:
+                        break
                     if waited >= DRIVERS_END_SECONDS:
                         raise RuntimeError(f"its driver pods did not end within {waited:.0f} s")
                     await asyncio.sleep(2.0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from spindle.runtime.file_offsets import FileOffset, between, plan
 
 
@@ -89,3 +91,21 @@ def test_an_offset_stored_before_the_floor_reads_its_floor_from_the_window() -> 
     stored = FileOffset.parse({"mark": 10_000, "seen": ["x"]})
     listing = [("x", 10_000), ("late", 8_000), ("old", 1_000)]
     assert plan(stored, listing, window=3_000, limit=None)[0] == ["late"]
+
+
+@pytest.mark.parametrize("factor", [0.5, 1, 2])
+def test_a_replay_takes_what_the_step_took_whatever_the_window_is_now(factor: float) -> None:
+    """A knob change takes effect when the driver next starts, which is when a crashed step is
+    replayed: under a narrower window the replay left out late files the step had taken, and
+    committed an offset that marked them ingested."""
+    rng = random.Random(11)
+    listing: list[tuple[str, int]] = []
+    offset = FileOffset.parse(None)
+    for step in range(300):
+        for i in range(rng.randint(0, 4)):
+            listing.append((f"s{step}-{i}", max(0, step * 100 + rng.randint(-250, 50))))
+        files, after = plan(offset, listing, window=300, limit=rng.choice([None, 1, 2]))
+        stored = FileOffset.parse(after.to_json())
+        replayed = between(offset, stored, listing, window=int(300 * factor))
+        assert replayed == files
+        offset = stored

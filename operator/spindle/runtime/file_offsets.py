@@ -39,6 +39,10 @@ class FileOffset:
     mark: int | None
     seen: frozenset[str]
     floor: int | None = None
+    since: int | None = None
+    """The oldest modification time the step that made this offset could take (the offset
+    before it, under the window then): a replay takes what that step took whatever the
+    window is now (`between`)."""
 
     @classmethod
     def parse(cls, value: Any) -> FileOffset:
@@ -48,16 +52,17 @@ class FileOffset:
             return cls(None, frozenset())
         if isinstance(value, list):
             return cls(None, frozenset(str(v) for v in value))
-        mark, floor = value.get("mark"), value.get("floor")
+        mark, floor, since = value.get("mark"), value.get("floor"), value.get("since")
         return cls(
             None if mark is None else int(mark),
             frozenset(value.get("seen") or ()),
             None if floor is None else int(floor),
+            None if since is None else int(since),
         )
 
     def to_json(self) -> dict[str, Any]:
-        floor = {} if self.floor is None else {"floor": self.floor}
-        return {"mark": self.mark, "seen": sorted(self.seen), **floor}
+        bounds = {k: v for k, v in (("floor", self.floor), ("since", self.since)) if v is not None}
+        return {"mark": self.mark, "seen": sorted(self.seen), **bounds}
 
     def lowest(self, *, window: int) -> int | None:
         """The oldest modification time a new file may have (None: any)."""
@@ -82,7 +87,10 @@ class FileOffset:
         times = dict(listing)
         ingested = self.seen | {p for p, _ in taken}
         return FileOffset(
-            mark, frozenset(p for p in ingested if p in times and times[p] >= floor), floor
+            mark,
+            frozenset(p for p in ingested if p in times and times[p] >= floor),
+            floor,
+            before,
         )
 
 
@@ -100,9 +108,22 @@ def plan(
 
 def between(before: FileOffset, wanted: FileOffset, listing: Listing, *, window: int) -> list[str]:
     """The files new after `before` and no longer new after `wanted`: what a step that moved
-    the offset from one to the other ingested (a crashed step's plan, replayed)."""
+    the offset from one to the other ingested (a crashed step's plan, replayed), by the bounds
+    that step planned with (`since`, `floor`), not the window now."""
+    if wanted == before:  # the step took nothing
+        return []
+    since = wanted.since if wanted.since is not None else before.lowest(window=window)
+
+    def was_new(path: str, modified: int) -> bool:
+        return path not in before.seen and (since is None or modified >= since)
+
+    def still_new(path: str, modified: int) -> bool:  # as the step left it: its own floor
+        if wanted.floor is None:
+            return wanted.is_new(path, modified, window=window)
+        return path not in wanted.seen and modified >= wanted.floor
+
     return [
         p
         for p, m in sorted(listing, key=lambda item: (item[1], item[0]))
-        if before.is_new(p, m, window=window) and not wanted.is_new(p, m, window=window)
+        if was_new(p, m) and not still_new(p, m)
     ]

@@ -203,7 +203,10 @@ def test_failed_driver_fails_until_the_spec_changes() -> None:
     )
     failed = decide(observe(spec=spec(V1), driver=driver))
     assert failed.phase is Phase.FAILED and failed.reason == "UnsupportedSql"
-    assert failed.message == f"Spark cannot evaluate view {SQL_FIX_HINT}"  # the SQL is the fix
+    assert failed.message == f"Spark cannot evaluate view {SQL_FIX_HINT} {RETRY_HINT}"
+    analyzed = replace(driver, reason="TypeMismatch", message="Types do not mix.")
+    mismatch = decide(observe(spec=spec(V1), driver=analyzed))
+    assert mismatch.message == f"Types do not mix. {SQL_FIX_HINT}"  # the SQL is the fix
     storage = replace(driver, reason="StorageRefused", message="Storage refused a write.")
     refused = decide(observe(spec=spec(V1), driver=storage))
     assert refused.message == f"Storage refused a write. {RETRY_HINT}"
@@ -444,7 +447,7 @@ def test_a_spec_without_tables_or_views_is_refused(sql: str) -> None:
 def test_every_reason_spark_gives_a_view_is_one_the_sql_fixes() -> None:
     from spindle.runtime.maintain import SPARK_REASONS
 
-    assert {*SPARK_REASONS.values(), "UnsupportedSql", "SqlRuntimeError"} <= SQL_FAILURES
+    assert set(SPARK_REASONS.values()) <= SQL_FAILURES
 
 
 def test_a_program_that_ran_with_a_name_spark_reads_as_another_runs_on_until_changed() -> None:

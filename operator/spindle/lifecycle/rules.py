@@ -176,8 +176,8 @@ RETRY_HINT = (
 locally until the user runs the pipeline again."""
 
 SQL_FIX_HINT = (
-    "Fix the SQL where the message says and apply it again: a new spec.sql starts the driver "
-    "again from the last checkpoint (locally: spindle local apply, then spindle local run)."
+    "Fix the SQL where the message says and apply it: the new program is planned against the "
+    "last checkpoint as any change is (locally: spindle local apply)."
 )
 """Closes the message of a driver that failed on the program's SQL (`SQL_FAILURES`)."""
 
@@ -196,17 +196,23 @@ SQL_FAILURES = frozenset(
         "DuplicateColumn",
         "TypeMismatch",
         "WrongArgumentCount",
-        "UnsupportedSql",
-        "SqlRuntimeError",
     }
 )
-"""Reasons a driver fails with because of the program's SQL, which Spark's analyzer or its
-evaluation finds (`runtime.maintain`): the SQL is the fix, not a restart."""
+"""Reasons Spark's analyzer gives a view (`runtime.maintain`): the SQL is the fix, not a
+restart."""
+
+SQL_OR_ROWS = frozenset({"SqlRuntimeError", "UnsupportedSql"})
+"""Reasons of a view Spark could not evaluate, for its SQL or for its rows (a division by
+zero, a failure of Spark's own): either fix applies."""
 
 
 def _failure_message(s: Situation) -> str:
-    said = s.running.message or "The driver failed; see its logs."
-    return f"{said} {SQL_FIX_HINT if s.running.reason in SQL_FAILURES else RETRY_HINT}"
+    said, reason = s.running.message or "The driver failed; see its logs.", s.running.reason
+    if reason in SQL_FAILURES:
+        return f"{said} {SQL_FIX_HINT}"
+    if reason in SQL_OR_ROWS:
+        return f"{said} {SQL_FIX_HINT} {RETRY_HINT}"
+    return f"{said} {RETRY_HINT}"
 
 
 RULES: tuple[Rule, ...] = (

@@ -206,3 +206,23 @@ def test_an_answer_with_two_columns_of_one_name_says_how_to_name_them(
     assert f"two columns named {names[-1]!r}" in refused.value.message
     assert f"`... {instead}`" in refused.value.message
     assert answer_columns(["avg", "n"], sql="select ...") == ("avg", "n")
+
+
+@pytest.mark.parametrize(
+    ("sql", "said", "column"),
+    [
+        ("SELECT id FROM students s WHERE s.nme > 1", "`s`.`nme`", 35),  # not the alias
+        ("SELECT 'nme' AS label, nme FROM students", "`nme`", 24),  # not the string
+        ("SELECT `nme` FROM students", "`nme`", 9),  # quoted as Spark quotes it
+    ],
+)
+def test_the_name_spark_could_not_resolve_is_found_where_the_query_has_it(
+    sql: str, said: str, column: int
+) -> None:
+    refused = query_failed(
+        sql,
+        f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        f"name {said} cannot be resolved. SQLSTATE: 42703",
+        RELATIONS,
+    )
+    assert (refused.details["line"], refused.details["column"]) == (1, column)

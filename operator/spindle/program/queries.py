@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
 
 from spindle.errors import SpindleError, located
 from spindle.program.dependencies import function_name
@@ -161,8 +162,10 @@ NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "Table or view not found")
 _SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?\s*$")
 """Where Spark's message says the error is: in the SQL written for Spark, not the user's."""
 
-_NAMED = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
-"""A name Spark quotes in its message (`nope` of UNRESOLVED_COLUMN)."""
+_NAMED = re.compile(r"(?:`[^`]+`\.)*`([A-Za-z_][A-Za-z0-9_]*)`")
+"""A name Spark quotes in its message, by its last part (`nme` of `s`.`nme`)."""
+
+_NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 
 
 def without_position(said: str) -> str:
@@ -183,13 +186,23 @@ def query_failed(sql: str, cause: str, relations: Collection[str]) -> SpindleErr
             " Only materialized tables and views can be queried "
             f"({', '.join(sorted(relations)) or 'none'})."
         )
-    named = _NAMED.search(said)
-    word = re.search(rf"(?<![\w`\"]){re.escape(named[1])}(?![\w`\"])", sql, re.I) if named else None
-    if word is None:
+    start = _name_in(sql, named[1]) if (named := _NAMED.search(said)) else None
+    if start is None:
         return SpindleError(reason="InvalidQuery", message=message, details={"query": sql})
-    before = sql[: word.start()]
-    line, column = before.count("\n") + 1, word.start() - (before.rfind("\n") + 1) + 1
+    before = sql[:start]
+    line, column = before.count("\n") + 1, start - (before.rfind("\n") + 1) + 1
     return located(reason="InvalidQuery", message=message, line=line, column=column, query=sql)
+
+
+def _name_in(sql: str, name: str) -> int | None:
+    """Where the query first has `name` as a name (quoted or not; never inside a string)."""
+    try:
+        tokens = tokenize(sql)
+    except Problem:
+        return None
+    lowered = name.lower()
+    found = (t for t in tokens if t.token_type in _NAME_TOKENS and t.text.lower() == lowered)
+    return next((t.start for t in found), None)
 
 
 def plain(value: Any) -> Any:

@@ -514,6 +514,11 @@ def test_a_file_of_no_rows_counts_none(tmp_path: Path, spark: Any) -> None:
     pipeline.manifest, second = pipeline.runtime.step(pipeline.program, pipeline.manifest)
     assert (first.rows_ingested, second.rows_ingested) == (2, 0)
     assert pipeline.manifest.state["c"].rows == 2
+    # it read a file, so it was no idle step: `--until-idle` stopped there, before later files
+    # (`max_files_per_step`) were read
+    assert not second.idle
+    _, third = pipeline.runtime.step(pipeline.program, pipeline.manifest)
+    assert third.idle
 
 
 @pytest.mark.parametrize(

@@ -93,10 +93,13 @@ class StepStats:
     rows_ingested: int = 0
     views_recomputed: list[str] = field(default_factory=list)
     changes_emitted: int = 0
+    polled: bool = False
+    """Whether an input had something new: files or versions, even without a row (a CSV of
+    its header only), whose offsets the step moved."""
 
     @property
     def idle(self) -> bool:
-        return self.rows_ingested == 0
+        return not self.polled
 
 
 @dataclass
@@ -344,6 +347,7 @@ class Runtime:
         polled = self._poll(inputs, manifest)
         if not polled:
             return manifest, work.stats
+        work.stats.polled = True
         try:
             received = self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)

@@ -62,6 +62,12 @@ REFUSED = [
         f"'version' in its transport config would choose where reading starts, and {DELTA_READS}.",
         (1, 14),
     ),
+    (  # a file appended to was read whole again once it left the offset's window
+        table(entry(config={"path": "/data", "follow": True})),
+        "'follow' in its transport config would read what is appended to a file; Spindle "
+        "reads each new file of the location once, whole, and never again",
+        (1, 14),
+    ),
     (
         view(entry("delta_table_output", config={"uri": "s3://b/o", "mode": "truncate"})),
         "mode 'truncate' is not what Spindle does: Spindle appends each step's changes to the "
@@ -182,6 +188,7 @@ def test_what_the_runtime_would_ignore_warns(sql: str, said: str) -> None:
         table(entry("kafka_input", config={"topic": "x"}, max_files_per_step=0)),  # not run here
         table(entry(paused=True, max_batch_size=10, labels=["a"])),  # Feldera's keys
         view(entry("delta_table_output", config={"uri": "s3://b/o"})),
+        table(entry(config={"path": "/data", "follow": False})),  # what Spindle does
     ],
 )
 def test_connectors_spindle_runs_or_leaves_alone_parse_clean(sql: str) -> None:

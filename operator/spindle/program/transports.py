@@ -61,7 +61,8 @@ class Transport:
     location: tuple[str, ...]
     unlike: Mapping[str, str] = field(default_factory=dict)
     """Feldera's config keys that choose what is read or written, which Spindle would not do
-    (a row filter, a starting version): each refused, saying what Spindle does instead."""
+    (a row filter, a starting version, following appends): each refused unless it is false
+    or null, saying what Spindle does instead."""
     modes: tuple[frozenset[str], str] | None = None
     """The values of Feldera's `mode` key that are what Spindle does, and what it does: any
     other is refused (None: the transport has no `mode`)."""
@@ -85,7 +86,13 @@ _STARTS = f"would choose where reading starts, and {_DELTA_READ}"
 _CDC = f"belongs to Feldera's cdc mode, and {_DELTA_READ}"
 TRANSPORTS: Mapping[str, Transport] = {
     "file_input": Transport(
-        Direction.INPUT, ("path", "uri"), accepted=frozenset({"buffer_size_bytes", "follow"})
+        Direction.INPUT,
+        ("path", "uri"),
+        unlike={
+            "follow": "would read what is appended to a file; Spindle reads each new file of "
+            "the location once, whole, and never again: write new data to new files",
+        },
+        accepted=frozenset({"buffer_size_bytes"}),
     ),
     "delta_table_input": Transport(
         Direction.INPUT,
@@ -174,7 +181,7 @@ def entry_problems(
         )
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
         return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
-    unlike = next((k for k in served.unlike if config.get(k) is not None), None)
+    unlike = next((k for k in served.unlike if config.get(k) not in (None, False)), None)
     if unlike is not None:
         return f"{label}: '{unlike}' in its transport config {served.unlike[unlike]}", ()
     mode = config.get("mode")

@@ -62,12 +62,6 @@ REFUSED = [
         f"'version' in its transport config would choose where reading starts, and {DELTA_READS}.",
         (1, 14),
     ),
-    (  # a file appended to was read whole again once it left the offset's window
-        table(entry(config={"path": "/data", "follow": True})),
-        "'follow' in its transport config would read what is appended to a file; Spindle "
-        "reads each new file of the location once, whole, and never again",
-        (1, 14),
-    ),
     (
         view(entry("delta_table_output", config={"uri": "s3://b/o", "mode": "truncate"})),
         "mode 'truncate' is not what Spindle does: Spindle appends each step's changes to the "
@@ -133,6 +127,12 @@ def test_what_the_runtime_would_refuse_is_a_located_problem_of_the_program(
 
 
 WARNED = [
+    (  # appends to a file were never read, or read whole again once it left the window
+        table(entry(config={"path": "/data", "follow": True})),
+        "'follow': true in its transport config would read what is appended to a file: Spindle "
+        "reads each new file of the location once, whole, and never again (write new data to "
+        "new files); it is ignored",
+    ),
     (
         table(entry(config={"path": "/data", "folow": True})),
         "Spindle does not read 'folow' of its transport config (did you mean 'follow'?); it is "

@@ -61,8 +61,11 @@ class Transport:
     location: tuple[str, ...]
     unlike: Mapping[str, str] = field(default_factory=dict)
     """Feldera's config keys that choose what is read or written, which Spindle would not do
-    (a row filter, a starting version, following appends): each refused unless it is false
-    or null, saying what Spindle does instead."""
+    (a row filter, a starting version): each refused, saying what Spindle does instead."""
+    unheeded: Mapping[str, str] = field(default_factory=dict)
+    """Feldera's config keys that ask for what Spindle does not do but whose inputs it reads
+    alike as long as they are used as usual (following appends to files that are never
+    appended to): warned of when set, saying what Spindle does."""
     modes: tuple[frozenset[str], str] | None = None
     """The values of Feldera's `mode` key that are what Spindle does, and what it does: any
     other is refused (None: the transport has no `mode`)."""
@@ -88,11 +91,11 @@ TRANSPORTS: Mapping[str, Transport] = {
     "file_input": Transport(
         Direction.INPUT,
         ("path", "uri"),
-        unlike={
-            "follow": "would read what is appended to a file; Spindle reads each new file of "
-            "the location once, whole, and never again: write new data to new files",
+        unheeded={
+            "follow": "would read what is appended to a file: Spindle reads each new file of "
+            "the location once, whole, and never again (write new data to new files)",
         },
-        accepted=frozenset({"buffer_size_bytes"}),
+        accepted=frozenset({"buffer_size_bytes", "follow"}),
     ),
     "delta_table_input": Transport(
         Direction.INPUT,
@@ -181,7 +184,7 @@ def entry_problems(
         )
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
         return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
-    unlike = next((k for k in served.unlike if config.get(k) not in (None, False)), None)
+    unlike = next((k for k in served.unlike if config.get(k) is not None), None)
     if unlike is not None:
         return f"{label}: '{unlike}' in its transport config {served.unlike[unlike]}", ()
     mode = config.get("mode")
@@ -206,6 +209,11 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any], served: Transp
         "the connector entry, beside 'transport'"
         for key in config
         if key in FLOW_CONTROL_KNOBS
+    ]
+    said += [
+        f"'{key}': true in its transport config {what}"
+        for key, what in served.unheeded.items()
+        if config.get(key) not in (None, False)
     ]
     limit = entry.get("max_files_per_step")
     if "max_files_per_step" in entry and not whole_number(limit, 1):

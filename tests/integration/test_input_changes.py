@@ -698,6 +698,39 @@ def test_a_delete_names_a_row_of_a_primary_key_table_by_its_key(tmp_path: Path, 
     assert pipeline.rows("c") == Counter()
 
 
+def test_appends_to_a_delta_source_upsert_in_commit_order_and_need_their_keys(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Commits that only add rows were read with one order for all, so which of two rows of
+    a key won was arbitrary (a stale value could stay); and a row without a key or a NOT NULL
+    value was ingested as it was."""
+    source = str(tmp_path / "source")
+    spark.createDataFrame([(1, "a")], "id int, v string").write.format("delta").save(source)
+    lake = {"name": "lake", "transport": {"name": "delta_table_input", "config": {"uri": source}}}
+    sql = (
+        "create table t (id int primary key, v varchar not null) with ("
+        f"'connectors' = '{connectors(lake)}');"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    pipeline.step()
+    big = spark.range(2000).selectExpr("cast(id + 10 as int) as id", "'x' as v")
+    big.union(spark.createDataFrame([(1, "b")], "id int, v string")).write.format("delta").mode(
+        "append"
+    ).save(source)
+    spark.createDataFrame([(1, "c")], "id int, v string").write.format("delta").mode(
+        "append"
+    ).save(source)
+    pipeline.step()
+    assert pipeline.rows("t")[(1, "c")] == 1 and pipeline.rows("t")[(1, "b")] == 0
+    spark.createDataFrame([(5, None)], "id int, v string").write.format("delta").mode(
+        "append"
+    ).save(source)
+    with pytest.raises(SpindleError) as refused:
+        pipeline.step()
+    assert refused.value.reason == "InvalidInputRecord"
+    assert "has no value for 'v', which is NOT NULL" in refused.value.message
+
+
 def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, spark: Any) -> None:
     """An UPDATE's pre-image (-1) and post-image (+1) share a commit: the delete applies first,
     so the key keeps its new row."""

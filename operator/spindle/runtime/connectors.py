@@ -498,6 +498,9 @@ class DeltaInput:
     """The connector's key, for error messages."""
     uri: str
     schema: StructType
+    not_null: tuple[str, ...] = ()
+    """The table's NOT NULL columns (its primary key's too): a row the source commits without
+    a value in one fails the step (`InvalidInputRecord`), as a file's row does."""
 
     @property
     def location(self) -> str:
@@ -516,7 +519,18 @@ class DeltaInput:
         the rows their commits added, read from those commits' files; or, when a commit in the
         range removed or rewrote rows, the change data feed with `__w` (-1 for deletes)."""
         with _refused("read", self.connector, self.uri):
-            return self._changes(spark, before, wanted)
+            return self._complete(self._changes(spark, before, wanted))
+
+    def _complete(self, rows: DataFrame) -> DataFrame:
+        """`rows` failing the job that reads them on one without a value in a NOT NULL column,
+        naming the column (`unreadable_file` reads the error)."""
+        if not self.not_null:
+            return rows
+        missing: Column = F.lit(None)
+        for name in reversed(self.not_null):
+            missing = F.when(column(name).isNull(), F.lit(name)).otherwise(missing)
+        said = F.concat_ws("\t", F.lit(INCOMPLETE), F.lit(self.connector), F.lit(self.uri), missing)
+        return rows.where(F.when(missing.isNotNull(), F.raise_error(said)).isNull())
 
     def _changes(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         end = int(wanted)
@@ -531,8 +545,8 @@ class DeltaInput:
         if rewrites:
             changes = self._change_feed(spark, start, end, rewrites)
             return changes.select(*columns, WEIGHT, ORDER)
-        added = [a["add"] for actions in commits.values() for a in actions if _adds(a)]
-        return self._read_added(spark, added, source.schema).select(*columns, unordered)
+        added = [(v, a["add"]) for v, actions in commits.items() for a in actions if _adds(a)]
+        return self._read_added(spark, added, source.schema).select(*columns, ORDER)
 
     def _columns(self, source: StructType) -> list[Column]:
         """The table's columns read from the source's: each by name, cast to the table's type
@@ -573,10 +587,11 @@ class DeltaInput:
         return actions
 
     def _read_added(
-        self, spark: SparkSession, added: list[dict[str, Any]], schema: StructType
+        self, spark: SparkSession, added: list[tuple[int, dict[str, Any]]], schema: StructType
     ) -> DataFrame:
-        """The rows of the files the commits added (partition values from the log); `schema`:
-        the source table's at the last of those commits."""
+        """The rows of the files the commits added, each with its commit's version as ORDER
+        (a primary key's later commit wins, as with the change data feed), partition values
+        from the log; `schema`: the source table's at the last of those commits."""
         from delta.tables import DeltaTable
 
         detail = DeltaTable.forPath(spark, self.uri).detail().first()
@@ -593,19 +608,18 @@ class DeltaInput:
                 details={"uri": self.uri},
             )
         data = StructType([f for f in schema.fields if f.name not in partitions])
-        frame = spark.createDataFrame([], schema)
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for add in added:
-            groups.setdefault(
-                json.dumps(add.get("partitionValues") or {}, sort_keys=True), []
-            ).append(add)
-        for values, adds in groups.items():
+        frame = spark.createDataFrame([], schema).withColumn(ORDER, F.lit(0).cast("bigint"))
+        groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        for version, add in added:
+            values = json.dumps(add.get("partitionValues") or {}, sort_keys=True)
+            groups.setdefault((version, values), []).append(add)
+        for (version, values), adds in groups.items():
             files = [storage.join(self.uri, unquote(a["path"])) for a in adds]
             part = spark.read.schema(data).parquet(*files)
             for partition, value in json.loads(values).items():
                 kind = schema[partition].dataType
                 part = part.withColumn(partition, F.lit(value).cast(kind))
-            frame = frame.unionByName(part)
+            frame = frame.unionByName(part.withColumn(ORDER, F.lit(version).cast("bigint")))
         return frame
 
     def _change_feed(
@@ -786,6 +800,15 @@ def unreadable_file(
                 problem=_null_in(name),
                 unit="line" if source.format.name == "json" else "record",
                 number=_in_file(int(order)),
+            )
+        case [connector, uri, name] if isinstance(sources.get(connector), DeltaInput):
+            return SpindleError(
+                reason="InvalidInputRecord",
+                message=f"Connector {connector}: a row of the Delta table {uri} has no value "
+                f"for '{name}', which is NOT NULL (or in the primary key). Nothing of this step "
+                "was ingested: declare the column without NOT NULL (a key column must have "
+                "values), or fix the source and reset the connector (rename it).",
+                details={"connector": connector, "file": uri, "column": name},
             )
     failed = semantics.failed_file(error)
     if failed is None or semantics.data_error(error) is not None:
@@ -970,7 +993,8 @@ def make_input(
             key=key,
         )
     if connector.transport == "delta_table_input":
-        return DeltaInput(connector.key, _location(connector), schema)
+        needed = tuple(dict.fromkeys((*key, *not_null)))
+        return DeltaInput(connector.key, _location(connector), schema, not_null=needed)
     raise unsupported(connector)
 
 

@@ -163,6 +163,26 @@ def test_csv_text_goes_through_verbatim_as_rfc_4180_writes_it(tmp_path: Path, sp
     assert sorted(records[1:]) == sorted([str(k), v, "1"] for k, v in values.items())
 
 
+def test_rows_an_output_cannot_hold_fail_the_step_without_a_retry(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A CSV output of an array column was OutputUnwritable, retried for a minute as if the
+    storage had refused it, advising to make the location writable."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    written = {**file_output(out), "format": {"name": "csv"}}
+    sql = (
+        f"create table t (id int) with ('connectors' = '{connectors(file_input('in', inbox))}');\n"
+        f"create materialized view v with ('connectors' = '{connectors(written)}') "
+        "as select id, array(id) as ids from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(inbox / "1.json", [{"id": 1}], mtime=1_000_000)
+    with pytest.raises(SpindleError) as refused:
+        pipeline.step()
+    assert refused.value.reason == "OutputSchemaMismatch"  # not among the retried reasons
+    assert "UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE" in refused.value.message
+
+
 def test_an_output_receives_the_rows_a_view_has_before_any_input(
     tmp_path: Path, spark: Any
 ) -> None:

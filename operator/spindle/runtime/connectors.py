@@ -720,7 +720,24 @@ def _refused(action: Action, connector: str, location: str) -> Iterator[None]:
     except (Py4JJavaError, AnalysisException, OSError) as error:
         if semantics.data_error(error) is not None:
             raise
+        if action == "write" and _ROWS_UNWRITABLE.search(str(error)):
+            raise SpindleError(
+                reason="OutputSchemaMismatch",
+                message=f"Output connector {connector} cannot write the view's rows to "
+                f"{location}: {semantics.cause(error)}. No retry writes them: change the "
+                "view's columns (cast or leave out that column) or the output (another format, "
+                "or a new location for a Delta table whose columns differ).",
+                details={"connector": connector, "uri": location},
+            ) from error
         raise _refusal(action, connector, location, error) from error
+
+
+_ROWS_UNWRITABLE = re.compile(
+    r"\[(UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE|DELTA_FAILED_TO_MERGE_FIELDS"
+    r"|DELTA_METADATA_MISMATCH|DELTA_SCHEMA_CHANGE|_LEGACY_ERROR_TEMP_DELTA_0007)[\].]"
+)
+"""Spark's and Delta's errors for rows an output cannot hold (a type its format has no
+form for, columns the Delta table has otherwise): a retry fails the same way."""
 
 
 _PARQUET_TYPE = re.compile(

@@ -323,7 +323,7 @@ def connectors(transport: str, path: Path) -> str:
 
 
 def runtime_for(
-    tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None
+    tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None, version: str = "v1"
 ) -> tuple[Any, Any, Any]:
     """A runtime on the suite's Spark for `sql`, with its state under tmp_path/s (or `root`,
     on the S3 server `s3` names): the runtime, its checkpoint store and the parsed program."""
@@ -340,7 +340,9 @@ def runtime_for(
         storage.update(endpoint=s3.endpoint, region=s3.region)
     runtime = open_runtime(
         pipeline=PipelineRef(namespace="default", name="p"),
-        spec=PipelineSpec.model_validate({"sql": sql, "storage": storage}),
+        spec=PipelineSpec.model_validate(
+            {"sql": sql, "storage": storage, "runtimeVersion": version}
+        ),
         store=store,
         s3=s3,
         report=lambda event, **fields: None,
@@ -833,6 +835,41 @@ def test_a_bootstrap_that_finds_a_stored_file_gone_fails_as_state_file_missing(
     bootstrapped = runtime.bootstrap(plan, checkpoint)
     counts = runtime.views(program).contents("counts", bootstrapped.state["counts"])
     assert [tuple(r) for r in counts.collect()] == [(7, 2)]
+
+
+def test_a_bootstrap_that_fails_on_a_later_view_leaves_every_output_as_it_was(
+    tmp_path: Path, spark: Any
+) -> None:
+    """The outputs of each view were replaced as soon as it was evaluated: a later view's
+    failure left a sink holding the new program's snapshot, which never committed, in place
+    of the changes the last checkpoint had delivered."""
+    from spindle.plan.plan import make_plan
+    from spindle.program import parse_program
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    table = (
+        "create table t (id bigint, d int) with ('materialized' = 'true', 'connectors' = "
+        f"'{connectors('file_input', inputs)}');\n"
+    )
+    sink = f"with ('connectors' = '{connectors('file_output', out)}')"
+    sql = f"{table}create view a {sink} as select id from t;\n"
+    runtime, store, program = runtime_for(tmp_path, sql, version="v2")  # ANSI: 1 / 0 fails
+    checkpoint = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1, "d": 0}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    delivered = sorted(p.name for p in out.iterdir())
+    assert delivered
+    failing = parse_program(
+        f"{table}create view a {sink} as select id, d from t;\n"
+        "create view b as select id / d as r from t;\n"
+    )
+    plan = make_plan(old=program, new=failing, old_runtime="v2", runtime="v2")
+    assert plan.views_to_evaluate == ("a", "b")
+    with pytest.raises(SpindleError):
+        runtime.bootstrap(plan, checkpoint)
+    assert sorted(p.name for p in out.iterdir()) == delivered
+    assert store.latest() == checkpoint
 
 
 def test_a_query_over_stored_state_that_is_gone_is_state_file_missing(

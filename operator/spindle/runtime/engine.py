@@ -759,8 +759,9 @@ class Runtime:
         emit: bool,
     ) -> int:
         """Evaluate the new and modified views from stored state, in dependency order, into
-        `location`, and with `emit` replace (or append to) their outputs; returns the rows
-        written."""
+        `location`, and with `emit` then replace (or append to) their outputs; returns the rows
+        written. No output is touched before every view is evaluated: a view that fails (its
+        SQL, its rows) leaves the outputs as the last checkpoint left them."""
         program, todo = plan.new, plan.views_to_evaluate
         reader = self.views(program)
         rows_written = 0
@@ -773,18 +774,27 @@ class Runtime:
                 record = self._write_whole(reader, view, state, path)
             state[name] = record
             rows = record.rows or 0
-            if emit and view.connectors and self.outputs_on_bootstrap != "silent":
-                # only outputs need the stored contents read back
-                contents = reader.contents(name, record).withColumn("weight", F.lit(1))
-                for connector in view.connectors:
-                    output = make_output(connector, pipeline=self._key(), bootstrap=plan.change_id)
-                    if self.outputs_on_bootstrap == "replace":
-                        output.replace(self.spark, contents, sequence=sequence)
-                    else:
-                        output.emit(self.spark, contents, sequence=sequence)
             rows_written += rows
             self.report(f"{kind}-view", view=name, done=index, total=len(todo), rows=rows)
+        if emit and self.outputs_on_bootstrap != "silent":
+            for name in todo:
+                self._send_contents(reader, plan, name, state[name], sequence=sequence)
         return rows_written
+
+    def _send_contents(
+        self, reader: Views, plan: ChangePlan, name: str, record: StateRecord, *, sequence: int
+    ) -> None:
+        """A bootstrapped view's contents to its outputs: replacing theirs, or appended."""
+        view = plan.new.views[name]
+        if not view.connectors:
+            return
+        contents = reader.contents(name, record).withColumn("weight", F.lit(1))
+        for connector in view.connectors:
+            output = make_output(connector, pipeline=self._key(), bootstrap=plan.change_id)
+            if self.outputs_on_bootstrap == "replace":
+                output.replace(self.spark, contents, sequence=sequence)
+            else:
+                output.emit(self.spark, contents, sequence=sequence)
 
     # -- queries -----------------------------------------------------------------------------
 

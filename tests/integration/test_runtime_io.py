@@ -323,7 +323,7 @@ def connectors(transport: str, path: Path) -> str:
 
 
 def runtime_for(
-    tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None, version: str = "v1"
+    tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None, version: str | None = None
 ) -> tuple[Any, Any, Any]:
     """A runtime on the suite's Spark for `sql`, with its state under tmp_path/s (or `root`,
     on the S3 server `s3` names): the runtime, its checkpoint store and the parsed program."""
@@ -341,7 +341,7 @@ def runtime_for(
     runtime = open_runtime(
         pipeline=PipelineRef(namespace="default", name="p"),
         spec=PipelineSpec.model_validate(
-            {"sql": sql, "storage": storage, "runtimeVersion": version}
+            {"sql": sql, "storage": storage, **({"runtimeVersion": version} if version else {})}
         ),
         store=store,
         s3=s3,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
@@ -28,7 +29,7 @@ from spindle.program.model import (
 )
 from spindle.program.properties import flag, property_problems
 from spindle.program.statements import Statement, split
-from spindle.program.syntax import parsed, unclosed_comment
+from spindle.program.syntax import Problem, parsed, unclosed_comment
 from spindle.program.types import type_problem
 
 
@@ -44,16 +45,21 @@ def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: P
     )
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 @lru_cache(maxsize=4096)
 def built_in(name: str, arity: int) -> bool:
     """Whether a call of `name` with `arity` arguments reads as one of the built-in functions
     the parser knows (`UPPER`, `NVL`): such a call is never the program's function, which is
     inlined only where the call is one the parser does not know (`runtime.translate`)."""
+    if not _PLAIN_NAME.fullmatch(name):  # a quoted name no built-in has
+        return False
     arguments = ", ".join(f"p{index}" for index in range(arity))
     try:
         query = parsed(f"create view x as select {name}({arguments}) as c").create.expression
-    except SpindleError:
-        return False  # not a call of that shape at all: no built-in reads it
+    except (SpindleError, Problem):
+        return False  # not a call of that shape at all (a built-in of another arity)
     call = query.expressions[0].this if isinstance(query, exp.Select) else None
     return isinstance(call, exp.Func) and not isinstance(call, exp.Anonymous)
 

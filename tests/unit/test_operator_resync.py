@@ -250,13 +250,18 @@ def test_a_reconcile_cut_off_by_lost_leadership_keeps_its_key_until_its_thread_e
         work = run.operator.work = WorkQueue()
         run.operator._threads = ThreadPoolExecutor(1)
         worker = asyncio.create_task(run.operator._worker())
+        run.operator._workers = [worker]
         work.add(KEY)
         await asyncio.to_thread(started.wait, 5)
-        worker.cancel()  # leadership lost
+        run.operator._stop_leading()  # the workers cancelled, the queue dropped
         await asyncio.gather(worker, return_exceptions=True)
+        run.operator._start_leading()  # and leading again, while the reconcile runs on
+        for task in run.operator._workers:
+            task.cancel()
 
         async def delete() -> None:
-            async with work.hold(KEY):
+            assert run.operator.work is not None
+            async with run.operator.work.hold(KEY):
                 events.append("holding")
 
         holder = asyncio.create_task(delete())

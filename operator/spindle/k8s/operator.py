@@ -150,6 +150,14 @@ class WorkQueue:
             self.again.discard(key)
             self.add(key)
 
+    def drop(self) -> None:
+        """Forget every queued key (leadership lost); a key being worked on stays busy until
+        its work is done, so nothing takes it meanwhile, whoever leads next."""
+        self.urgent.clear()
+        self.relisted.clear()
+        self.queued.clear()
+        self.again.clear()
+
     @contextlib.asynccontextmanager
     async def hold(self, key: Key) -> AsyncIterator[None]:
         """The key for work done outside the queue (deleting a pipeline's data): waits for a
@@ -280,7 +288,8 @@ class Operator:
 
     def _stop_leading(self) -> None:
         """Nothing new starts: the workers are cancelled and the queue dropped. A reconcile
-        already in its thread finishes its current API call sequence (see docs/operator.md)."""
+        already in its thread finishes its current API call sequence (see docs/operator.md),
+        its key busy until then, whoever takes the queue next."""
         if not self.leading:
             return
         self.leading = False
@@ -288,7 +297,8 @@ class Operator:
         for task in self._workers:
             task.cancel()
         self._workers = []
-        self.work = WorkQueue()
+        if self.work is not None:  # a key whose reconcile runs on in its thread stays busy
+            self.work.drop()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -382,9 +392,9 @@ class Operator:
             if not self.leading:
                 break
             loop = asyncio.get_running_loop()
-            running = loop.run_in_executor(self._threads, self._reconcile, key)
-            outcome = None
+            outcome, running, handed_off = None, None, False
             try:
+                running = loop.run_in_executor(self._threads, self._reconcile, key)
                 outcome = await asyncio.shield(running)
                 if outcome is None:
                     self.metrics.forget(key)
@@ -392,13 +402,19 @@ class Operator:
                     work.add_after(key, outcome.requeue_after)
             except asyncio.CancelledError:  # leadership lost: the reconcile runs on in its
                 # thread, and its key stays busy until it ends (a holder waits for that)
-                running.add_done_callback(functools.partial(_release, work, key))
+                if running is not None and not running.done():
+                    running.add_done_callback(functools.partial(_release, work, key))
+                    handed_off = True
                 raise
             except Exception:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 work.add_after(key, 5.0)
-            self._settle(key, outcome)
-            work.done(key)
+            finally:
+                if not handed_off:
+                    try:
+                        self._settle(key, outcome)
+                    finally:
+                        work.done(key)
 
     async def _check(self, keys: list[Key]) -> None:
         """Check the pipelines a re-list found with an active driver (`_moved`), on as many
@@ -646,7 +662,7 @@ def register(operator: Operator, registry: kopf.OperatorRegistry) -> None:
             waited, delete = 0.0, functools.partial(reconciler.delete_data, dict(body))
             try:
                 while True:
-                    if not operator.leading or operator.work is not work:  # another leads now
+                    if not operator.leading:  # another replica leads now
                         raise RuntimeError("this replica stopped leading")
                     if (count := await asyncio.to_thread(delete)) is not None:
                         break

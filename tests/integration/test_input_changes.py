@@ -751,6 +751,21 @@ def test_appends_to_a_delta_source_upsert_in_commit_order_and_need_their_keys(
     assert "has no value for 'v', which is NOT NULL" in refused.value.message
 
 
+def test_a_delta_delete_needs_only_its_key(spark: Any) -> None:
+    """A change data feed's delete or an update's old row carries the row as it was: one
+    ingested before NOT NULL was checked failed every retry of the step that removed it."""
+    from spindle.runtime.connectors import DeltaInput
+
+    schema = "id int, v string, __w int, __o bigint"
+    source = DeltaInput("t.lake", "/nowhere", spark.createDataFrame([], schema).schema)
+    source = DeltaInput(source.connector, source.uri, source.schema, not_null=("v",), key=("id",))
+    old_row = spark.createDataFrame([(5, None, -1, 0)], schema)
+    assert source._complete(old_row).count() == 1
+    for bad in ((5, None, 1, 0), (None, "x", -1, 0)):
+        with pytest.raises(Exception, match="spindle-incomplete-record"):
+            source._complete(spark.createDataFrame([bad], schema)).count()
+
+
 def test_a_delta_update_and_delete_upsert_a_primary_key_table(tmp_path: Path, spark: Any) -> None:
     """An UPDATE's pre-image (-1) and post-image (+1) share a commit: the delete applies first,
     so the key keeps its new row."""

@@ -499,8 +499,11 @@ class DeltaInput:
     uri: str
     schema: StructType
     not_null: tuple[str, ...] = ()
-    """The table's NOT NULL columns (its primary key's too): a row the source commits without
-    a value in one fails the step (`InvalidInputRecord`), as a file's row does."""
+    """The table's NOT NULL columns: a row the source adds without a value in one fails the
+    step (`InvalidInputRecord`), as a file's row does."""
+    key: tuple[str, ...] = ()
+    """The table's primary key: every row needs values in it, a delete too (it names its row
+    by them)."""
 
     @property
     def location(self) -> str:
@@ -524,11 +527,14 @@ class DeltaInput:
     def _complete(self, rows: DataFrame) -> DataFrame:
         """`rows` failing the job that reads them on one without a value in a NOT NULL column,
         naming the column (`unreadable_file` reads the error)."""
-        if not self.not_null:
+        needed = tuple(dict.fromkeys((*self.key, *self.not_null)))
+        if not needed:
             return rows
+        inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
         missing: Column = F.lit(None)
-        for name in reversed(self.not_null):
-            missing = F.when(column(name).isNull(), F.lit(name)).otherwise(missing)
+        for name in reversed(needed):  # a delete or an update's old row: its key only
+            lacks = column(name).isNull() & (F.lit(True) if name in self.key else inserts)
+            missing = F.when(lacks, F.lit(name)).otherwise(missing)
         said = F.concat_ws("\t", F.lit(INCOMPLETE), F.lit(self.connector), F.lit(self.uri), missing)
         return rows.where(F.when(missing.isNotNull(), F.raise_error(said)).isNull())
 
@@ -1010,8 +1016,7 @@ def make_input(
             key=key,
         )
     if connector.transport == "delta_table_input":
-        needed = tuple(dict.fromkeys((*key, *not_null)))
-        return DeltaInput(connector.key, _location(connector), schema, not_null=needed)
+        return DeltaInput(connector.key, _location(connector), schema, not_null=not_null, key=key)
     raise unsupported(connector)
 
 

@@ -196,10 +196,11 @@ SQL_FAILURES = frozenset(
         "DuplicateColumn",
         "TypeMismatch",
         "WrongArgumentCount",
+        "OutputSchemaMismatch",
     }
 )
-"""Reasons Spark's analyzer gives a view (`runtime.maintain`): the SQL is the fix, not a
-restart."""
+"""Reasons Spark's analyzer gives a view (`runtime.maintain`), and an output that cannot hold
+a view's rows: the SQL (the view, or its connector) is the fix, not a restart."""
 
 SQL_OR_ROWS = frozenset({"SqlRuntimeError", "UnsupportedSql"})
 """Reasons of a view Spark could not evaluate, for its SQL or for its rows (a division by

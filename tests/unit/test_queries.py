@@ -214,6 +214,7 @@ def test_an_answer_with_two_columns_of_one_name_says_how_to_name_them(
         ("SELECT id FROM students s WHERE s.nme > 1", "`s`.`nme`", 35),  # not the alias
         ("SELECT 'nme' AS label, nme FROM students", "`nme`", 24),  # not the string
         ("SELECT `nme` FROM students", "`nme`", 9),  # quoted as Spark quotes it
+        ("SELECT id, date FROM students", "`date`", 12),  # a keyword's name
     ],
 )
 def test_the_name_spark_could_not_resolve_is_found_where_the_query_has_it(

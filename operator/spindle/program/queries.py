@@ -165,7 +165,8 @@ _SPARK_POSITION = re.compile(r";? line \d+ pos \d+;?\s*$")
 _NAMED = re.compile(r"(?:`[^`]+`\.)*`([A-Za-z_][A-Za-z0-9_]*)`")
 """A name Spark quotes in its message, by its last part (`nme` of `s`.`nme`)."""
 
-_NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+_LITERALS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.NUMBER})
+"""Tokens a name is never found in (a name may be a keyword's token: a column `date`)."""
 
 
 def without_position(said: str) -> str:
@@ -201,7 +202,7 @@ def _name_in(sql: str, name: str) -> int | None:
     except Problem:
         return None
     lowered = name.lower()
-    found = (t for t in tokens if t.token_type in _NAME_TOKENS and t.text.lower() == lowered)
+    found = (t for t in tokens if t.token_type not in _LITERALS and t.text.lower() == lowered)
     return next((t.start for t in found), None)
 
 

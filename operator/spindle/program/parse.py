@@ -32,11 +32,14 @@ from spindle.program.statements import Statement, split
 from spindle.program.syntax import Problem, parsed, unclosed_comment
 from spindle.program.types import type_problem
 
+DUPLICATE = {"relation": "DuplicateRelation", "function": "DuplicateFunction"}
+"""The reason of a name given twice, by its namespace."""
+
 
 def _duplicate(name: str, kind: str, statement: Statement, offset: int, first: Position) -> None:
     where = statement.locate(offset)
     raise located(
-        reason="DuplicateRelation" if kind != "function" else "DuplicateFunction",
+        reason=DUPLICATE[kind],
         message=f"'{name}' is declared twice (first at line {first.line}); rename or remove "
         "one of the declarations",
         line=where.line,
@@ -173,7 +176,7 @@ def parse_program(text: str) -> Program:
             clashes.append(
                 Unrunnable.at(
                     position,
-                    reason="DuplicateRelation" if namespace != "function" else "DuplicateFunction",
+                    reason=DUPLICATE[namespace],
                     message=f"'{facts.name}' and '{earlier}' (line {at.line}) differ only in "
                     "case, and Spark reads names regardless of case; rename one of them",
                     name=facts.name,

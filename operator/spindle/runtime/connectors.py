@@ -32,7 +32,7 @@ import contextlib
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import unquote
@@ -278,11 +278,7 @@ class FileInput:
         place in it (`unreadable_file` reads the error)."""
         if not self.not_null:
             return rows
-        inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
-        missing: Column = F.lit(None)
-        for name in reversed(self.not_null):
-            needed = column(name).isNull() & (F.lit(True) if self._names(name) else inserts)
-            missing = F.when(needed, F.lit(name)).otherwise(missing)
+        missing = _first_missing(rows, self.not_null, always=self._names)
         said = F.concat_ws(
             "\t",
             F.lit(INCOMPLETE),
@@ -291,7 +287,7 @@ class FileInput:
             F.col(ORDER).cast("string"),
             missing,
         )
-        return rows.where(F.when(missing.isNotNull(), F.raise_error(said)).isNull())
+        return _failing(rows, missing.isNotNull(), said)
 
     def _fields(self) -> list[StructField]:
         """The table's columns, and the weight or operation column its format adds."""
@@ -383,6 +379,25 @@ CORRUPT = "__corrupt"
 (Spark's `columnNameOfCorruptRecord`)."""
 
 
+def _first_missing(
+    rows: DataFrame, columns: Sequence[str], *, always: Callable[[str], bool]
+) -> Column:
+    """The first of `columns` a row has no value in, else NULL: one `always` names is needed
+    by every row, another only by an insert (a weight above 0, where rows carry one)."""
+    inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
+    missing: Column = F.lit(None)
+    for name in reversed(columns):
+        lacks = column(name).isNull() & (F.lit(True) if always(name) else inserts)
+        missing = F.when(lacks, F.lit(name)).otherwise(missing)
+    return missing
+
+
+def _failing(rows: DataFrame, failed: Column, said: Column) -> DataFrame:
+    """`rows`, failing the job that reads them with `said` on a row where `failed` holds: in
+    the same pass, no check of its own."""
+    return rows.where(F.when(failed, F.raise_error(said)).isNull())
+
+
 INCOMPLETE = "spindle-incomplete-record"
 """How `FileInput._complete` starts the error it raises (then the connector, the file, the
 row's ORDER and the column), for `unreadable_file` to find."""
@@ -429,7 +444,7 @@ def _whole(records: DataFrame, connector: str, *, fields: list[str] | None = Non
         bad = bad & functools.reduce(lambda a, b: a | b, lost)
     quoted = F.substring(column(CORRUPT), 1, QUOTED)
     said = F.concat_ws("\t", F.lit(MALFORMED), F.lit(connector), F.col("__file"), quoted)
-    return records.where(F.when(bad, F.raise_error(said)).isNull())
+    return _failing(records, bad, said)
 
 
 def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
@@ -530,13 +545,10 @@ class DeltaInput:
         needed = tuple(dict.fromkeys((*self.key, *self.not_null)))
         if not needed:
             return rows
-        inserts = F.col(WEIGHT) > 0 if WEIGHT in rows.columns else F.lit(True)
-        missing: Column = F.lit(None)
-        for name in reversed(needed):  # a delete or an update's old row: its key only
-            lacks = column(name).isNull() & (F.lit(True) if name in self.key else inserts)
-            missing = F.when(lacks, F.lit(name)).otherwise(missing)
+        # a delete or an update's old row needs its key only
+        missing = _first_missing(rows, needed, always=lambda name: name in self.key)
         said = F.concat_ws("\t", F.lit(INCOMPLETE), F.lit(self.connector), F.lit(self.uri), missing)
-        return rows.where(F.when(missing.isNotNull(), F.raise_error(said)).isNull())
+        return _failing(rows, missing.isNotNull(), said)
 
     def _changes(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         end = int(wanted)

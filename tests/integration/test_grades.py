@@ -75,7 +75,8 @@ def test_reference_example_end_to_end(
     manifests: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     v1, v2 = manifests
-    cli = Cli(tmp_path / "home", capsys)
+    home = tmp_path / "my home é"  # spelled as it is in every URI: a space is not `%20`
+    cli = Cli(home, capsys)
     applied = cli.json("local", "apply", "-f", str(v1))
     assert (applied["phase"], applied["conditions"][0]["reason"]) == ("Stopped", "NotRunning")
     assert "spindle local run grades" in applied["conditions"][0]["message"]
@@ -89,6 +90,7 @@ def test_reference_example_end_to_end(
         {"student_name": "Bob", "class": "algebra", "class_avg": "85.00"},
         {"student_name": "Bob", "class": "physics", "class_avg": "93.00"},
     ]
+    assert not [path for path in tmp_path.rglob("*") if "%" in path.name]  # no `my%20home`
 
     status = cli.json("local", "apply", "-f", str(v2))
     assert status["phase"] == "AwaitingApproval"
@@ -97,9 +99,9 @@ def test_reference_example_end_to_end(
     assert cli.json("local", "status", "grades")["pendingChange"]["id"] == pending["id"]
     refused = cli("local", "approve", "grades", "0123456789ab", expect=1)
     assert refused == ""  # the error went to stderr, naming the pending id (checked below)
-    assert LocalPipeline(tmp_path / "home", "grades").approval is None
+    assert LocalPipeline(home, "grades").approval is None
 
-    store = LocalPipeline(tmp_path / "home", "grades").store()
+    store = LocalPipeline(home, "grades").store()
     before = store.latest()
     assert before is not None
     from tests.integration.test_review import check_preview  # reviewing this very change
@@ -155,7 +157,7 @@ def test_reference_example_end_to_end(
     twice = cli("query", "grades", "SELECT avg, avg FROM avg_grade_all_courses", "--json", expect=1)
     assert json.loads(twice)["error_code"] == "InvalidQuery"  # one `avg` would hide the other
     assert "two columns named 'avg'" in json.loads(twice)["message"]
-    served_by_a_driver(tmp_path / "home", query, cli.json("query", "grades", query), after.id)
+    served_by_a_driver(home, query, cli.json("query", "grades", query), after.id)
 
 
 def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str) -> None:

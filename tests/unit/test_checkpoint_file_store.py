@@ -107,9 +107,25 @@ def test_the_sizes_of_a_start_from_checkpoint_are_read_where_its_state_lives(
 
 def test_pipeline_root_and_unsupported_uris() -> None:
     assert pipeline_root("s3://b/p/", namespace="ns", name="n") == "s3://b/p/ns/n"
-    with pytest.raises(SpindleError) as bad:
-        open_objects("ftp://host/x")
-    assert bad.value.reason == "InvalidStorageUri"
+    assert pipeline_root("file:///a b", namespace="ns", name="n") == "file:///a b/ns/n"
+    for uri in ("ftp://host/x", "file://host/x"):
+        with pytest.raises(SpindleError) as bad:
+            open_objects(uri)
+        assert bad.value.reason == "InvalidStorageUri"
+    for relative in ("pstate", "./pstate", "file:pstate"):  # read from each command's directory
+        with pytest.raises(SpindleError) as bad:
+            pipeline_root(relative, namespace="ns", name="n")
+        assert bad.value.reason == "InvalidStorageUri" and "absolute" in bad.value.message
+
+
+def test_a_local_store_is_where_its_uri_spells_it(tmp_path: Path) -> None:
+    """A space, `%` or a non-ASCII letter is the path's own, as Hadoop reads it: `%20` would
+    be another directory (found as checkpoints in `my%20home` and state in `my%2520home`)."""
+    root = tmp_path / "my home %20 é"
+    store = open_objects(f"file://{root}")
+    store.write("k", b"v")
+    assert (root / "k").read_bytes() == b"v" and store.uri == f"file://{root}"
+    assert open_objects(store.uri).read("k").data == b"v"
 
 
 def test_latest_follows_another_writer_and_reads_nothing_new_while_the_pointer_stays(

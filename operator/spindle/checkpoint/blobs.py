@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -86,6 +87,39 @@ class S3Options:
 
 def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def local_path(uri: str) -> str | None:
+    """The absolute local path of a `file:` URI or a plain path; None for other schemes, and
+    for a `file://host/` URI (Hadoop names its files with the host; it lists them). Read as
+    Hadoop's `Path` reads it: the rest is the path, `%`, `?` and `#` included (a URI parser
+    would take `#x` for a fragment, and `%20` for a space Hadoop keeps as three characters)."""
+    scheme = _SCHEME.match(uri)
+    if scheme is None:
+        return os.path.abspath(uri)
+    path = uri[scheme.end() :]
+    if scheme.group(1).lower() != "file" or (path.startswith("//") and path[2:3] != "/"):
+        return None
+    return os.path.abspath(path.removeprefix("//") or "/")
+
+
+def relative(uri: str) -> bool:
+    """Whether `uri` is a local path relative to the working directory (`dir`, `./dir`,
+    `file:dir`): each command would read it from wherever it runs."""
+    scheme = _SCHEME.match(uri)
+    if scheme is None:
+        return not uri.startswith(("/", "~"))
+    return scheme.group(1).lower() == "file" and not uri[scheme.end() :].startswith("/")
+
+
+def file_uri(path: str) -> str:
+    """The `file:` URI of an absolute local path, spelled as `local_path` (and Hadoop) read it
+    back: the path as it is, not percent-encoded (`Path.as_uri()` would turn a space into
+    `%20`, a directory of that name for Hadoop)."""
+    return f"file://{path}"
+
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def invalid_uri(uri: str, hint: str) -> SpindleError:

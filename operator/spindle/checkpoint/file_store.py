@@ -18,7 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spindle.checkpoint.blobs import Blob, Listed, NotModified, ObjectNotFound, PreconditionFailed
+from spindle.checkpoint.blobs import (
+    Blob,
+    Listed,
+    NotModified,
+    ObjectNotFound,
+    PreconditionFailed,
+    file_uri,
+)
 
 _RACES = 5
 """Times a write creates its directory again when a concurrent `delete` removed it (emptied)."""
@@ -67,7 +74,7 @@ class FileStore:
 
     @property
     def uri(self) -> str:
-        return self.root.as_uri()
+        return file_uri(str(self.root))
 
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()

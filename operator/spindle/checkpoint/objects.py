@@ -6,6 +6,7 @@ the backends import, so the factory sits above its backends and not in a cycle w
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -18,8 +19,11 @@ from spindle.checkpoint.blobs import (
     ObjectStore,
     PreconditionFailed,
     S3Options,
+    file_uri,
     invalid_uri,
     join,
+    local_path,
+    relative,
 )
 from spindle.checkpoint.file_store import FileStore
 from spindle.checkpoint.retry import RetryPolicy
@@ -33,9 +37,12 @@ __all__ = [
     "ObjectStore",
     "PreconditionFailed",
     "S3Options",
+    "file_uri",
     "invalid_uri",
     "join",
+    "local_path",
     "open_objects",
+    "relative",
 ]
 
 
@@ -51,8 +58,10 @@ def open_objects(
     parsed = urlparse(uri)
     policy = retry or RetryPolicy()
     if parsed.scheme in ("", "file"):
-        path = Path(parsed.path if parsed.scheme else uri).expanduser().resolve()
-        return FileStore(path)
+        local = local_path(uri if parsed.scheme else os.path.expanduser(uri))
+        if local is None:
+            raise invalid_uri(uri, "a file: URI names a path on this machine: file:///path")
+        return FileStore(Path(local).resolve())
     if parsed.scheme in ("s3", "s3a"):
         if not parsed.netloc:
             raise invalid_uri(uri, "an S3 URI needs a bucket: s3://bucket/prefix")

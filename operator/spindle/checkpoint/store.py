@@ -35,8 +35,10 @@ from spindle.checkpoint.objects import (
     ObjectStore,
     PreconditionFailed,
     S3Options,
+    invalid_uri,
     join,
     open_objects,
+    relative,
 )
 from spindle.checkpoint.retention import intent_sequence, kept_prefix
 from spindle.checkpoint.retry import RetryPolicy
@@ -58,7 +60,14 @@ def preview_key(change_id: str) -> str:
 
 
 def pipeline_root(uri: str, *, namespace: str, name: str) -> str:
-    """Where one pipeline's checkpoints and state live under a storage URI."""
+    """Where one pipeline's checkpoints and state live under a storage URI (a manifest's:
+    a relative local path is refused, as each command would read it from its own directory)."""
+    if relative(uri):
+        raise invalid_uri(
+            uri,
+            "a local path must be absolute (file:///path or /path); a relative one would be "
+            "read from the directory each command runs in",
+        )
     return join(uri, namespace, name)
 
 

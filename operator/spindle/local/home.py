@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from spindle.api import PipelineManifest
 from spindle.api.status import PipelineStatus
 from spindle.checkpoint import PipelineRef
-from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.objects import S3Options, file_uri
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode, ObservedDriver
@@ -267,7 +267,7 @@ class LocalPipeline:
         storage = manifest.spec.storage
         namespace = manifest.metadata.namespace
         if storage is None:
-            base = (self.home / "storage").resolve().as_uri()
+            base = file_uri(str((self.home / "storage").resolve()))
             return pipeline_root(base, namespace=namespace, name=self.name), None
         root = pipeline_root(storage.uri, namespace=namespace, name=self.name)
         if storage.uri.startswith("s3://"):

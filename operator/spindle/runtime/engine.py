@@ -35,6 +35,7 @@ from spindle.checkpoint import (
     PipelineRef,
     StateRecord,
 )
+from spindle.checkpoint.blobs import local_path
 from spindle.checkpoint.manifest import is_uri
 from spindle.checkpoint.records import next_manifest
 from spindle.checkpoint.store import CheckpointStore
@@ -158,7 +159,7 @@ class Runtime:
             if (
                 storage.within(failed, uri)
                 if failed
-                else f"{storage.local_path(uri) or uri}/" in said
+                else f"{local_path(uri) or uri}/" in said
             ):
                 return _missing(name, record, error, then=then)
         return None
@@ -399,7 +400,7 @@ class Runtime:
         if key in self.waiting or key.endswith(ADHOC):
             return
         self.waiting.add(key)
-        where = storage.local_path(source.location)
+        where = local_path(source.location)
         missing = where is not None and not os.path.exists(where)
         self.report("input-waiting", connector=key, location=source.location, missing=missing)
 

@@ -14,6 +14,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from spindle.checkpoint.blobs import local_path
 from spindle.runtime import semantics
 
 
@@ -56,20 +57,6 @@ def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
-def local_path(uri: str) -> str | None:
-    """The absolute local path of a `file:` URI or a plain path; None for other schemes, and
-    for a `file://host/` URI (Hadoop names its files with the host; it lists them). Read as
-    Hadoop's `Path` reads it: the rest is the path, `%`, `?` and `#` included (a URI parser
-    would take `#x` for a fragment)."""
-    scheme = _SCHEME.match(uri)
-    if scheme is None:
-        return os.path.abspath(uri)
-    path = uri[scheme.end() :]
-    if scheme.group(1).lower() != "file" or (path.startswith("//") and path[2:3] != "/"):
-        return None
-    return os.path.abspath(path.removeprefix("//") or "/")
-
-
 def within(path: str, location: str) -> bool:
     """Whether `path` is the file `location` names or a file under it, however each is
     spelled (`/a`, `file:/a`, `file:///a`; `s3://b/k`, `s3a://b/k`)."""
@@ -77,7 +64,6 @@ def within(path: str, location: str) -> bool:
     return file == root or file.startswith(root.rstrip("/") + "/")
 
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def _hidden(relative: str) -> bool:

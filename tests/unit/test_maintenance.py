@@ -95,8 +95,20 @@ CASES: tuple[tuple[str, Maintenance], ...] = (
             "monotonically_increasing_id()",
             "spark_partition_id()",
             "input_file_name()",
+            "base64(aes_encrypt(cast(v as string), '0000111122223333'))",  # a random IV
+            "try_aes_encrypt(cast(v as string), '0000111122223333')",
         )
     ),
+    *(
+        (f"select id, {value} as x from t1", recompute(f"a date relative to now ('{word}')"))
+        for value, word in (
+            ("timestamp 'now'", "now"),
+            ("date 'today'", "today"),
+            ("cast(' Yesterday ' as date)", "Yesterday"),
+            ("try_cast('tomorrow' as timestamp)", "tomorrow"),
+        )
+    ),
+    ("select id, date '2024-01-01' as x from t1", INCREMENTAL),
     (
         "select id from t1 where v > unix_timestamp() - 60",
         recompute("a non-deterministic function"),
@@ -104,6 +116,7 @@ CASES: tuple[tuple[str, Maintenance], ...] = (
     ("select id, unix_timestamp(ts) as u from t1", INCREMENTAL),
     ("select id from t1 offset 2", recompute("OFFSET")),
     ("select id from t1 tablesample (10 percent)", recompute("TABLESAMPLE")),
+    ("select id from t1 fetch first 2 rows only", recompute("FETCH FIRST")),  # was per change
 )
 
 

@@ -38,6 +38,7 @@ class Mode(StrEnum):
 FALLBACK: Mapping[type[exp.Expr], str] = {
     exp.Window: "a window function",
     exp.Limit: "LIMIT",
+    exp.Fetch: "FETCH FIRST",
     exp.Order: "ORDER BY",
     exp.With: "a WITH clause",
     exp.Subquery: "a subquery",
@@ -95,10 +96,17 @@ NONDETERMINISTIC_CALLS = frozenset(
         "reflect",
         "java_method",
         "try_reflect",
+        "aes_encrypt",  # a random IV unless given one
+        "try_aes_encrypt",
     }
 )
 """Spark's non-deterministic functions by name: sqlglot reads some as calls it does not know,
 and the program keeps some calls as written (`spindle.program.calls`)."""
+
+RELATIVE_DATES = frozenset({"now", "today", "yesterday", "tomorrow"})
+"""Strings Spark reads as a date or time relative to now (`DATE 'today'`, `CAST('now' AS
+TIMESTAMP)`): a query that holds one is as non-deterministic as `now()`. Any string literal of
+these counts (a false match only costs a recomputation)."""
 
 AGGREGATES: Mapping[type[exp.Expr], str] = {
     exp.Count: "count",
@@ -193,11 +201,13 @@ def _block_problem(block: exp.Select) -> str | None:
 
 def _first_fallback(query: exp.Expr) -> str | None:
     for node in query.walk():
-        reason = FALLBACK.get(type(node))
+        reason = next((FALLBACK[t] for t in type(node).__mro__ if t in FALLBACK), None)
         if reason is not None:
             return reason
         if _nondeterministic(node):
             return "a non-deterministic function"
+        if node.is_string and node.name.strip().lower() in RELATIVE_DATES:
+            return f"a date relative to now ('{node.name.strip()}')"
         if _other_aggregate(node):
             return f"the aggregate {call_name(node)}"
         if isinstance(node, exp.Distinct) and isinstance(node.parent, exp.AggFunc):

@@ -460,9 +460,14 @@ class Runtime:
                 work.cached.append(added)
                 net = zsets.size(added).net
             else:
-                added = received
-                measured = zsets.size(received)
-                rows, net = measured.rows, measured.net
+                added, measured = received, zsets.size(received)
+                rows = measured.rows
+                if measured.magnitude > measured.net:  # deletes: of rows the table holds only
+                    state = storage.read_delta(self.spark, uri, record.version, received.schema)
+                    added = zsets.held(received, state).persist()
+                    work.cached.append(added)
+                    measured = zsets.size(added)
+                net = measured.net
             added.write.format("delta").mode("append").save(uri)
             version = storage.last_commit(self.spark, uri)[0]
         else:  # inserts only, appended in the background: the commit says how many rows

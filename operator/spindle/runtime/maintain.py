@@ -350,15 +350,19 @@ class Views:
         assert sql is not None
         change = zsets.consolidate(self.query(view, sql))
         if len(shape.blocks) > 1:
-            # as stored: a UNION ALL's change reads only its changed inputs, whose types can
-            # be narrower than the union's (INT where the state's column is BIGINT); one
-            # block's change has its state's types
-            stored = {f.name: f.dataType for f in self.raw(view.name, old).schema.fields}
+            # as stored: a UNION ALL's change reads only its changed inputs, and Spark names
+            # and types a union's columns after its first term, so a change of the second
+            # branch alone has that branch's names (`select v, k` where the view has `k, v`)
+            # and can have narrower types (INT where the state's column is BIGINT): its
+            # columns are the state's, by position. One block's change is as stored.
+            stored = [f for f in self.raw(view.name, old).schema.fields if f.name != WEIGHT]
+            visible = [c for c in change.columns if c != WEIGHT]
             change = change.select(
                 *[
-                    zsets.column(c).cast(stored[c]) if c in stored else zsets.column(c)
-                    for c in change.columns
-                ]
+                    zsets.column(c).cast(f.dataType).alias(f.name)
+                    for c, f in zip(visible, stored, strict=True)
+                ],
+                zsets.column(WEIGHT),
             )
 
         def store(path: str, size: zsets.Size) -> StateRecord:

@@ -60,6 +60,30 @@ def consolidate(frame: DataFrame) -> DataFrame:
     return summed.where(column(WEIGHT) != 0)
 
 
+def held(change: DataFrame, state: DataFrame) -> DataFrame:
+    """`change`, consolidated, with each row's deletes cut to the copies `state` (a Z-set of
+    the same columns) holds: a relation never holds a row fewer than zero times, and deleting
+    a row it does not hold does nothing (Feldera's table semantics). Only the deleted rows'
+    stored copies are read (a semi-join on every column, NULL matching NULL)."""
+    names = [c for c in change.columns if c != WEIGHT]
+    net = consolidate(change)
+    deleted = net.where(column(WEIGHT) < 0)
+    stored = state.alias("s").join(deleted.alias("d"), same_key("s", "d", names), "left_semi")
+    have = stored.groupBy(*[column(n) for n in names]).agg(
+        F.greatest(F.sum(column(WEIGHT)), F.lit(0)).alias(_HAVE)
+    )
+    cut = deleted.alias("d").join(have.alias("h"), same_key("d", "h", names), "left")
+    floor = -F.coalesce(F.col(f"h.{_HAVE}"), F.lit(0))
+    kept = cut.select(
+        *[F.col(f"d.`{n}`").alias(n) for n in names],
+        F.greatest(F.col(f"d.{WEIGHT}"), floor).cast("bigint").alias(WEIGHT),
+    )
+    return net.where(column(WEIGHT) > 0).unionByName(kept.where(column(WEIGHT) != 0))
+
+
+_HAVE = "__have"
+
+
 def expand(frame: DataFrame) -> DataFrame:
     """The bag a Z-set means: each row as many times as its (positive) weight."""
     names = [c for c in frame.columns if c != WEIGHT]

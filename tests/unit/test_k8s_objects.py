@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -128,6 +129,39 @@ def test_kubernetes_mode_configures_client_mode_spark() -> None:
     assert template["spec"]["securityContext"] == pod["spec"]["securityContext"]
     [executor] = template["spec"]["containers"]
     assert executor["securityContext"] == pod["spec"]["containers"][0]["securityContext"]
+
+
+@pytest.mark.parametrize(
+    "name", ["grades", "a" * 28, "a" * 63, "team.grades.v2", "x" * 30 + "-" + "y" * 32]
+)
+def test_executors_are_named_as_spark_accepts_whatever_the_pipelines_name(name: str) -> None:
+    """Spark refuses an executor pod name prefix over 47 characters or with a dot, and no
+    executor started: a bootstrap pod's name is that long from a 28-character pipeline name."""
+    spec = _spec(spark={"mode": "kubernetes"})
+    pipeline = {**PIPELINE, "metadata": {**PIPELINE["metadata"], "name": name}}
+    pods = [
+        driver_pod(pipeline=pipeline, spec=spec, mode=m, change_id=c, settings=SETTINGS, preview=p)
+        for m, c, p in (("run", None, None), ("bootstrap", "0123456789ab", None))
+    ] + [
+        driver_pod(
+            pipeline=pipeline,
+            spec=spec,
+            mode="run",
+            change_id="0123456789ab",
+            settings=SETTINGS,
+            preview="0123456789ab@diff",
+        )
+    ]
+    prefixes = set()
+    for pod in pods:
+        command = pod["spec"]["containers"][0]["command"]
+        conf = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "--conf")
+        prefix = conf["spark.kubernetes.executor.podNamePrefix"]
+        assert len(prefix) <= 47 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", prefix)
+        if len(pod["metadata"]["name"]) <= 47 and "." not in name:
+            assert prefix == pod["metadata"]["name"]
+        prefixes.add(prefix)
+    assert len(prefixes) == len(pods)  # executors of different drivers never share names
 
 
 @pytest.mark.parametrize(("cpu", "cores"), [("250m", "1"), ("1", "1"), ("1500m", "2"), ("3", "3")])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,9 +98,25 @@ def _resources(cpu: str | None, memory: str | None) -> dict[str, Any]:
     return {"requests": amounts, "limits": amounts} if amounts else {}
 
 
-def spark_conf(spec: PipelineSpec, *, namespace: str, image: str) -> dict[str, str]:
+EXECUTOR_PREFIX_LENGTH = 47
+"""The longest executor pod name prefix Spark accepts (a DNS label, `-exec-<n>` added)."""
+
+
+def executor_prefix(pod: str) -> str:
+    """The executor pod name prefix for driver pod `pod`: its name when Spark accepts it, else
+    a DNS label of its first characters and a hash of the whole. Spark refuses a prefix longer
+    than 47 characters or with a dot, and no executor started (a bootstrap pod's name is that
+    long from a 28-character pipeline name)."""
+    label = re.sub(r"[^a-z0-9-]", "-", pod.lower())
+    if label == pod and len(pod) <= EXECUTOR_PREFIX_LENGTH:
+        return pod
+    digest = hashlib.sha256(pod.encode()).hexdigest()[:8]
+    return f"{label[: EXECUTOR_PREFIX_LENGTH - len(digest) - 1].strip('-')}-{digest}"
+
+
+def spark_conf(spec: PipelineSpec, *, namespace: str, image: str, pod: str) -> dict[str, str]:
     """Client-mode Spark on Kubernetes: executors are owned by (and collected with) the driver
-    pod, whose name and IP come from the downward API through `$(VAR)` expansion."""
+    pod `pod`, whose IP comes from the downward API through `$(VAR)` expansion."""
     if spec.spark.mode != "kubernetes":
         return {}
     conf = {
@@ -109,7 +126,7 @@ def spark_conf(spec: PipelineSpec, *, namespace: str, image: str) -> dict[str, s
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.kubernetes.container.image": spec.spark.image or image,
         "spark.executor.instances": str(spec.spark.executor_instances),
-        "spark.kubernetes.executor.podNamePrefix": "$(SPINDLE_POD_NAME)",
+        "spark.kubernetes.executor.podNamePrefix": executor_prefix(pod),
         # executors keep no volumes of their own: no claims to own or reuse
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
@@ -235,7 +252,15 @@ def driver_pod(
         command += ["--master", K8S_MASTER]
     else:
         command += ["--master", f"local[{settings.local_threads}]"]
-    conf = {**driver_heap(spec), **spark_conf(spec, namespace=namespace, image=image)}
+    pod_named = (
+        preview_pod_name(name, preview)
+        if preview is not None
+        else pod_name(name, mode=mode, generation=generation, change_id=change_id)
+    )
+    conf = {
+        **driver_heap(spec),
+        **spark_conf(spec, namespace=namespace, image=image, pod=pod_named),
+    }
     for key, value in sorted(conf.items()):
         command += ["--conf", f"{key}={value}"]
     labels = {
@@ -255,9 +280,7 @@ def driver_pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": preview_pod_name(name, preview)
-            if preview is not None
-            else pod_name(name, mode=mode, generation=generation, change_id=change_id),
+            "name": pod_named,
             "namespace": namespace,
             "labels": labels,
             "ownerReferences": [

@@ -38,9 +38,11 @@ if status.phase == "Failed" then
 end
 local retrying = (status.phase == "Running" or status.phase == "Paused") and ready == "False"
 local rejected = status.phase == "Stopped" and code ~= "Stopped"
-if retrying or rejected then
+local stalled = code == "DriverUnschedulable" or code == "DriverTerminating"
+if retrying or rejected or stalled then
   -- the driver waits to retry a step that storage refused (StepRetrying), or stopped without
-  -- its spec asking: bootstrapPolicy reject refused a change (BootstrapRejected)
+  -- its spec asking: bootstrapPolicy reject refused a change (BootstrapRejected), or no node
+  -- can take its pod, or its node does not end it once deleted
   hs.status = "Degraded"
   hs.message = reason
   return hs

@@ -75,6 +75,18 @@ def test_a_change_that_bootstrap_policy_rejected_is_degraded_with_the_reason() -
     assert health(rejected) == ("Degraded", "BootstrapRejected: Revert")
 
 
+@pytest.mark.parametrize("phase", ["Pending", "Bootstrapping"])
+@pytest.mark.parametrize("reason", ["DriverUnschedulable", "DriverTerminating"])
+def test_a_driver_no_node_can_take_or_end_is_degraded_with_the_reason(
+    phase: str, reason: str
+) -> None:
+    stalled = pipeline(phase)
+    stalled["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": reason, "message": "No node"}
+    ]
+    assert health(stalled) == ("Degraded", f"{reason}: No node")
+
+
 def test_awaiting_approval_is_suspended_with_the_change_id() -> None:
     status, message = health(pipeline("AwaitingApproval", pendingChange={"id": "b77cf0f27757"}))
     assert status == "Suspended"

@@ -472,3 +472,50 @@ def test_a_bootstrap_pod_stuck_pulling_makes_way_for_its_namesake(
     reconciler.reconcile("default", "grades")
     assert ("create_pod", name) in cluster.take_calls()
     assert "deletionTimestamp" not in cluster.pods[("default", name)]["metadata"]
+
+
+def test_a_driver_no_node_can_take_or_end_is_not_ready_and_says_why(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """Both showed Running and Ready (Healthy in Argo CD), with driverPod Pending or
+    Terminating and nothing saying why no step ran."""
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    pod = cluster.pods[("default", "grades-g1-driver")]
+    reconciler.reconcile("default", "grades")
+    starting = cluster.status("grades")
+    assert (starting["phase"], _ready(starting)) == ("Pending", ("False", "Starting"))
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient memory.",
+            }
+        ],
+    }
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert (status["phase"], _ready(status)) == ("Pending", ("False", "DriverUnschedulable"))
+    assert "3 Insufficient memory" in status["conditions"][0]["message"]
+    assert "spec.spark.driver" in status["conditions"][0]["message"]
+
+    pod["status"] = {"phase": "Running", "containerStatuses": [{"name": "driver", "ready": True}]}
+    reconciler.reconcile("default", "grades")
+    assert cluster.status("grades")["phase"] == "Running"
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T01:05:00Z"  # long past: its node is gone
+    pod["spec"]["nodeName"] = "node-a"
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert (status["phase"], _ready(status)) == ("Pending", ("False", "DriverTerminating"))
+    assert status["driverPod"]["phase"] == "Terminating"
+    assert "kubectl get node node-a" in status["conditions"][0]["message"]
+    assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]  # one driver at a time
+
+
+def _ready(status: dict[str, Any]) -> tuple[str, str]:
+    [ready] = [c for c in status["conditions"] if c["type"] == "Ready"]
+    return ready["status"], ready["reason"]

@@ -9,6 +9,7 @@ of the request>`), never taken for the pipeline's driver.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -401,7 +402,44 @@ def _pod_phase(pod: dict[str, Any]) -> str:
     return pod.get("status", {}).get("phase") or "Pending"
 
 
-def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
+DELETION_OVERDUE_SECONDS = 60
+"""How long a deleted driver pod may outlive its grace period before it is reported stalled:
+its node does not end it (unreachable, NotReady)."""
+
+
+def _stalled(pod: dict[str, Any], now: datetime.datetime) -> tuple[str, str] | None:
+    """Why the driver pod neither starts nor ends by itself (`ObservedDriver.stalled`)."""
+    meta, status = pod["metadata"], pod.get("status") or {}
+    name, node = meta.get("name", "?"), (pod.get("spec") or {}).get("nodeName") or "?"
+    deleted = meta.get("deletionTimestamp")  # when its grace period ends
+    if deleted:
+        ends = datetime.datetime.fromisoformat(str(deleted).replace("Z", "+00:00"))
+        overdue = int((now - ends).total_seconds())
+        if overdue <= DELETION_OVERDUE_SECONDS:
+            return None
+        return "DriverTerminating", (
+            f"The driver pod {name} was deleted and is still there past its grace period "
+            f"(which ended at {deleted}): its node ({node}) does not end it; see `kubectl get "
+            f"node {node}`. The "
+            "next driver starts once it is gone (two drivers never run at once). If the node "
+            "is lost for good, so its container cannot still be running, `kubectl delete pod "
+            f"{name} --force --grace-period=0` lets the next one start now."
+        )
+    if _pod_phase(pod) != "Pending":
+        return None
+    for condition in status.get("conditions") or []:
+        if (condition.get("type"), condition.get("status")) == ("PodScheduled", "False") and (
+            condition.get("reason") == "Unschedulable"
+        ):
+            said = str(condition.get("message") or "no reason given").rstrip(".")
+            return "DriverUnschedulable", (
+                f"No node can take the driver pod {name} ({said}). Lower spec.spark.driver.cpu "
+                "or memory, or add nodes that fit it; it starts as soon as one can."
+            )
+    return None
+
+
+def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None) -> ObservedDriver:
     meta = pod["metadata"]
     labels = meta.get("labels", {})
     stuck = lingering(pod)
@@ -420,6 +458,7 @@ def observed_driver(pod: dict[str, Any]) -> ObservedDriver:
         program=labels.get(LABEL_PROGRAM),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
         lingering=stuck,
+        stalled=None if stuck else _stalled(pod, now or datetime.datetime.now(datetime.UTC)),
     )
 
 

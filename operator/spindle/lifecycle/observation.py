@@ -55,6 +55,10 @@ class ObservedDriver:
     lingering: bool = False
     """Failed, yet not ended: its pod waits for what it cannot get (an image the kubelet
     retries pulling), and would start if it came, so stopping deletes it too."""
+    stalled: tuple[str, str] | None = None
+    """(reason, message) of a driver that neither starts nor ends by itself while nothing
+    changes: no node can take its pod, or its node does not end it once deleted. Not a
+    failure: it resolves when the cluster does, and holds the pipeline's one driver place."""
 
     @property
     def active(self) -> bool:

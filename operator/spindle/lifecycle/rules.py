@@ -207,6 +207,11 @@ SQL_OR_ROWS = frozenset({"SqlRuntimeError", "UnsupportedSql"})
 zero, a failure of Spark's own): either fix applies."""
 
 
+def _stalled(s: Situation) -> tuple[str, str]:
+    assert s.running.stalled is not None
+    return s.running.stalled
+
+
 def _failure_message(s: Situation) -> str:
     said, reason = s.running.message or "The driver failed; see its logs.", s.running.reason
     if reason in SQL_FAILURES:
@@ -225,6 +230,13 @@ RULES: tuple[Rule, ...] = (
         "Stopping the driver gracefully.",
     ),
     Rule(_stopped, Phase.STOPPED, Action.NONE, "Stopped", "desiredState is Stopped."),
+    Rule(
+        lambda s: _bootstrapping(s) and s.running.stalled is not None,
+        Phase.BOOTSTRAPPING,
+        Action.NONE,
+        lambda s: _stalled(s)[0],
+        lambda s: _stalled(s)[1],
+    ),
     Rule(
         _bootstrapping,
         Phase.BOOTSTRAPPING,
@@ -267,6 +279,20 @@ RULES: tuple[Rule, ...] = (
         "DriverSettingsChanged",
         "spec.spark, spec.retry, spec.storage or spec.serviceAccountName changed: restarting "
         "the driver at a checkpoint with the new settings.",
+    ),
+    Rule(
+        lambda s: s.active and s.running.stalled is not None,
+        Phase.PENDING,
+        Action.NONE,
+        lambda s: _stalled(s)[0],
+        lambda s: _stalled(s)[1],
+    ),
+    Rule(
+        lambda s: s.active and s.running.phase == "Pending",
+        Phase.PENDING,
+        Action.NONE,
+        "Starting",
+        "The driver is starting.",
     ),
     Rule(
         _retrying,

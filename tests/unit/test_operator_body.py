@@ -519,3 +519,64 @@ def test_a_driver_no_node_can_take_or_end_is_not_ready_and_says_why(
 def _ready(status: dict[str, Any]) -> tuple[str, str]:
     [ready] = [c for c in status["conditions"] if c["type"] == "Ready"]
     return ready["status"], ready["reason"]
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (  # the kubelet under memory pressure: the container was killed, exit 137
+            {
+                "phase": "Failed",
+                "reason": "Evicted",
+                "message": "The node was low on resource: memory.",
+                "containerStatuses": [{"state": {"terminated": {"exitCode": 137}}}],
+            },
+            "Evicted: The node was low on resource: memory",
+        ),
+        (  # a graceful node shutdown: the driver stopped cleanly
+            {
+                "phase": "Failed",
+                "reason": "Terminated",
+                "message": "Pod was terminated in response to imminent node shutdown.",
+                "containerStatuses": [{"state": {"terminated": {"exitCode": 0}}}],
+            },
+            "Terminated: Pod was terminated in response to imminent node shutdown",
+        ),
+        (
+            {
+                "phase": "Failed",
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                        "message": "Preempted by a higher priority pod",
+                    }
+                ],
+            },
+            "PreemptionByScheduler: Preempted by a higher priority pod",
+        ),
+    ],
+)
+def test_a_driver_the_cluster_stopped_is_started_again_saying_why(
+    cluster: FakeCluster,
+    reconciler: Reconciler,
+    tmp_path: Path,
+    status: dict[str, Any],
+    said: str,
+) -> None:
+    """It failed the pipeline for good (DriverFailed "exited with code 137", or "see its
+    logs" for a clean exit), until someone bumped spec.restartNonce."""
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.pods[("default", "grades-g1-driver")]["status"] = status
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    calls = cluster.take_calls()
+    assert ("delete_pod", "grades-g1-driver", 0) in calls, calls
+    assert ("event", "Warning", "DriverEvicted") in [c[:3] for c in calls], calls
+    restarting = cluster.status("grades")
+    assert (restarting["phase"], _ready(restarting)) == ("Pending", ("False", "DriverEvicted"))
+    assert said in restarting["conditions"][0]["message"]
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", "grades-g1-driver") in cluster.take_calls()

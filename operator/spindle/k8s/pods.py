@@ -28,6 +28,7 @@ from spindle.api.types import (
     quantity_value,
 )
 from spindle.lifecycle import DriverMode, ObservedDriver
+from spindle.lifecycle.decision import EVICTED
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
 LABEL_MODE = "spindle.dev/mode"
@@ -346,9 +347,37 @@ WAITING_FAILURES: dict[str, tuple[str, str]] = {
 """Waiting states that never resolve by themselves: (reason, message template)."""
 
 
+EVICTIONS = frozenset({"Evicted", "Preempting", "Terminated", "Shutdown", "NodeShutdown"})
+"""A failed pod's `status.reason` when the kubelet ended it for the node's sake: resource
+pressure, a higher-priority pod, the node shutting down."""
+
+
+def _evicted(pod: dict[str, Any]) -> str | None:
+    """How the cluster stopped the pod (its reason and message), or None."""
+    status = pod.get("status") or {}
+    disrupted = [
+        c
+        for c in status.get("conditions") or []
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+    ]
+    if status.get("reason") in EVICTIONS:
+        return f"{status['reason']}: {status.get('message') or 'no message'}"
+    if disrupted:
+        said = disrupted[0]
+        return f"{said.get('reason') or 'DisruptionTarget'}: {said.get('message') or 'no message'}"
+    return None
+
+
 def _failure(pod: dict[str, Any]) -> tuple[str | None, str | None]:
-    """Why the driver failed: killed for memory, its own `{"reason", "message"}` line from the
-    termination message, its exit code, or a waiting state that will not resolve."""
+    """Why the driver failed: stopped by the cluster (evicted), killed for memory, its own
+    `{"reason", "message"}` line from the termination message, its exit code, or a waiting
+    state that will not resolve."""
+    evicted = _evicted(pod) if _pod_phase(pod) == "Failed" else None
+    if evicted is not None:
+        return EVICTED, (
+            f"The cluster stopped the driver pod ({evicted.rstrip('.')}); it did not fail on "
+            "its own. The next driver starts from the last checkpoint."
+        )
     if pod.get("status", {}).get("reason") == "DeadlineExceeded":  # only preview pods have one
         return "PreviewTimedOut", (
             "The preview pod ran past spec.preview.timeoutSeconds (plus "

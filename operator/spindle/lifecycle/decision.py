@@ -34,6 +34,10 @@ class Event:
     message: str
 
 
+EVICTED = "DriverEvicted"
+"""The reason of a driver the cluster stopped (evicted, preempted, its node shut down), not a
+failure of its own: the next one starts from the last checkpoint, no restart asked for."""
+
 RETRYING = "StepRetrying"
 """The Ready condition's reason while a running driver waits to retry a step (`Running`, not
 Ready); posted as a Warning Event too."""

@@ -33,7 +33,7 @@ from spindle.api.status import ChangeDiff, PendingChange
 from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, location_of, restate_views
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
-from spindle.lifecycle.decision import RETRYING, Action, Decision, failed
+from spindle.lifecycle.decision import EVICTED, RETRYING, Action, Decision, failed
 from spindle.lifecycle.observation import (
     DriverMode,
     Observation,
@@ -150,9 +150,16 @@ def _failed_here(s: Situation) -> bool:
     return (
         driver is not None
         and driver.phase == "Failed"
+        and driver.reason != EVICTED  # the cluster stopped it: started again
         and (driver.generation == s.observed.generation)
         and not s.observed.restart_requested
     )
+
+
+def _evicted(s: Situation) -> bool:
+    """The driver of this generation was stopped by the cluster (`EVICTED`), not by itself."""
+    driver = s.driver
+    return driver is not None and driver.phase == "Failed" and driver.reason == EVICTED
 
 
 def _restating_only(s: Situation) -> bool:
@@ -323,6 +330,13 @@ RULES: tuple[Rule, ...] = (
         Action.NONE,
         lambda s: s.running.reason or "DriverFailed",
         _failure_message,
+    ),
+    Rule(
+        lambda s: not s.plan.needs_approval and _evicted(s),
+        Phase.PENDING,
+        Action.START_RUN,
+        EVICTED,
+        lambda s: s.running.message or "The cluster stopped the driver pod.",
     ),
     Rule(
         lambda s: not s.plan.needs_approval,

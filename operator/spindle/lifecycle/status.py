@@ -22,7 +22,7 @@ from spindle.api.status import (
     ViewMaintenance,
 )
 from spindle.checkpoint import Manifest
-from spindle.lifecycle.decision import RETRYING, Decision, Event
+from spindle.lifecycle.decision import EVICTED, RETRYING, Decision, Event
 from spindle.lifecycle.observation import Observation, request_change
 
 READY = "Ready"
@@ -172,7 +172,7 @@ def _news(decision: Decision, observed: Observation, ignored: Event | None) -> t
     if ignored and (previous is None or previous.ignored_approval != observed.approval):
         news.append(ignored)
     before = previous.conditions[0].reason if previous and previous.conditions else None
-    warns = decision.phase is Phase.FAILED or decision.reason == RETRYING
+    warns = decision.phase is Phase.FAILED or decision.reason in (RETRYING, EVICTED)
     if warns and decision.reason != before:
         news.append(Event("Warning", decision.reason, decision.message))
     program = decision.program

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,59 @@ def test_an_event_that_repeats_a_condition_the_command_shows_is_not_said_again(
         LocalBody(pipeline, say=lines.append, shown=shown).record(status, events)
         assert lines[:1] == said and len(lines) == (1 if shown else 2)
         assert pipeline.status() == status
+
+
+def test_a_run_pid_another_process_took_is_not_a_run(tmp_path: Path) -> None:
+    """After a reboot or kill -9, `run.pid` could name an unrelated process: runs were refused
+    as AlreadyRunning and `spindle local stop` killed that process."""
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    pipeline.mark_running()
+    assert pipeline.running_pid() == os.getpid()
+    (pipeline.directory / "run.pid").write_text(f"{os.getpid()} 1\n")  # started at another time
+    assert pipeline.running_pid() is None
+    (pipeline.directory / "run.pid").write_text(f"{os.getpid()}\n")  # an older Spindle's record
+    assert pipeline.running_pid() == os.getpid()
+
+
+def test_only_one_run_of_a_pipeline_holds_its_lock(tmp_path: Path) -> None:
+    """Two runs started together both found no `run.pid` before either wrote one."""
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    with pipeline.running_lock():
+        with (
+            pytest.raises(SpindleError) as refused,
+            LocalPipeline(tmp_path, "grades").running_lock(),
+        ):
+            pass
+        assert refused.value.reason == "AlreadyRunning"
+    with pipeline.running_lock():  # released with the run
+        pass
+
+
+def test_a_stop_the_run_does_not_heed_in_time_says_so(tmp_path: Path) -> None:
+    """It said "Stopped" and exited 0 while the run went on."""
+    from spindle.local import runner
+
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.save(manifest(V1))
+    deaf = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert deaf.stdout is not None and deaf.stdout.readline() == b"ready\n"
+        (pipeline.directory / "run.pid").write_text(str(deaf.pid))
+        with pytest.raises(SpindleError) as timed_out:
+            runner.stop(pipeline, force=False, timeout=0.5)
+        assert timed_out.value.reason == "StopTimedOut" and "--force" in timed_out.value.message
+        assert runner.stop(pipeline, force=True, timeout=10)
+        assert deaf.wait(timeout=10) == -9
+    finally:
+        deaf.kill()

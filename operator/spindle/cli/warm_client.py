@@ -246,13 +246,15 @@ def _columns() -> int:
         return 80
 
 
-def _relay(connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float) -> int:
+def _relay(
+    connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float, *, cwd: str
+) -> int:
     connection.send(
         {
             "op": "run",
             "token": files.token(),
             "argv": list(argv),
-            "cwd": os.getcwd(),
+            "cwd": cwd,
             "env": dict(os.environ),
             "tty": {"out": sys.stdout.isatty(), "err": sys.stderr.isatty()},
             "columns": _columns(),
@@ -265,6 +267,7 @@ def _relay(connection: Connection, files: ServerFiles, argv: Sequence[str], idle
         if asked:  # a second Ctrl-C: leave at once (the server finishes the step alone)
             raise KeyboardInterrupt
         asked.append(signum)
+        _say("stopping: a step in progress is committed first (Ctrl-C again to leave now)")
         with contextlib.suppress(OSError):
             connection.send({"op": "stop"})
 
@@ -318,6 +321,10 @@ def route(argv: Sequence[str]) -> int | None:
         return None  # here, argparse refuses it: a usage error
     if home_problem(home) is not None:
         return None  # here, the command refuses the home (`InvalidHome`)
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the directory was deleted under the shell: here, which needs none
+        return None
     files = ServerFiles(home)
     try:
         for _ in range(3):
@@ -331,7 +338,7 @@ def route(argv: Sequence[str]) -> int | None:
                     connection.close()
                     return None
                 _say(f"waiting for the server, which runs `spindle {' '.join(connection.busy)}`")
-            code = _relay(connection, files, argv, idle)
+            code = _relay(connection, files, argv, idle, cwd=cwd)
             if code >= 0:
                 return code
             _wait_gone(connection.pid, 300.0)  # it was stopping: start the next one

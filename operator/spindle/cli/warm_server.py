@@ -153,6 +153,9 @@ class Server:
                 if self.exiting.is_set():
                     send({"retry": True})
                     return
+                if stop.is_set():  # its client stopped it, or left, while it waited its turn
+                    send({"exit": 130})
+                    return
                 self.idle_timeout = float(request.get("idle_timeout", self.idle_timeout))
                 self.command, self.stop_command = list(request["argv"]), stop
                 try:

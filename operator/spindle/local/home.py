@@ -12,9 +12,11 @@ storage/                         default checkpoint and state storage (file://)
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from spindle.checkpoint.objects import S3Options, file_uri
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError
 from spindle.lifecycle import DriverMode, ObservedDriver
-from spindle.local.warm import alive, home_problem
+from spindle.local.warm import alive, home_problem, started
 
 
 def default_home() -> Path:
@@ -208,19 +210,49 @@ class LocalPipeline:
     # the driver (a `spindle local run` process) ------------------------------------------------
 
     def running_pid(self) -> int | None:
+        """The PID of the run of this pipeline, if one runs: `run.pid` names a live process
+        that started when the run did (after a reboot or `kill -9`, its PID may name another
+        process, which is neither reported nor stopped)."""
         path = self.directory / "run.pid"
         if not path.exists():
             return None
         try:
-            pid = int(path.read_text().strip())
+            pid_text, _, start = path.read_text().strip().partition(" ")
+            pid = int(pid_text)
             os.kill(pid, 0)
         except (ValueError, ProcessLookupError, PermissionError):
+            return None
+        now = started(pid)
+        if start and now is not None and now != start:
             return None
         # a zombie is not running: a killed warm server nobody reaped yet (its client left)
         return pid if alive(pid) else None
 
     def mark_running(self) -> None:
-        _write_atomic(self.directory / "run.pid", str(os.getpid()))
+        pid = os.getpid()
+        _write_atomic(self.directory / "run.pid", f"{pid} {started(pid) or ''}".strip())
+
+    @contextlib.contextmanager
+    def running_lock(self) -> Iterator[None]:
+        """Hold this pipeline's run lock (`run.lock`, an exclusive `flock` the system drops
+        with the process) while the block runs: `AlreadyRunning` when another run holds it.
+        Two runs started together both found no `run.pid` before either wrote one."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.directory / "run.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = self.running_pid()
+                raise SpindleError(
+                    reason="AlreadyRunning",
+                    message=f"Pipeline '{self.name}' is already running"
+                    + (f" (PID {pid})" if pid is not None else "")
+                    + f"; stop it with `spindle local stop {self.name}`.",
+                ) from None
+            yield
+        finally:
+            os.close(descriptor)
 
     def clear_running(self) -> None:
         with contextlib.suppress(FileNotFoundError):

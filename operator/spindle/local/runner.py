@@ -37,6 +37,7 @@ from spindle.lifecycle import (
     timestamp,
 )
 from spindle.local.home import LocalPipeline
+from spindle.local.warm import alive
 from spindle.plan.preview import PreviewReport
 from spindle.versions import RUNTIME_VERSION
 
@@ -269,14 +270,11 @@ def run(
     stop: threading.Event | None = None,
 ) -> Report:
     """Run the pipeline in the foreground; returns the status recorded once it stopped."""
-    pid = pipeline.running_pid()
-    if pid is not None:
-        raise SpindleError(
-            reason="AlreadyRunning",
-            message=f"Pipeline '{pipeline.name}' is already running (PID {pid}); stop it with "
-            f"`spindle local stop {pipeline.name}`.",
-        )
-    settings = RunSettings(until_idle, report, interval, stop)
+    with pipeline.running_lock():
+        return _run(pipeline, RunSettings(until_idle, report, interval, stop), say=say)
+
+
+def _run(pipeline: LocalPipeline, settings: RunSettings, *, say: Say) -> Report:
     # Nothing to start is an error, unless a change to the pipeline stopped the run: then it
     # goes on as the change allows, or ends with the status saying why it cannot.
     decided: Callable[[Observation], Decision] = decide_start
@@ -332,11 +330,16 @@ def stop(pipeline: LocalPipeline, *, force: bool, timeout: float = 120.0) -> boo
         return False
     os.kill(pid, signal.SIGKILL if force else signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and pipeline.running_pid() is not None:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
+    while pipeline.running_pid() is not None and alive(pid):
+        if time.monotonic() > deadline:
+            raise SpindleError(
+                reason="StopTimedOut",
+                message=f"Pipeline '{pipeline.name}' is still running (PID {pid}) {timeout:.0f}s "
+                "after it was asked to stop: a step or bootstrap may still be committing. Wait "
+                f"and run `spindle local stop {pipeline.name}` again, or end it now with "
+                "--force (the step it was in is done again from the last checkpoint).",
+                details={"pid": pid},
+            )
         time.sleep(0.2)
     if force:
         pipeline.clear_running()

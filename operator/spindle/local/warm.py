@@ -187,6 +187,15 @@ def is_server(pid: int) -> bool:
         return True  # no /proc to tell: trust the PID
 
 
+def started(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot, from /proc): with its PID, it names one
+    process, where a PID alone may since name another. None: no /proc to tell."""
+    try:
+        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def _state_of(pid: int) -> str | None:
     try:
         stat = _read(f"/proc/{pid}/stat")

@@ -47,7 +47,7 @@ def annotate(space: Space, key: str, value: str) -> None:
 
 def viewer(space: Space, target: Path) -> Path:
     """A kubeconfig of a service account bound, in the pipeline's namespace only, to the
-    chart's viewer role: get pipelines and pods, pods/portforward, nothing else."""
+    chart's viewer role: get pipelines, pods/portforward, nothing else."""
     space.kube.kubectl("create", "serviceaccount", "viewer", "-n", space.name)
     space.kube.kubectl(
         "create",

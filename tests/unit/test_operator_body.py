@@ -580,3 +580,29 @@ def test_a_driver_the_cluster_stopped_is_started_again_saying_why(
     assert said in restarting["conditions"][0]["message"]
     reconciler.reconcile("default", "grades")
     assert ("create_pod", "grades-g1-driver") in cluster.take_calls()
+
+
+def test_the_data_is_deleted_when_the_secret_went_first(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """`kubectl delete namespace`, or an Argo CD app holding the Secret and the Pipeline,
+    deletes the Secret first: delete_data failed with SecretNotFound, kopf gave up, and the
+    checkpoints stayed. The credentials of the pipeline's last reconcile serve."""
+    ref = {"name": "s3", "key": "id"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+        "deleteOnPipelineDeletion": True,
+    }
+    cluster.secrets[("default", "s3")] = {"id": "key"}
+    seeded(tmp_path)
+    cluster.apply("grades", {"sql": V1, "storage": storage})
+    reconciler.reconcile("default", "grades")
+    cluster.pods.clear()
+    del cluster.secrets[("default", "s3")]
+    cluster.pipelines[("default", "grades")]["metadata"]["deletionTimestamp"] = "t"
+    assert reconciler.reconcile("default", "grades") is None  # deleted: not reconciled
+    pipeline = cluster.pipeline("default", "grades")
+    assert pipeline is not None
+    assert reconciler.delete_data(pipeline)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]

@@ -229,9 +229,11 @@ class Reconciler:
 
     def reconcile(self, namespace: str, name: str) -> Outcome | None:
         pipeline = self.cluster.pipeline(namespace, name)
-        if pipeline is None or pipeline["metadata"].get("deletionTimestamp"):
+        if pipeline is None:
             self.forget(namespace, name)
             return None  # driver pods go with it (ownerReferences)
+        if pipeline["metadata"].get("deletionTimestamp"):  # its store is kept for delete_data
+            return None
         body = PipelineBody(self, pipeline)
         acted, report = cycle(body, now=_now())
         ready = report.status.conditions[0]
@@ -261,8 +263,16 @@ class Reconciler:
         if self._drivers_left(namespace, name):
             return None
         storage = self.storage_of(pipeline)  # the rest of the spec may no longer validate
-        s3 = self.s3(namespace, storage)
-        store = self.store(namespace, name, storage, s3)
+        root = pipeline_root(storage.uri, namespace=namespace, name=name)
+        kept = self._stores.get((namespace, name))
+        try:
+            store = self.store(namespace, name, storage, self.s3(namespace, storage))
+        except SpindleError:
+            # the Secret went first (its namespace, or an Argo CD app holding both, deleted
+            # whole): the store the pipeline's last reconcile used holds its credentials
+            if kept is None or kept[0] != root:
+                raise
+            store = kept[2]
         keys = [item.key for item in store.objects.scan("")]
         for start in range(0, len(keys), 500):
             store.objects.delete(keys[start : start + 500])

@@ -174,3 +174,50 @@ def test_after_many_steps_bytes_on_disk_stay_within_1_5x_of_live_state(
             assert len(files.inputFiles()) <= COMPACT_AT, f"{name}: {files.inputFiles()}"
     assert total <= 1.5 * live
     assert os.environ.get("SPINDLE_SOAK") != "1" or steps == 200
+
+
+def test_checkpoints_older_than_a_week_still_read_roll_back_and_vacuum(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Delta refuses to read a version but the latest whose commit is older than its deleted-
+    file retention (7 days) unless told not to: a pipeline whose kept checkpoints spanned a
+    week could not restart from them, roll a failed step back, or vacuum."""
+    from spindle.runtime import storage
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    uri = (tmp_path / "storage").as_uri()
+    retention = {"checkpoints": 4, "minAge": "0"}
+    spec = PipelineSpec.model_validate(
+        {"sql": program(inputs), "storage": {"uri": uri, "retention": retention}}
+    )
+    ref = PipelineRef(namespace="default", name="aged")
+    store = open_store(uri, namespace=ref.namespace, name=ref.name)
+    reports: list[tuple[str, dict[str, Any]]] = []
+    runtime = open_runtime(
+        pipeline=ref,
+        spec=spec,
+        store=store,
+        s3=None,
+        report=lambda event, **fields: reports.append((event, fields)),
+    )
+    compiled = parse_program(spec.sql)
+    checkpoint = runtime.initialize(compiled)
+    for step in range(4):
+        if step == 3:  # the first three steps' commits are eight days old
+            week_ago = os.path.getmtime(inputs) - 8 * 86400
+            for log in (tmp_path / "storage").rglob("_delta_log/*"):
+                os.utime(log, (week_ago, week_ago))
+        row = {"id": step, "k": step % 2, "amount": 60 + step}
+        (inputs / f"{step:05d}.json").write_text(json.dumps(row) + "\n")
+        checkpoint, _ = runtime.step(compiled, checkpoint)
+    assert not [r for r in reports if r[0] == "vacuum-failed"], reports
+    kept = store.history()
+    assert len(kept) == 4
+    for manifest in kept:
+        for record in manifest.state.values():
+            path = spark_uri(f"{store.uri}/{record.path}")
+            frame = spark.read.format("delta").option("versionAsOf", record.version).load(path)
+            assert frame.count() == record.rows
+    oldest = kept[-1].state["events"]
+    assert storage.restore(spark, spark_uri(f"{store.uri}/{oldest.path}"), oldest.version)

@@ -105,6 +105,17 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # rarely skips one either. Planning each read still ran a Spark job over the table's
         # file statistics: most of a steady step's planning time.
         "spark.databricks.delta.stats.skipping": "false",
+        # Spindle reads exact older versions (a retained checkpoint's state, a rollback's
+        # RESTORE) and deletes their files itself (`runtime.vacuum`), so they stay readable
+        # whatever their age. Delta refused to read any version but the latest whose commit
+        # was older than its deleted-file retention (7 days): a pipeline whose kept
+        # checkpoints spanned a week could neither restart from them nor roll a step back.
+        "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": (
+            "false"
+        ),
+        # and Delta's own clean-up of commits older than 30 days, for the tables Spindle
+        # creates: its vacuum removes the log a kept checkpoint no longer needs
+        "spark.databricks.delta.properties.defaults.enableExpiredLogCleanup": "false",
         "spark.sql.ansi.enabled": "false",
         # A driver runs steps for weeks, and Spark's status store keeps every job, stage and
         # SQL execution up to these counts (1,000 each by default): with tens of each per step

@@ -105,6 +105,27 @@ def test_the_sizes_of_a_start_from_checkpoint_are_read_where_its_state_lives(
     assert copy.latest() is None  # only read
 
 
+@pytest.mark.parametrize("spelled", ["{uri}", "{uri}/", "{path}", "file:{path}"])
+def test_a_pipeline_cannot_start_from_its_own_root(tmp_path: Path, spelled: str) -> None:
+    """Its older checkpoint was adopted under sequence 0 again (an old step intent replayed)
+    and named its own state by URI, which the vacuum then deleted whole."""
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    first = store.commit(manifest(None))
+    (Path(store.uri.removeprefix("file://")) / "latest").unlink()  # to start over from it
+    root = spelled.format(uri=store.uri, path=store.uri.removeprefix("file://"))
+    with pytest.raises(SpindleError) as refused:
+        starting_checkpoint(
+            store,
+            start_from=f"{root}#{first.id}",
+            pipeline=PipelineRef(namespace="default", name="grades"),
+            s3=None,
+            adopt=True,
+        )
+    assert refused.value.reason == "StartFromOwnRoot"
+    assert "another spec.storage.uri" in refused.value.message
+    assert store.latest() is None  # nothing was adopted
+
+
 def test_pipeline_root_and_unsupported_uris() -> None:
     assert pipeline_root("s3://b/p/", namespace="ns", name="n") == "s3://b/p/ns/n"
     assert pipeline_root("file:///a b", namespace="ns", name="n") == "file:///a b/ns/n"

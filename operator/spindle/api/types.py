@@ -160,7 +160,8 @@ class StorageSpec(_Model):
         default=None,
         alias="startFrom",
         description="When the pipeline has no checkpoint yet, start from this one: "
-        "'<pipeline root URI>#<checkpoint id>' (another pipeline's, or an older one). Its state "
+        "'<pipeline root URI>#<checkpoint id>' (another pipeline's, or a backup's; never this "
+        "pipeline's own root). Its state "
         "is read, never written; the program is diffed against it as usual.",
     )
     delete_on_pipeline_deletion: bool = Field(

@@ -7,7 +7,7 @@ origin (`adopt=False`); the driver adopts it into the pipeline's own store befor
 from __future__ import annotations
 
 from spindle.checkpoint.manifest import Manifest, PipelineRef
-from spindle.checkpoint.objects import S3Options
+from spindle.checkpoint.objects import S3Options, local_path
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.errors import SpindleError
@@ -28,7 +28,18 @@ def starting_checkpoint(
     latest = store.latest()
     if latest is not None or not start_from:
         return latest
-    uri, _, checkpoint_id = start_from.partition("#")
+    uri, _, checkpoint_id = (
+        start_from.rpartition("#") if "#" in start_from else (start_from, "", "")
+    )
+    if _root(uri) == _root(store.uri):
+        raise SpindleError(
+            reason="StartFromOwnRoot",
+            message=f"spec.storage.startFrom names this pipeline's own storage root ({uri}). A "
+            "pipeline cannot start over from its own checkpoints: it would write over the "
+            "state and step intents they name. Give the pipeline another spec.storage.uri and "
+            "keep startFrom naming this root (its checkpoints are then only read).",
+            details={"uri": uri},
+        )
     origin = open_store(uri, s3=s3, retry=retry)
     if not checkpoint_id:
         newest = origin.latest()
@@ -43,3 +54,9 @@ def starting_checkpoint(
     if not adopt:  # its state where it lives, as adopting it would name it
         return origin.located(checkpoint_id)
     return store.adopt(origin, checkpoint_id, pipeline=pipeline)
+
+
+def _root(uri: str) -> str:
+    """A storage root however it is spelled (`/a`, `file:///a/`; `s3a://b/p`, `s3://b/p`)."""
+    local = local_path(uri)
+    return (local if local is not None else uri.replace("s3a://", "s3://", 1)).rstrip("/")

@@ -267,9 +267,10 @@ class CheckpointStore:
     def adopt(
         self, source: CheckpointStore, checkpoint_id: str, *, pipeline: PipelineRef
     ) -> Manifest:
-        """Start this pipeline from `source`'s checkpoint (another pipeline's, or an older one
-        of this pipeline): commit a manifest that names the source state by absolute URI, so
-        it is read but never written, and records where it came from."""
+        """Start this pipeline from `source`'s checkpoint (another root's: another pipeline's,
+        or a backup's; `origin.starting_checkpoint` refuses this pipeline's own): commit a
+        manifest that names the source state by absolute URI, so it is read but never written,
+        and records where it came from."""
         origin = source.located(checkpoint_id)
         current = self.latest()
         sequence = 0 if current is None else current.sequence + 1

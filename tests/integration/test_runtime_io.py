@@ -1087,3 +1087,47 @@ def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
             record = json.loads(line)
             received[record["x"]] += record["weight"]
     assert +received == Counter({1: 1})
+
+
+def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:
+    """An adopted group table is copied into the pipeline's own path (version 0 there), and the
+    step read the copy at the source's version: DELTA_VERSION_NOT_FOUND, or another attempt's
+    rows once the numbers met."""
+    from spindle.checkpoint import PipelineRef
+    from spindle.checkpoint.origin import starting_checkpoint
+    from spindle.runtime.maintain import Views
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    source = [{"name": "src", "format": {"name": "json"}, "transport": {"name": "file_input",
+               "config": {"path": str(inputs)}}}]  # fmt: skip
+    sql = (
+        f"create table events (id bigint, k int, amount int) with ('connectors' = "
+        f"'{json.dumps(source)}');\n"
+        "create materialized view totals as "
+        "select k, sum(amount) as total, count(*) as n from events group by k;\n"
+    )
+
+    def feed(step: int) -> None:
+        rows = [{"id": step * 10 + j, "k": j % 2, "amount": j} for j in range(4)]
+        (inputs / f"{step:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    first, first_store, program = runtime_for(tmp_path, sql, root=(tmp_path / "a").as_uri())
+    checkpoint = first.initialize(program)
+    for step in range(3):
+        feed(step)
+        checkpoint, _ = first.step(program, checkpoint)
+    assert checkpoint.state["totals"].version > 0
+    copy, copy_store, _ = runtime_for(tmp_path, sql, root=(tmp_path / "b").as_uri())
+    adopted = starting_checkpoint(
+        copy_store,
+        start_from=f"{first_store.uri}#{checkpoint.id}",
+        pipeline=PipelineRef(namespace="default", name="p"),
+        s3=None,
+        adopt=True,
+    )
+    assert adopted is not None and adopted.state["totals"].adopted
+    feed(3)
+    stepped, _ = copy.step(program, adopted)
+    totals = Views(spark, program, copy.uri).contents("totals", stepped.state["totals"])
+    assert sorted(tuple(r) for r in totals.collect()) == [(0, 8, 8), (1, 16, 8)]

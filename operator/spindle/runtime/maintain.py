@@ -447,12 +447,12 @@ class Views:
         )
 
         def store(path: str, size: zsets.Size) -> StateRecord:
-            uri = self.uri(path)
-            if path != old.path:
-                copy_delta(self.spark, self.uri(old.path), old.version, uri)
+            uri, current = self.uri(path), old.version
+            if path != old.path:  # adopted: the copy's version, not the source's
+                current = copy_delta(self.spark, self.uri(old.path), old.version, uri)
             write = GroupWrite(new_state, gone, keys, state_columns)
             version, rows = store_groups(
-                self.spark, uri, write, current=(old.version, old.rows or 0), changed=size.rows
+                self.spark, uri, write, current=(current, old.rows or 0), changed=size.rows
             )
             return old.model_copy(update={"path": path, "version": version, "rows": rows})
 

@@ -227,3 +227,15 @@ def test_the_name_spark_could_not_resolve_is_found_where_the_query_has_it(
         RELATIONS,
     )
     assert (refused.details["line"], refused.details["column"]) == (1, column)
+
+
+def test_a_call_spark_cannot_be_sent_is_invalid_at_its_position() -> None:
+    """The generator's Python error reached the user: "invalid literal for int() with base 10:
+    'x'", with no line or column."""
+    with pytest.raises(SpindleError) as invalid:
+        check_query(
+            "SELECT name,\n  date_add(name, 'x') AS d FROM students", relations={"students"}
+        )
+    assert invalid.value.reason == "InvalidQuery"
+    assert (invalid.value.details["line"], invalid.value.details["column"]) == (2, 3)
+    assert "DATE_ADD" in invalid.value.message

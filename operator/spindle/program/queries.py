@@ -23,8 +23,9 @@ from spindle.errors import SpindleError, located
 from spindle.program.dependencies import function_name
 from spindle.program.dialect import DIALECT
 from spindle.program.model import Program
-from spindle.program.statements import split
+from spindle.program.statements import split, text_start
 from spindle.program.syntax import Problem, parse_tokens, tokenize
+from spindle.program.writable import first_problem
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
 """Spark functions that call Java methods: a query could end or change the process."""
@@ -152,6 +153,22 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
             raise _not_read_only(sql, f"{function_name(node)}(), which runs Java code")
     if relations is not None:
         _check_relations(tree, sql, relations)
+    # a call the generator cannot write raised its Python error, unlocated (a query may use
+    # what a view may not: Spark runs it once, nothing maintains it)
+    unwritable = first_problem(tree, unsupported={})
+    if unwritable is not None:
+        node, said = unwritable
+        before = statement.text[: text_start(node) or 0]
+        where = statement.locate_line_col(
+            before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+        )
+        raise located(
+            reason="InvalidQuery",
+            message=f"The query {said}.",
+            line=where.line,
+            column=where.column,
+            query=sql,
+        )
     return QueryCheck(tree=tree)
 
 

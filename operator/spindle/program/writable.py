@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
@@ -51,7 +51,7 @@ def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Each view's first construct or call Spindle cannot write for Spark, in text order."""
     problems: list[Unrunnable] = []
     for view in program.views.values():
-        found = next(_problems(view.query), None)
+        found = first_problem(view.query)
         if found is None:
             continue
         node, said = found
@@ -256,9 +256,19 @@ TIME ZONE z` as FROM_UTC_TIMESTAMP; Spark makes a date that does not exist NULL,
 SIMILAR TO after approval."""
 
 
-def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
+def first_problem(
+    query: exp.Expr, *, unsupported: Mapping[type[exp.Expr], str] = UNSUPPORTED
+) -> tuple[exp.Expr, str] | None:
+    """The query's first construct (of `unsupported`) or call Spindle cannot write for Spark,
+    and why."""
+    return next(_problems(query, unsupported), None)
+
+
+def _problems(
+    query: exp.Expr, unsupported: Mapping[type[exp.Expr], str]
+) -> Iterator[tuple[exp.Expr, str]]:
     for node in query.walk():
-        label = UNSUPPORTED.get(type(node))
+        label = unsupported.get(type(node))
         if label is not None:
             yield node, f"uses {label}, which Spindle cannot run on Spark"
         check = CALL_PROBLEMS.get(type(node))

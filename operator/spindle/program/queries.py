@@ -158,10 +158,7 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
     unwritable = first_problem(tree, unsupported={})
     if unwritable is not None:
         node, said = unwritable
-        before = statement.text[: text_start(node) or 0]
-        where = statement.locate_line_col(
-            before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
-        )
+        where = statement.locate(text_start(node) or 0)
         raise located(
             reason="InvalidQuery",
             message=f"The query {said}.",

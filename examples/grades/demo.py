@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,16 +41,23 @@ def spindle(*args: str, home: Path, capture: bool = False) -> str:
     command = [sys.executable, "-m", "spindle.cli.main", *args]
     if args[0] in ("local", "query"):
         command += ["--home", str(home)]
-    result = subprocess.run(command, text=True, capture_output=True, check=False)
+    # stderr (progress: jar downloads, Spark's start, the bootstrap's views) as it comes
+    process = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout: list[str] = []
+    reader = threading.Thread(target=lambda: stdout.extend(process.stdout or ()), daemon=True)
+    reader.start()
     noise = ("WARN", "log4j", "setLogLevel", "SLF4J")
-    for line in result.stderr.splitlines():
+    for line in process.stderr or ():
         if not any(n in line for n in noise):
-            print(line)
+            print(line, end="", flush=True)
+    returncode = process.wait()
+    reader.join()
+    out = "".join(stdout)
     if not capture:
-        print(result.stdout, end="")
-    if result.returncode != 0:
-        sys.exit(f"demo failed: spindle {args[0]} exited with {result.returncode}")
-    return result.stdout
+        print(out, end="")
+    if returncode != 0:
+        sys.exit(f"demo failed: spindle {args[0]} exited with {returncode}")
+    return out
 
 
 def main() -> None:
@@ -57,6 +66,7 @@ def main() -> None:
         demo(home)
     finally:  # the first run started the home's warm Spark server; the demo leaves none behind
         spindle("local", "server", "stop", home=home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def demo(home: Path) -> None:

@@ -439,19 +439,25 @@ def test_deleting_the_data_waits_until_the_driver_pods_are_gone(
     assert count and not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
-def test_a_bootstrap_pod_stuck_pulling_makes_way_for_its_namesake(
-    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
-) -> None:
-    """A new image keeps the change id, so the next bootstrap pod has the stuck one's name:
-    that one is deleted with a grace and waited for too, never forced away while it may
-    still start."""
+def approved_bootstrap(cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path) -> str:
+    """A pipeline seeded with V1, changed to V2 and approved: its bootstrap pod's name."""
     seeded(tmp_path)
     cluster.apply("grades", spec(tmp_path, V2))
     reconciler.reconcile("default", "grades")
     change = cluster.status("grades")["pendingChange"]["id"]
     cluster.annotate("grades", "spindle.dev/approve", change)
     reconciler.reconcile("default", "grades")
-    name = f"grades-{change}-driver"
+    return f"grades-{change}-driver"
+
+
+def test_a_bootstrap_pod_stuck_pulling_makes_way_for_its_namesake(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """A new image keeps the change id, so the next bootstrap pod has the stuck one's name:
+    that one is deleted with a grace and waited for too, never forced away while it may
+    still start."""
+    name = approved_bootstrap(cluster, reconciler, tmp_path)
+    change = name.removeprefix("grades-").removesuffix("-driver")
     stuck_pulling(cluster, name)
     reconciler.reconcile("default", "grades")
     assert cluster.status("grades")["phase"] == "Failed"
@@ -510,10 +516,14 @@ def test_a_driver_no_node_can_take_or_end_is_not_ready_and_says_why(
     cluster.take_calls()
     reconciler.reconcile("default", "grades")
     status = cluster.status("grades")
-    assert (status["phase"], _ready(status)) == ("Pending", ("False", "DriverTerminating"))
+    assert (status["phase"], _ready(status)) == ("Stopping", ("False", "DriverTerminating"))
     assert status["driverPod"]["phase"] == "Terminating"
     assert "kubectl get node node-a" in status["conditions"][0]["message"]
     assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]  # one driver at a time
+    cluster.apply("grades", spec(tmp_path, V1, desiredState="Stopped"))  # a stop it never ends
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert (status["phase"], _ready(status)) == ("Stopping", ("False", "DriverTerminating"))
 
 
 def _ready(status: dict[str, Any]) -> tuple[str, str]:
@@ -606,3 +616,23 @@ def test_the_data_is_deleted_when_the_secret_went_first(
     assert pipeline is not None
     assert reconciler.delete_data(pipeline)
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_an_evicted_bootstrap_pod_is_started_again_saying_why(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    name = approved_bootstrap(cluster, reconciler, tmp_path)
+    cluster.pods[("default", name)]["status"] = {
+        "phase": "Failed",
+        "reason": "Evicted",
+        "message": "The node was low on resource: ephemeral-storage.",
+    }
+    cluster.take_calls()
+    reconciler.reconcile("default", "grades")
+    calls = cluster.take_calls()
+    assert ("delete_pod", name, 0) in calls and ("event", "Warning", "DriverEvicted") in calls
+    status = cluster.status("grades")
+    assert (status["phase"], _ready(status)) == ("Bootstrapping", ("False", "DriverEvicted"))
+    assert "ephemeral-storage" in status["conditions"][0]["message"]
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", name) in cluster.take_calls()

@@ -239,3 +239,14 @@ def test_a_call_spark_cannot_be_sent_is_invalid_at_its_position() -> None:
     assert invalid.value.reason == "InvalidQuery"
     assert (invalid.value.details["line"], invalid.value.details["column"]) == (2, 3)
     assert "DATE_ADD" in invalid.value.message
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT posexplode(split(name, ' ')) FROM students",
+        "SELECT initcap(name) FROM students",
+    ],
+)
+def test_what_only_views_may_not_do_a_query_may(query: str) -> None:
+    assert check_query(query, relations={"students"}).spark_sql

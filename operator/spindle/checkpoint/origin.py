@@ -6,6 +6,8 @@ origin (`adopt=False`); the driver adopts it into the pipeline's own store befor
 
 from __future__ import annotations
 
+import os
+
 from spindle.checkpoint.manifest import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options, local_path
 from spindle.checkpoint.retry import RetryPolicy
@@ -58,5 +60,7 @@ def starting_checkpoint(
 
 def _root(uri: str) -> str:
     """A storage root however it is spelled (`/a`, `file:///a/`; `s3a://b/p`, `s3://b/p`)."""
-    local = local_path(uri)
-    return (local if local is not None else uri.replace("s3a://", "s3://", 1)).rstrip("/")
+    local = local_path(uri)  # and through symlinks, as the store resolves its root
+    if local is not None:
+        return os.path.realpath(local).rstrip("/")
+    return uri.replace("s3a://", "s3://", 1).rstrip("/")

@@ -347,9 +347,13 @@ WAITING_FAILURES: dict[str, tuple[str, str]] = {
 """Waiting states that never resolve by themselves: (reason, message template)."""
 
 
-EVICTIONS = frozenset({"Evicted", "Preempting", "Terminated", "Shutdown", "NodeShutdown"})
-"""A failed pod's `status.reason` when the kubelet ended it for the node's sake: resource
-pressure, a higher-priority pod, the node shutting down."""
+EVICTIONS = frozenset(
+    {"Evicted", "Preempting", "Terminated", "Shutdown", "NodeShutdown"}
+    | {"OutOfcpu", "OutOfmemory", "OutOfpods", "NodeAffinity", "UnexpectedAdmissionError"}
+)
+"""A failed pod's `status.reason` when the kubelet ended it for the node's sake (resource
+pressure, a higher-priority pod, the node shutting down) or refused it at admission (the node
+had not the room the scheduler counted on)."""
 
 
 def _evicted(pod: dict[str, Any]) -> str | None:

@@ -214,6 +214,10 @@ SQL_OR_ROWS = frozenset({"SqlRuntimeError", "UnsupportedSql"})
 zero, a failure of Spark's own): either fix applies."""
 
 
+def _stalled_reason(s: Situation) -> str | None:
+    return s.running.stalled[0] if s.running.stalled is not None else None
+
+
 def _stalled(s: Situation) -> tuple[str, str]:
     assert s.running.stalled is not None
     return s.running.stalled
@@ -229,6 +233,13 @@ def _failure_message(s: Situation) -> str:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule(  # whoever deleted it (a stop, a restart, a lost node's eviction), it is not ending
+        lambda s: s.driver is not None and _stalled_reason(s) == "DriverTerminating",
+        Phase.STOPPING,
+        Action.NONE,
+        lambda s: _stalled(s)[0],
+        lambda s: _stalled(s)[1],
+    ),
     Rule(
         lambda s: _stopped(s) and s.observed.driver is not None and s.observed.driver.present,
         Phase.STOPPING,
@@ -369,8 +380,10 @@ RULES: tuple[Rule, ...] = (
         lambda s: s.policy is BootstrapPolicy.ALLOW or s.observed.approval == s.change,
         Phase.BOOTSTRAPPING,
         Action.START_BOOTSTRAP,
-        "Bootstrapping",
-        lambda s: f"Bootstrapping change {s.change}.",
+        lambda s: EVICTED if _evicted(s) else "Bootstrapping",
+        lambda s: (
+            f"{s.running.message} " if _evicted(s) and s.running.message else ""
+        ) + f"Bootstrapping change {s.change}.",
         shows_change=True,
     ),
     Rule(

@@ -105,8 +105,8 @@ and the program keeps some calls as written (`spindle.program.calls`)."""
 
 RELATIVE_DATES = frozenset({"now", "today", "yesterday", "tomorrow"})
 """Strings Spark reads as a date or time relative to now (`DATE 'today'`, `CAST('now' AS
-TIMESTAMP)`): a query that holds one is as non-deterministic as `now()`. Any string literal of
-these counts (a false match only costs a recomputation)."""
+TIMESTAMP)`): a query that holds one is as non-deterministic as `now()`. Only where it is cast to
+a date or time: elsewhere (`status = 'today'`) it is a string like any other."""
 
 AGGREGATES: Mapping[type[exp.Expr], str] = {
     exp.Count: "count",
@@ -206,7 +206,7 @@ def _first_fallback(query: exp.Expr) -> str | None:
             return reason
         if _nondeterministic(node):
             return "a non-deterministic function"
-        if node.is_string and node.name.strip().lower() in RELATIVE_DATES:
+        if _relative_date(node):
             return f"a date relative to now ('{node.name.strip()}')"
         if _other_aggregate(node):
             return f"the aggregate {call_name(node)}"
@@ -227,6 +227,18 @@ def _nondeterministic(node: exp.Expr) -> bool:
         return False
     name = str(node.this).lower()
     return name in NONDETERMINISTIC_CALLS or (name == "unix_timestamp" and not node.expressions)
+
+
+def _relative_date(node: exp.Expr) -> bool:
+    """A string Spark reads as a date or time relative to now: one of `RELATIVE_DATES` cast
+    to a date or time (`DATE 'today'` parses as that cast); elsewhere it is only a string."""
+    cast = node.parent
+    return (
+        node.is_string
+        and node.name.strip().lower() in RELATIVE_DATES
+        and isinstance(cast, exp.Cast)
+        and cast.to.this in exp.DataType.TEMPORAL_TYPES
+    )
 
 
 def _other_aggregate(node: exp.Expr) -> bool:

@@ -25,7 +25,7 @@ from spindle.program.dialect import DIALECT
 from spindle.program.model import Program
 from spindle.program.statements import split, text_start
 from spindle.program.syntax import Problem, parse_tokens, tokenize
-from spindle.program.writable import first_problem
+from spindle.program.writable import unwritable_call
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
 """Spark functions that call Java methods: a query could end or change the process."""
@@ -153,9 +153,9 @@ def check_query(sql: str, *, relations: Collection[str] | None = None) -> QueryC
             raise _not_read_only(sql, f"{function_name(node)}(), which runs Java code")
     if relations is not None:
         _check_relations(tree, sql, relations)
-    # a call the generator cannot write raised its Python error, unlocated (a query may use
-    # what a view may not: Spark runs it once, nothing maintains it)
-    unwritable = first_problem(tree, unsupported={})
+    # a call the generator cannot write raised its Python error, unlocated (other checks of
+    # views are not a query's: Spark runs it once, as written, and nothing maintains it)
+    unwritable = unwritable_call(tree)
     if unwritable is not None:
         node, said = unwritable
         where = statement.locate(text_start(node) or 0)

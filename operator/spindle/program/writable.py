@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
@@ -51,7 +51,7 @@ def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
     """Each view's first construct or call Spindle cannot write for Spark, in text order."""
     problems: list[Unrunnable] = []
     for view in program.views.values():
-        found = first_problem(view.query)
+        found = next(_problems(view.query), None)
         if found is None:
             continue
         node, said = found
@@ -256,37 +256,32 @@ TIME ZONE z` as FROM_UTC_TIMESTAMP; Spark makes a date that does not exist NULL,
 SIMILAR TO after approval."""
 
 
-def first_problem(
-    query: exp.Expr, *, unsupported: Mapping[type[exp.Expr], str] = UNSUPPORTED
-) -> tuple[exp.Expr, str] | None:
-    """The query's first construct (of `unsupported`) or call Spindle cannot write for Spark,
-    and why."""
-    return next(_problems(query, unsupported), None)
-
-
-def _problems(
-    query: exp.Expr, unsupported: Mapping[type[exp.Expr], str]
-) -> Iterator[tuple[exp.Expr, str]]:
+def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
     for node in query.walk():
-        label = unsupported.get(type(node))
+        label = UNSUPPORTED.get(type(node))
         if label is not None:
             yield node, f"uses {label}, which Spindle cannot run on Spark"
         check = CALL_PROBLEMS.get(type(node))
         said = check(node) if check is not None else None
         if said is not None:  # a type is where its CAST is
             yield (node.parent if isinstance(node, exp.DataType) else node) or node, said
+    found = unwritable_call(query)
+    if found is not None:
+        yield found
+
+
+def unwritable_call(query: exp.Expr) -> tuple[exp.Expr, str] | None:
+    """The innermost call of `query` sqlglot cannot write in Spark's SQL, and why (a view is
+    refused for it at plan time, an ad-hoc query when it is checked)."""
     if unwritable(query) is None:
-        return
+        return None
     calls = [n for n in query.walk() if isinstance(n, exp.Func) and "start" in n.meta]
     for call in reversed(calls):  # breadth first, reversed: the innermost call at fault
         why = unwritable(call)
         if why is not None:
             name = call_name(call)
-            yield (
-                call,
-                (
-                    f"calls {name} in a form Spindle cannot write for Spark: {why}. Check the "
-                    f"number and order of its arguments against Spark's {name}"
-                ),
+            return call, (
+                f"calls {name} in a form Spindle cannot write for Spark: {why}. Check the "
+                f"number and order of its arguments against Spark's {name}"
             )
-            return
+    return None

@@ -113,9 +113,6 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration": (
             "false"
         ),
-        # and Delta's own clean-up of commits older than 30 days, for the tables Spindle
-        # creates: its vacuum removes the log a kept checkpoint no longer needs
-        "spark.databricks.delta.properties.defaults.enableExpiredLogCleanup": "false",
         "spark.sql.ansi.enabled": "false",
         # A driver runs steps for weeks, and Spark's status store keeps every job, stage and
         # SQL execution up to these counts (1,000 each by default): with tens of each per step

@@ -111,6 +111,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in MARKED_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(getattr(pytest.mark, marker))
+    # The tests of the cluster last, the unit tests first: the cluster (its control plane,
+    # node and operator) starts at its first test and runs until the last test ends, taking
+    # CPU from every test that runs meanwhile; and a unit test's failure shows in minutes.
+    rank = {"unit": 0, "fuzz": 1, "integration": 2, "e2e": 3}
+    items.sort(
+        key=lambda item: (
+            "kube" in getattr(item, "fixturenames", ()),
+            rank.get(item.path.parent.name, 2),
+        )
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

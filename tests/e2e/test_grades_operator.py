@@ -90,6 +90,11 @@ def test_grades_scenario_through_the_api(
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["containers"][0]["command"][:4] == ["spindle", "driver", "--mode", "run"]
     assert driver["metadata"]["ownerReferences"][0]["kind"] == "Pipeline"
+    maps = space.kube.kubectl(  # its JVM maps Spark's classes from the image's class archive
+        "exec", "grades-g1-driver", "-n", space.name, "--", "sh", "-c",
+        "grep -h 'classes/spark-.*jsa' /proc/[0-9]*/maps; true",
+    )  # fmt: skip
+    assert "/opt/spindle/cache/classes/spark-" in maps, maps
 
     # 2. v2 while running: the driver stops at a checkpoint, then AwaitingApproval with the diff.
     space.apply(grades("v2", space))

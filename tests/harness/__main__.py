@@ -31,6 +31,7 @@ DEMO = "demo"
 
 def build() -> None:
     from spindle.runtime.jars import ensure_jars
+    from spindle.runtime.session import ensure_class_archive
     from tests.harness import images
 
     start = time.monotonic()
@@ -41,6 +42,8 @@ def build() -> None:
         binaries.ensure_all()
         with cache.timed("Spark jars (hadoop-aws, AWS SDK bundle, Delta)", "ready"):
             ensure_jars()
+        with cache.timed("Spark's class archive", "ready"):
+            ensure_class_archive()
         project_images.result()
     images.ensure_all()
     built = sum(s for _, how, s in cache.TIMINGS if how == "built")

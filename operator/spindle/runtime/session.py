@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -32,7 +33,7 @@ from pyspark.sql import SparkSession
 
 from spindle.checkpoint.objects import S3Options
 from spindle.errors import SpindleError
-from spindle.runtime import compaction
+from spindle.runtime import class_archive, compaction
 from spindle.runtime.jars import ensure_jars
 
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
@@ -267,6 +268,18 @@ name resolves to, or its first interface's when that is a loopback one ("Your ho
 resolves to a loopback address ... using 192.0.2.2 instead"), and said so on every start."""
 
 
+def _say(line: str) -> None:
+    print(f"[spindle] {line}", file=sys.stderr, flush=True)
+
+
+def ensure_class_archive() -> bool:
+    """Make the class archive of a default session on this machine unless it is there (the
+    test harness and the Spark image's build do, so no start spends its time on it); whether
+    it is there now."""
+    path = class_archive.archive_path(_class_path().split(":"))
+    return path is not None and class_archive.ensure(path, say=_say)
+
+
 def spark_session(
     *,
     app: str = "spindle",
@@ -286,11 +299,12 @@ def spark_session(
         settings = {**LOOPBACK, **settings}
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM's own lookup, at start
     conf = spark_conf(s3=s3, extra=settings)
+    options = [conf.get("spark.driver.extraJavaOptions", "")]
     if local:  # a local-mode driver's log (a driver pod's of one too), beside its JVM options
-        options = conf.get("spark.driver.extraJavaOptions", "")
-        conf["spark.driver.extraJavaOptions"] = (
-            f"{options} -Dlog4j2.configurationFile={LOCAL_LOG}".strip()
-        )
+        options.append(f"-Dlog4j2.configurationFile={LOCAL_LOG}")
+    if conf["spark.driver.extraClassPath"] == _class_path():  # the class path it was made for
+        options.append(class_archive.java_options(_class_path().split(":"), say=_say))
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     for key, value in conf.items():
         builder = builder.config(key, value)
     if _SHARED.enabled and not on_kubernetes:

@@ -15,5 +15,5 @@ def wait_for(what: str, check: Callable[[], Any], *, timeout: float = 600.0) -> 
         last = check()
         if last:
             return last
-        time.sleep(0.5)
+        time.sleep(1.0)  # each check of the cluster starts a kubectl: CPU the tests need
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")

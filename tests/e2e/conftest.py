@@ -241,10 +241,11 @@ class Space:
 
     def wait_phase(self, name: str, phase: str, *, timeout: float = 600.0, **extra: Any) -> Any:
         def reached() -> dict[str, Any] | None:
-            status = self.status(name)
+            body = self.get(name)
+            status = dict(body.get("status") or {})
             if status.get("phase") != phase:
                 return None
-            if status.get("observedGeneration") != self.get(name)["metadata"]["generation"]:
+            if status.get("observedGeneration") != body["metadata"]["generation"]:
                 return None
             for key, predicate in extra.items():
                 if not predicate(status.get(key)):

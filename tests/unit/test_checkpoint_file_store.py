@@ -164,3 +164,15 @@ def test_latest_follows_another_writer_and_reads_nothing_new_while_the_pointer_s
     assert operator.latest() == second
     third = operator.commit(manifest(second, offset=2))  # its own commit is its new head
     assert operator.latest() is third and driver.latest() == third
+
+
+def test_a_place_is_the_same_however_it_is_spelled(tmp_path: Path) -> None:
+    from spindle.checkpoint.objects import place
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    real = str(tmp_path / "real")
+    for spelled in (real, f"{real}/", f"file:{real}", f"file://{real}/", str(tmp_path / "link")):
+        assert place(spelled) == real, spelled
+    assert place("s3a://bucket/p/") == place("s3://bucket/p") == "s3://bucket/p"
+    assert place("file:///") == "/"

@@ -462,6 +462,33 @@ def test_a_driver_killed_for_memory_says_which_limit_to_raise() -> None:
     assert "300Mi" in driver.message and "spec.spark.driver.memory" in driver.message
 
 
+def test_a_deleted_driver_is_stalled_only_a_minute_past_its_grace_period() -> None:
+    """A deleted pod stays listed while its kubelet ends it; one still there a minute after
+    its grace period ended (`deletionTimestamp`) has a node that does not end it."""
+    import datetime
+
+    ends = datetime.datetime(2026, 12, 2, 3, 0, tzinfo=datetime.UTC)
+    pod = {
+        "metadata": {
+            "name": "p-g1-driver",
+            "labels": {"spindle.dev/mode": "run", "spindle.dev/generation": "1"},
+            "deletionTimestamp": "2026-12-02T03:00:00Z",
+        },
+        "spec": {"nodeName": "node-a"},
+        "status": {"phase": "Running"},
+    }
+    for past, stalled in ((-20, False), (60, False), (61, True), (3600, True)):
+        now = ends + datetime.timedelta(seconds=past)
+        driver = observed_driver(pod, now=now)
+        assert (driver.stalled is not None) == stalled, past
+    reason, message = observed_driver(pod, now=ends + datetime.timedelta(minutes=5)).stalled or (
+        "",
+        "",
+    )
+    assert reason == "DriverTerminating"
+    assert "node-a" in message and "--force --grace-period=0" in message
+
+
 def test_a_program_past_the_kernels_limit_for_one_variable_reaches_the_driver_whole() -> None:
     """Linux refuses to exec a process with one environment string of 128 KiB or more (the
     driver pod would end with StartError and no log): the pipeline's JSON is cut into parts,

@@ -103,6 +103,16 @@ def local_path(uri: str) -> str | None:
     return os.path.abspath(path.removeprefix("//") or "/")
 
 
+def place(uri: str) -> str:
+    """Where `uri` points, to compare with another however each is spelled: a local location
+    as its absolute path through symlinks (`/a`, `file:/a`, `file:///a/`), an S3 one as
+    `s3://bucket/key` (`s3a://` too); no trailing `/`."""
+    local = local_path(uri)
+    if local is not None:
+        return os.path.realpath(local).rstrip("/") or "/"
+    return uri.replace("s3a://", "s3://", 1).rstrip("/")
+
+
 def relative(uri: str) -> bool:
     """Whether `uri` is a local path relative to the working directory (`dir`, `./dir`,
     `file:dir`): each command would read it from wherever it runs."""

@@ -23,6 +23,7 @@ from spindle.checkpoint.blobs import (
     invalid_uri,
     join,
     local_path,
+    place,
     relative,
 )
 from spindle.checkpoint.file_store import FileStore
@@ -42,6 +43,7 @@ __all__ = [
     "join",
     "local_path",
     "open_objects",
+    "place",
     "relative",
 ]
 

@@ -6,10 +6,8 @@ origin (`adopt=False`); the driver adopts it into the pipeline's own store befor
 
 from __future__ import annotations
 
-import os
-
 from spindle.checkpoint.manifest import Manifest, PipelineRef
-from spindle.checkpoint.objects import S3Options, local_path
+from spindle.checkpoint.objects import S3Options, place
 from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.errors import SpindleError
@@ -33,7 +31,7 @@ def starting_checkpoint(
     uri, _, checkpoint_id = (
         start_from.rpartition("#") if "#" in start_from else (start_from, "", "")
     )
-    if _root(uri) == _root(store.uri):
+    if place(uri) == place(store.uri):
         raise SpindleError(
             reason="StartFromOwnRoot",
             message=f"spec.storage.startFrom names this pipeline's own storage root ({uri}). A "
@@ -56,11 +54,3 @@ def starting_checkpoint(
     if not adopt:  # its state where it lives, as adopting it would name it
         return origin.located(checkpoint_id)
     return store.adopt(origin, checkpoint_id, pipeline=pipeline)
-
-
-def _root(uri: str) -> str:
-    """A storage root however it is spelled (`/a`, `file:///a/`; `s3a://b/p`, `s3://b/p`)."""
-    local = local_path(uri)  # and through symlinks, as the store resolves its root
-    if local is not None:
-        return os.path.realpath(local).rstrip("/")
-    return uri.replace("s3a://", "s3://", 1).rstrip("/")

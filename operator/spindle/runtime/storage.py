@@ -14,7 +14,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from spindle.checkpoint.blobs import local_path
+from spindle.checkpoint.blobs import local_path, place
 from spindle.runtime import semantics
 
 
@@ -60,10 +60,8 @@ def list_status(spark: SparkSession, uri: str) -> list[tuple[str, int]]:
 def within(path: str, location: str) -> bool:
     """Whether `path` is the file `location` names or a file under it, however each is
     spelled (`/a`, `file:/a`, `file:///a`; `s3://b/k`, `s3a://b/k`)."""
-    file, root = (local_path(u) or spark_uri(u) for u in (path, location.rstrip("/")))
+    file, root = place(path), place(location)
     return file == root or file.startswith(root.rstrip("/") + "/")
-
-
 
 
 def _hidden(relative: str) -> bool:

@@ -89,6 +89,20 @@ def test_another_jar_is_another_archive(tmp_path: Path) -> None:
     after = class_archive.archive_path([str(jar)])
     assert before is not None and after is not None and before != after
     assert after == class_archive.archive_path([str(jar)])
+    # the JVM checks whole seconds, and an image's layers keep no more: the same archive
+    os.utime(jar, ns=(0, 1_999_000_000))
+    assert class_archive.archive_path([str(jar)]) == after
+
+
+def test_a_cache_it_cannot_write_is_said_and_spark_starts_without_an_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SPINDLE_CACHE", str(tmp_path / "file" / "cache"))
+    said: list[str] = []
+    assert class_archive.java_options([], say=said.append) == ""
+    [line] = said
+    assert line.startswith("could not make Spark's class archive (") and "starts without" in line
 
 
 def test_a_failed_training_is_said_once_and_never_tried_again(
@@ -96,6 +110,13 @@ def test_a_failed_training_is_said_once_and_never_tried_again(
 ) -> None:
     said: list[str] = []
     path = cache / "classes" / "spark-test.jsa"
+    path.parent.mkdir()
+    left = [path.with_name("spark-test.jsa.part999"), path.with_name("spark-old.jsa")]
+    for stale in left:  # a killed training's file, another class path's archive of a month ago
+        stale.write_bytes(b"x")
+        os.utime(stale, (0, 0))
+    recent = path.with_name("spark-recent.jsa")
+    recent.write_bytes(b"x")
     monkeypatch.setenv("SPARK_HOME", str(tmp_path / "no-spark"))  # its JVM cannot start
     assert not class_archive.ensure(path, say=said.append)
     assert not class_archive.ensure(path, say=said.append)
@@ -104,3 +125,4 @@ def test_a_failed_training_is_said_once_and_never_tried_again(
     assert len(said) == 2  # the second call tried nothing
     assert path.with_name("spark-test.jsa.failed").read_text()
     assert not path.exists()
+    assert not [p for p in left if p.exists()] and recent.exists()

@@ -60,7 +60,8 @@ def train(work: Path) -> None:
     jvm = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
     spark.stop()
     jvm.stdin.close()  # the gateway exits on end of input, writing the archive as it does
-    jvm.wait(timeout=JVM_EXIT_TIMEOUT)
+    if jvm.wait(timeout=JVM_EXIT_TIMEOUT) != 0:  # killed while it wrote: not an archive
+        raise SystemExit(f"the JVM ended with {jvm.returncode}")
 
 
 if __name__ == "__main__":

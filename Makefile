@@ -43,17 +43,18 @@ dev-cluster-down: venv
 	@$(BIN)/python -m tests.harness down
 
 # Two pytest processes at once: the tests of the cluster (marker `kube`: the control plane,
-# node, operator and driver pods, whose tests spend much of their time waiting on them) and
-# the rest, which use the CPU meanwhile. The cluster's output is printed when both ended (its
-# log is $(CLUSTER_LOG) meanwhile); exit code 5 is "no test of that kind was selected".
+# node, operator and driver pods, whose tests spend much of their time waiting on them) with
+# the few longest others (`slow`: the crash loops, bounded storage), and the rest, which use
+# the CPU meanwhile. The first's output is printed when both ended (it is in $(CLUSTER_LOG)
+# meanwhile); exit code 5 is "no test of that kind was selected".
 CLUSTER_LOG := $(VENV)/pytest-cluster.log
 test: venv lint harness
-	@echo "==> pytest: the cluster's tests in the background (log: $(CLUSTER_LOG)), the rest here"
-	@$(BIN)/python -m pytest -m kube --durations=25 $(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & \
+	@echo "==> pytest: the cluster's and the slow tests in the background (log: $(CLUSTER_LOG)), the rest here"
+	@$(BIN)/python -m pytest -m "kube or slow" --durations=25 $(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & \
 	  cluster=$$!; \
-	  $(BIN)/python -m pytest -m "not kube" --durations=25 $(PYTEST_ARGS); rest=$$?; \
+	  $(BIN)/python -m pytest -m "not kube and not slow" --durations=25 $(PYTEST_ARGS); rest=$$?; \
 	  wait $$cluster; kube=$$?; \
-	  echo "==> pytest: the cluster's tests"; cat $(CLUSTER_LOG); \
+	  echo "==> pytest: the cluster's and the slow tests"; cat $(CLUSTER_LOG); \
 	  for code in $$rest $$kube; do [ $$code = 0 ] || [ $$code = 5 ] || exit $$code; done
 
 # The full crash loops (20 kills during run and bootstrap, 50 kills of a committing process),

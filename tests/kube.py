@@ -46,3 +46,21 @@ class Kube:
                 return name
             time.sleep(0.1)
         raise TimeoutError(f"no default service account in {name}")
+
+    def apply_crd(self, manifest: Path) -> None:
+        """Apply a CustomResourceDefinition and wait until its API is served (Established).
+        Not `kubectl wait`: it fails at once on a CRD the API server has not given a status
+        yet ("<nil> is of the type <nil>")."""
+        import json
+
+        from tests.waiting import wait_for
+
+        body = json.loads(self.kubectl("apply", "-f", str(manifest), "-o", "json"))
+        name = body["metadata"]["name"]
+
+        def established() -> bool:
+            crd = json.loads(self.kubectl("get", "crd", name, "-o", "json"))
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        wait_for(f"the CRD {name} to be established", established, timeout=60)

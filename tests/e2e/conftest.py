@@ -162,14 +162,7 @@ def restricted(kube: Kube, namespace: str) -> None:
 
 @pytest.fixture(scope="session")
 def crd(kube: Kube) -> None:
-    kube.kubectl("apply", "-f", str(ROOT / "crds" / "pipeline.yaml"))
-
-    def established() -> bool:
-        body = json.loads(kube.kubectl("get", "crd", "pipelines.spindle.dev", "-o", "json"))
-        conditions = body.get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    wait_for("the Pipeline CRD to be established", established, timeout=60)
+    kube.apply_crd(ROOT / "crds" / "pipeline.yaml")
 
 
 @pytest.fixture(scope="session")

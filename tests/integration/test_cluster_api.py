@@ -31,8 +31,7 @@ def _pipeline(namespace: str, name: str, annotations: dict[str, str]) -> dict[st
 
 
 def test_a_relist_reads_each_pipelines_metadata_and_what_decides_a_reconcile(kube: Kube) -> None:
-    kube.kubectl("apply", "-f", str(ROOT / "crds/pipeline.yaml"))
-    kube.kubectl("wait", "--for=condition=Established", "crd/pipelines.spindle.dev")
+    kube.apply_crd(ROOT / "crds/pipeline.yaml")
     namespace = f"relist-{uuid.uuid4().hex[:6]}"
     kube.kubectl("create", "namespace", namespace)
     custom = client.CustomObjectsApi(kube.api)

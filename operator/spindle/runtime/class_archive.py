@@ -32,6 +32,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from spindle.runtime.jars import cache_root
+
 MODE_ENV = "SPINDLE_CLASS_ARCHIVE"
 DUMP_ENV = "SPINDLE_CLASS_ARCHIVE_DUMP"
 """Set for the training process only: the file its JVM writes its classes to at exit."""
@@ -39,10 +41,6 @@ TRAINING_TIMEOUT = 600.0
 STALE_DAYS = 14
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """The JVM warns on every start it cannot map an archive; it then starts as without one."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
 
 
 def _java() -> Path | None:

@@ -46,9 +46,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
 )
 
 
+def cache_root() -> Path:
+    """Spindle's cache of downloads and builds: `$SPINDLE_CACHE`, default `~/.cache/spindle`."""
+    return Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
+
+
 def cache_dir() -> Path:
-    root = Path(os.environ.get("SPINDLE_CACHE", Path.home() / ".cache" / "spindle"))
-    return root / "jars"
+    return cache_root() / "jars"
 
 
 def bundled_hadoop_version() -> str | None:

@@ -302,8 +302,9 @@ def spark_session(
     options = [conf.get("spark.driver.extraJavaOptions", "")]
     if local:  # a local-mode driver's log (a driver pod's of one too), beside its JVM options
         options.append(f"-Dlog4j2.configurationFile={LOCAL_LOG}")
-    if conf["spark.driver.extraClassPath"] == _class_path():  # the class path it was made for
-        options.append(class_archive.java_options(_class_path().split(":"), say=_say))
+    class_path = _class_path()
+    if conf["spark.driver.extraClassPath"] == class_path:  # the class path it was made for
+        options.append(class_archive.java_options(class_path.split(":"), say=_say))
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     for key, value in conf.items():
         builder = builder.config(key, value)

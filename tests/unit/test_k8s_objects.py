@@ -544,3 +544,50 @@ def test_a_users_request_reaches_the_driver_as_written() -> None:
     assert command[command.index("--restate") + 1] == "v@$$$$x$$(HOME)"
     command = _preview_pod("abc@$1")["spec"]["containers"][0]["command"]
     assert command[command.index("--preview-request") + 1] == "abc@$$1"
+
+
+ENDED, STARTED, CREATED = "2026-12-02T03:00:00Z", "2026-12-02T02:50:00Z", "2026-12-02T02:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("before", "status", "in_a_row", "restart_at"),
+    [
+        # refused at admission: it never started, and its creation is the last time known
+        ({}, {"phase": "Failed", "reason": "OutOfmemory"}, 1, CREATED),
+        (
+            {"spindle.dev/evictions": "3"},
+            {"phase": "Failed", "reason": "OutOfcpu", "startTime": ENDED},
+            4,
+            "2026-12-02T03:00:40Z",
+        ),
+        (  # the back-off stops growing at 5 minutes
+            {"spindle.dev/evictions": "40"},
+            {"phase": "Failed", "reason": "Evicted", "startTime": ENDED},
+            41,
+            "2026-12-02T03:05:00Z",
+        ),
+        (  # it ran 10 minutes before the node stopped it: counted as the first again
+            {"spindle.dev/evictions": "5"},
+            {
+                "phase": "Failed",
+                "reason": "Shutdown",
+                "containerStatuses": [
+                    {"state": {"terminated": {"startedAt": STARTED, "finishedAt": ENDED}}}
+                ],
+            },
+            1,
+            ENDED,
+        ),
+    ],
+)
+def test_an_evicted_driver_backs_off_by_how_many_the_cluster_stopped_in_a_row(
+    before: dict[str, str], status: dict[str, Any], in_a_row: int, restart_at: str
+) -> None:
+    from spindle.k8s.pods import eviction
+    from spindle.lifecycle import timestamp
+
+    pod = {"metadata": {"annotations": before, "creationTimestamp": CREATED}, "status": status}
+    stopped = eviction(pod)
+    assert stopped is not None and stopped.in_a_row == in_a_row
+    assert timestamp(stopped.restart_at) == restart_at
+    assert eviction({"metadata": {}, "status": {"phase": "Failed", "reason": "Error"}}) is None

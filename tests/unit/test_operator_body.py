@@ -6,6 +6,7 @@ recorded actions. Storage is a local directory, so checkpoints are real.
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from spindle.checkpoint.store import CheckpointStore, open_store
-from spindle.k8s.pods import DriverSettings
+from spindle.k8s.pods import EVICTIONS_ANNOTATION, DriverSettings
 from spindle.k8s.reconcile import Reconciler, Settings
 from spindle.plan.preview import PreviewReport
 from tests.checkpoints import seed
@@ -590,6 +591,68 @@ def test_a_driver_the_cluster_stopped_is_started_again_saying_why(
     assert said in restarting["conditions"][0]["message"]
     reconciler.reconcile("default", "grades")
     assert ("create_pod", "grades-g1-driver") in cluster.take_calls()
+
+
+def _evicted_after(seconds: float, *, ended: float) -> dict[str, Any]:
+    """An evicted driver's status: it ran `seconds` and ended `ended` seconds ago."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def at(ago: float) -> str:
+        return (now - datetime.timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    state = {"terminated": {"exitCode": 137, "startedAt": at(ended + seconds)}}
+    state["terminated"]["finishedAt"] = at(ended)
+    return {
+        "phase": "Failed",
+        "reason": "Evicted",
+        "message": "The node was low on resource: memory.",
+        "startTime": at(ended + seconds + 5),
+        "containerStatuses": [{"name": "driver", "state": state}],
+    }
+
+
+def test_drivers_the_cluster_keeps_stopping_are_started_again_after_a_growing_back_off(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """A node that evicted every driver soon after it started (or a kubelet refusing the pod
+    at admission) had the operator create a driver every few seconds, for good."""
+    key = ("default", "grades-g1-driver")
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.pods[key]["status"] = _evicted_after(30, ended=1)
+    reconciler.reconcile("default", "grades")  # the first is started again at once
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", key[1]) in cluster.take_calls()
+    assert cluster.pods[key]["metadata"]["annotations"] == {EVICTIONS_ANNOTATION: "1"}
+
+    cluster.pods[key]["status"] = _evicted_after(30, ended=1)  # the second, 30 s in
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.requeue_after is not None
+    assert 5 < outcome.requeue_after <= 10  # kept, and looked at again when its back-off ends
+    calls = cluster.take_calls()
+    assert not [c for c in calls if c[0] in ("create_pod", "delete_pod")], calls
+    status = cluster.status("grades")
+    assert (status["phase"], _ready(status)) == ("Pending", ("False", "DriverEvicted"))
+    assert (
+        "stopped 2 drivers of this pipeline in a row, so the next starts at"
+        in (status["conditions"][0]["message"])
+    )
+
+    cluster.pods[key]["status"] = _evicted_after(30, ended=11)  # its back-off is over
+    reconciler.reconcile("default", "grades")
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", key[1]) in cluster.take_calls()
+    assert cluster.pods[key]["metadata"]["annotations"] == {EVICTIONS_ANNOTATION: "2"}
+    cluster.pods[key]["status"] = _evicted_after(30, ended=11)  # the third waits 20 s
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.requeue_after is not None
+    assert 5 < outcome.requeue_after <= 10
+
+    cluster.pods[key]["status"] = _evicted_after(900, ended=1)  # one that ran 15 minutes
+    reconciler.reconcile("default", "grades")  # starts the count again: at once
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", key[1]) in cluster.take_calls()
+    assert cluster.pods[key]["metadata"]["annotations"] == {EVICTIONS_ANNOTATION: "1"}
 
 
 def test_the_data_is_deleted_when_the_secret_went_first(

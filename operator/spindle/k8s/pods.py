@@ -27,7 +27,7 @@ from spindle.api.types import (
     mebibytes,
     quantity_value,
 )
-from spindle.lifecycle import DriverMode, ObservedDriver
+from spindle.lifecycle import DriverMode, ObservedDriver, timestamp
 from spindle.lifecycle.decision import EVICTED
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -42,6 +42,8 @@ LABEL_PLACEMENT = "spindle.dev/placement"
 LABEL_PROGRAM = "spindle.dev/program"
 """The fingerprint of the SQL a driver was started with."""
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
+EVICTIONS_ANNOTATION = "spindle.dev/evictions"
+"""On a driver pod: how many drivers of the pipeline the cluster stopped in a row before it."""
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
@@ -236,9 +238,11 @@ def driver_pod(
     change_id: str | None,
     settings: DriverSettings,
     preview: str | None = None,
+    evictions: int = 0,
 ) -> dict[str, Any]:
     """The driver pod for `pipeline` (its API object; `spec` is the validated, defaulted spec);
-    with `preview` (a request), the preview pod of the pending change `change_id`."""
+    with `preview` (a request), the preview pod of the pending change `change_id`; `evictions`:
+    the drivers the cluster stopped in a row before this one (`EVICTIONS_ANNOTATION`)."""
     meta = pipeline["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     image = spec.spark.image or settings.image
@@ -285,6 +289,7 @@ def driver_pod(
             "name": pod_named,
             "namespace": namespace,
             "labels": labels,
+            **({"annotations": {EVICTIONS_ANNOTATION: str(evictions)}} if evictions else {}),
             "ownerReferences": [
                 {
                     "apiVersion": API_VERSION,
@@ -446,7 +451,8 @@ def _stalled(pod: dict[str, Any], now: datetime.datetime) -> tuple[str, str] | N
     name, node = meta.get("name", "?"), (pod.get("spec") or {}).get("nodeName") or "?"
     deleted = meta.get("deletionTimestamp")  # when its grace period ends
     if deleted:
-        ends = datetime.datetime.fromisoformat(str(deleted).replace("Z", "+00:00"))
+        ends = _when(deleted)
+        assert ends is not None
         overdue = int((now - ends).total_seconds())
         if overdue <= DELETION_OVERDUE_SECONDS:
             return None
@@ -472,12 +478,81 @@ def _stalled(pod: dict[str, Any], now: datetime.datetime) -> tuple[str, str] | N
     return None
 
 
+EVICTION_BACKOFF_SECONDS = (0, 10, 20, 40, 80, 160, 300)
+"""How long after a driver the cluster stopped the next one starts, by how many it stopped in a
+row: the first starts at once, then a back-off that doubles up to 5 minutes, as the kubelet's
+CrashLoopBackOff does. A node that keeps evicting it, or a pod the kubelet keeps refusing at
+admission, would otherwise have a driver created every few seconds."""
+
+EVICTION_RESET_SECONDS = 600
+"""A driver that ran this long before the cluster stopped it counts as the first in a row."""
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """A driver pod the cluster stopped: the drivers stopped in a row with it, and when the
+    next may start."""
+
+    in_a_row: int
+    restart_at: datetime.datetime
+
+    def wait(self, now: datetime.datetime) -> float:
+        return max(0.0, (self.restart_at - now).total_seconds())
+
+
+def _when(value: Any) -> datetime.datetime | None:
+    return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
+
+
+def eviction(pod: dict[str, Any]) -> Eviction | None:
+    """The back-off after `pod`, if the cluster stopped it (`EVICTED`); else None."""
+    if _pod_phase(pod) != "Failed" or _evicted(pod) is None:
+        return None
+    meta, status = pod["metadata"], pod.get("status") or {}
+    before = int((meta.get("annotations") or {}).get(EVICTIONS_ANNOTATION) or 0)
+    started, finished = None, None
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        started = started or _when(terminated.get("startedAt"))
+        finished = finished or _when(terminated.get("finishedAt"))
+    ran = (finished - started).total_seconds() if started and finished else 0.0
+    in_a_row = 1 if ran >= EVICTION_RESET_SECONDS else before + 1
+    times = [
+        finished,
+        _when(status.get("startTime")),
+        _when(meta.get("creationTimestamp")),
+        *[_when(c.get("lastTransitionTime")) for c in status.get("conditions") or []],
+    ]
+    ended = max((t for t in times if t is not None), default=None)
+    delay = EVICTION_BACKOFF_SECONDS[min(in_a_row, len(EVICTION_BACKOFF_SECONDS)) - 1]
+    if ended is None:  # nothing says when: the back-off runs from now
+        ended = datetime.datetime.now(datetime.UTC)
+    return Eviction(in_a_row, ended + datetime.timedelta(seconds=delay))
+
+
+def _backoff_said(stopped: Eviction | None, now: datetime.datetime) -> str:
+    if stopped is None or stopped.in_a_row < 2:
+        return ""
+    said = f" The cluster stopped {stopped.in_a_row} drivers of this pipeline in a row"
+    if stopped.wait(now) <= 0:
+        return f"{said}."
+    return (
+        f"{said}, so the next starts at {timestamp(stopped.restart_at)} (a back-off that "
+        f"doubles with each, up to {EVICTION_BACKOFF_SECONDS[-1] // 60} minutes; a driver "
+        f"that runs {EVICTION_RESET_SECONDS // 60} minutes ends it). See `kubectl describe "
+        "node` for why its node stops it."
+    )
+
+
 def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None) -> ObservedDriver:
     meta = pod["metadata"]
     labels = meta.get("labels", {})
     stuck = lingering(pod)
     phase = "Failed" if stuck else _pod_phase(pod)
     reason, message = _failure(pod)
+    now = now or datetime.datetime.now(datetime.UTC)
+    if reason == EVICTED:
+        message = f"{message}{_backoff_said(eviction(pod), now)}"
     return ObservedDriver(
         mode=DriverMode(labels.get(LABEL_MODE, DriverMode.RUN)),
         generation=int(labels.get(LABEL_GENERATION, "0")),
@@ -491,7 +566,7 @@ def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None
         program=labels.get(LABEL_PROGRAM),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
         lingering=stuck,
-        stalled=None if stuck else _stalled(pod, now or datetime.datetime.now(datetime.UTC)),
+        stalled=None if stuck else _stalled(pod, now),
     )
 
 

@@ -40,6 +40,7 @@ from spindle.k8s.pods import (
     current_pod,
     driver_phase,
     driver_pod,
+    eviction,
     lingering,
     observed_driver,
     preview_pod_name,
@@ -129,6 +130,9 @@ class Reconciler:
     """Each pipeline's store, by (namespace, name), with the root and credentials it was opened
     with: the one its last reconcile read (and `unmoved` checks)."""
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
+    evictions: dict[tuple[str, str], int] = field(default_factory=dict)
+    """The drivers the cluster stopped in a row, by pipeline, from the reconcile that deletes
+    the last of them (its pod carried the count) to the one that creates the next."""
 
     # -- what a body needs, cached across reconciles -------------------------------------------
 
@@ -210,6 +214,7 @@ class Reconciler:
     def forget(self, namespace: str, name: str) -> None:
         """A deleted pipeline: its store (and the checkpoint it keeps) is not kept any longer."""
         self._stores.pop((namespace, name), None)
+        self.evictions.pop((namespace, name), None)
         self.cluster.pod_versions.forget(namespace, name)
 
     def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
@@ -505,12 +510,21 @@ class PipelineBody:
         if decision.mode is None:
             return pod, None
         assert self.spec is not None
+        meta = self.pipeline["metadata"]
+        key = (meta["namespace"], meta["name"])
+        stopped = eviction(pod) if pod is not None else None
+        if stopped is not None:  # the next driver waits out the back-off, its pod kept till then
+            wait = stopped.wait(datetime.datetime.now(datetime.UTC))
+            if wait > 0:
+                return pod, wait
+            self.reconciler.evictions[key] = stopped.in_a_row
         wanted = driver_pod(
             pipeline=self.pipeline,
             spec=self.spec,
             mode=decision.mode.value,
             change_id=decision.change_id if decision.mode is DriverMode.BOOTSTRAP else None,
             settings=settings,
+            evictions=self.reconciler.evictions.get(key, 0),
         )
         name = wanted["metadata"]["name"]
         # finished drivers of earlier runs make way (all asked, then waited for if need be)
@@ -520,6 +534,7 @@ class PipelineBody:
         self.reconciler.on_create(wanted)
         if self.cluster.create_pod(wanted):
             log.info("created driver %s (%s)", name, decision.mode)
+            self.reconciler.evictions.pop(key, None)
             return wanted, None  # its pod's next change, or a re-list, reconciles it again
         existing = next((p for p in pods if p["metadata"]["name"] == name), None)
         if existing is not None and _finished(existing):  # recreated once it is gone

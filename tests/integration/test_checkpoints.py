@@ -57,6 +57,46 @@ def test_commits_form_a_chain(backend: tuple[str, dict[str, str]]) -> None:
     assert reread.get(first.id) == first
 
 
+def test_retention_deletes_the_scratch_a_preview_that_never_ended_left(
+    backend: tuple[str, dict[str, str]],
+) -> None:
+    """A preview deletes its scratch when it ends; one killed midway (evicted, OOM-killed, its
+    node lost) left whole evaluated views there for good, outside what the vacuum counts."""
+    import datetime
+
+    store = store_for(*backend)
+    latest = store.commit(manifest(None))
+    left = ["scratch/preview-a/views/v@0/part-0.parquet", "scratch/preview-a/views/v@0/x.json"]
+    for key in left:
+        store.objects.write(key, b"rows")
+    written = max(i.modified for i in store.objects.scan("scratch/"))
+    day = datetime.timedelta(days=1)
+
+    def retire(at: datetime.datetime) -> list[str]:
+        store.retire(latest, checkpoints=1, min_age=datetime.timedelta(0), now=at)
+        return sorted(i.key for i in store.objects.scan("scratch/"))
+
+    assert retire(written + day - datetime.timedelta(minutes=1)) == sorted(left)  # may be live
+    assert retire(written + day) == []
+    assert store.latest() == latest
+
+
+def test_a_preview_scratch_location_written_to_within_a_day_is_kept_whole(tmp_path: Path) -> None:
+    """A long preview writes its views one after another: its first files are old, its
+    location is not."""
+    import datetime
+
+    store = open_store((tmp_path / "store").as_uri())
+    latest = store.commit(manifest(None))
+    old, new = "scratch/preview-b/views/v@0/a.parquet", "scratch/preview-b/views/w@0/b.parquet"
+    store.objects.write(old, b"rows")
+    store.objects.write(new, b"rows")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(tmp_path / "store" / old, (two_days_ago, two_days_ago))
+    store.retire(latest, checkpoints=1, min_age=datetime.timedelta(0))
+    assert sorted(i.key for i in store.objects.scan("scratch/")) == [old, new]
+
+
 def test_stale_parent_is_a_conflict_and_overwrites_nothing(
     backend: tuple[str, dict[str, str]],
 ) -> None:

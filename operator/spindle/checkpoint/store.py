@@ -30,6 +30,7 @@ from spindle.checkpoint.manifest import (
     unreadable,
 )
 from spindle.checkpoint.objects import (
+    Listed,
     NotModified,
     ObjectNotFound,
     ObjectStore,
@@ -47,6 +48,10 @@ from spindle.plan.preview import PreviewReport
 
 LATEST = "latest"
 ORPHAN_GRACE = datetime.timedelta(hours=1)
+SCRATCH_GRACE = datetime.timedelta(days=1)
+"""A preview's scratch (`scratch/<location>/`, which the preview deletes when it ends) whose
+newest object is this old was left by a preview that never ended: killed, evicted, its node
+lost. Retention deletes it."""
 _PROVEN: set[str] = set()
 """Store URIs whose conditional writes were proven in this process."""
 
@@ -366,8 +371,20 @@ class CheckpointStore:
             for item in self.objects.scan("intents/")
             if (sequence := intent_sequence(item.key)) is not None and sequence < oldest
         ]
-        self.objects.delete(orphans + done)
+        self.objects.delete(orphans + done + self._abandoned_scratch(now))
         return kept
+
+    def _abandoned_scratch(self, now: datetime.datetime) -> list[str]:
+        """The objects of scratch locations no object of which was written for `SCRATCH_GRACE`."""
+        locations: dict[str, list[Listed]] = {}
+        for item in self.objects.scan("scratch/"):
+            locations.setdefault("/".join(item.key.split("/")[:2]), []).append(item)
+        return [
+            item.key
+            for items in locations.values()
+            if now - max(i.modified for i in items) >= SCRATCH_GRACE
+            for item in items
+        ]
 
 
 def open_store(

@@ -93,6 +93,9 @@ def test_a_preview_scratch_location_written_to_within_a_day_is_kept_whole(tmp_pa
     store.objects.write(new, b"rows")
     two_days_ago = time.time() - 2 * 86400
     os.utime(tmp_path / "store" / old, (two_days_ago, two_days_ago))
+    gone = "scratch/preview-c/views/v@0/c.parquet"  # another preview's, killed two days ago
+    store.objects.write(gone, b"rows")
+    os.utime(tmp_path / "store" / gone, (two_days_ago, two_days_ago))
     store.retire(latest, checkpoints=1, min_age=datetime.timedelta(0))
     assert sorted(i.key for i in store.objects.scan("scratch/")) == [old, new]
 

@@ -566,6 +566,26 @@ ENDED, STARTED, CREATED = "2026-12-02T03:00:00Z", "2026-12-02T02:50:00Z", "2026-
             41,
             "2026-12-02T03:05:00Z",
         ),
+        (  # a count edited into something else counts as none
+            {"spindle.dev/evictions": "many"},
+            {"phase": "Failed", "reason": "Evicted", "startTime": ENDED},
+            1,
+            ENDED,
+        ),
+        (  # an evicted container often shows no times (ContainerStatusUnknown): the pod's own
+            {"spindle.dev/evictions": "5"},
+            {
+                "phase": "Failed",
+                "reason": "Evicted",
+                "startTime": CREATED,
+                "conditions": [{"type": "Ready", "lastTransitionTime": ENDED}],
+                "containerStatuses": [
+                    {"state": {"terminated": {"reason": "ContainerStatusUnknown"}}}
+                ],
+            },
+            1,
+            ENDED,
+        ),
         (  # it ran 10 minutes before the node stopped it: counted as the first again
             {"spindle.dev/evictions": "5"},
             {

@@ -655,6 +655,31 @@ def test_drivers_the_cluster_keeps_stopping_are_started_again_after_a_growing_ba
     assert cluster.pods[key]["metadata"]["annotations"] == {EVICTIONS_ANNOTATION: "1"}
 
 
+def test_a_back_off_outlives_its_pod_and_gives_way_to_a_new_generation(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """The stopped pod can go before its back-off ends (the pod garbage collector, a user's
+    `kubectl delete pod`): the next driver still waits. A spec change is the user's fix: its
+    driver starts at once."""
+    key = ("default", "grades-g1-driver")
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.pods[key]["metadata"]["annotations"] = {EVICTIONS_ANNOTATION: "1"}
+    cluster.pods[key]["status"] = _evicted_after(30, ended=1)
+    reconciler.reconcile("default", "grades")
+    del cluster.pods[key]
+    cluster.take_calls()
+    outcome = reconciler.reconcile("default", "grades")
+    assert outcome is not None and outcome.requeue_after is not None
+    assert 5 < outcome.requeue_after <= 10
+    assert not [c for c in cluster.take_calls() if c[0] == "create_pod"]
+
+    cluster.apply("grades", spec(tmp_path, V1, restartNonce=1))
+    reconciler.reconcile("default", "grades")
+    assert ("create_pod", "grades-g2-driver") in cluster.take_calls()
+    assert "annotations" not in cluster.pods[("default", "grades-g2-driver")]["metadata"]
+
+
 def test_the_data_is_deleted_when_the_secret_went_first(
     cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:

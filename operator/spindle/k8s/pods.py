@@ -493,6 +493,7 @@ class Eviction:
     """A driver pod the cluster stopped: the drivers stopped in a row with it, and when the
     next may start."""
 
+    pod: str
     in_a_row: int
     restart_at: datetime.datetime
 
@@ -509,25 +510,31 @@ def eviction(pod: dict[str, Any]) -> Eviction | None:
     if _pod_phase(pod) != "Failed" or _evicted(pod) is None:
         return None
     meta, status = pod["metadata"], pod.get("status") or {}
-    before = int((meta.get("annotations") or {}).get(EVICTIONS_ANNOTATION) or 0)
+    before = _count((meta.get("annotations") or {}).get(EVICTIONS_ANNOTATION))
     started, finished = None, None
     for container in status.get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated") or {}
         started = started or _when(terminated.get("startedAt"))
         finished = finished or _when(terminated.get("finishedAt"))
-    ran = (finished - started).total_seconds() if started and finished else 0.0
-    in_a_row = 1 if ran >= EVICTION_RESET_SECONDS else before + 1
     times = [
         finished,
         _when(status.get("startTime")),
         _when(meta.get("creationTimestamp")),
         *[_when(c.get("lastTransitionTime")) for c in status.get("conditions") or []],
     ]
-    ended = max((t for t in times if t is not None), default=None)
+    # a pod always has its creation time; an evicted container often has no times of its own
+    # (ContainerStatusUnknown), so it ran from the pod's start to the last time it shows
+    ended = max((t for t in times if t is not None), default=datetime.datetime.now(datetime.UTC))
+    started = started or _when(status.get("startTime"))
+    ran = ((finished or ended) - started).total_seconds() if started else 0.0
+    in_a_row = 1 if ran >= EVICTION_RESET_SECONDS else before + 1
     delay = EVICTION_BACKOFF_SECONDS[min(in_a_row, len(EVICTION_BACKOFF_SECONDS)) - 1]
-    if ended is None:  # nothing says when: the back-off runs from now
-        ended = datetime.datetime.now(datetime.UTC)
-    return Eviction(in_a_row, ended + datetime.timedelta(seconds=delay))
+    return Eviction(str(meta.get("name", "")), in_a_row, ended + datetime.timedelta(seconds=delay))
+
+
+def _count(text: Any) -> int:
+    """The `EVICTIONS_ANNOTATION` count (0 for one edited into something else)."""
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
 
 
 def _backoff_said(stopped: Eviction | None, now: datetime.datetime) -> str:

@@ -35,14 +35,17 @@ from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
 from spindle.k8s.pods import (
+    EVICTION_RESET_SECONDS,
     LABEL_MODE,
     DriverSettings,
+    Eviction,
     current_pod,
     driver_phase,
     driver_pod,
     eviction,
     lingering,
     observed_driver,
+    pod_name,
     preview_pod_name,
 )
 from spindle.lifecycle import (
@@ -60,6 +63,8 @@ from spindle.lifecycle import (
 from spindle.plan.preview import PreviewReport
 
 log = logging.getLogger("spindle.reconcile")
+EVICTION_RESET = datetime.timedelta(seconds=EVICTION_RESET_SECONDS)
+"""A stopped driver's count is forgotten this long after its back-off ended with no new driver."""
 
 STORAGE_RETRY = RetryPolicy(deadline=8.0, connect_timeout=3.0, read_timeout=4.0)
 """The operator's checkpoint I/O: a store that does not answer costs a reconcile about ten
@@ -130,9 +135,10 @@ class Reconciler:
     """Each pipeline's store, by (namespace, name), with the root and credentials it was opened
     with: the one its last reconcile read (and `unmoved` checks)."""
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
-    evictions: dict[tuple[str, str], int] = field(default_factory=dict)
-    """The drivers the cluster stopped in a row, by pipeline, from the reconcile that deletes
-    the last of them (its pod carried the count) to the one that creates the next."""
+    evictions: dict[tuple[str, str], Eviction] = field(default_factory=dict)
+    """The last driver the cluster stopped, by pipeline, from the reconcile that sees it to the
+    one that creates the next (its pod goes first: the new one takes its name). Kept in
+    memory: an operator restart in between starts the count again."""
 
     # -- what a body needs, cached across reconciles -------------------------------------------
 
@@ -510,23 +516,24 @@ class PipelineBody:
         if decision.mode is None:
             return pod, None
         assert self.spec is not None
+        change_id = decision.change_id if decision.mode is DriverMode.BOOTSTRAP else None
         meta = self.pipeline["metadata"]
-        key = (meta["namespace"], meta["name"])
-        stopped = eviction(pod) if pod is not None else None
+        key, mode = (meta["namespace"], meta["name"]), decision.mode.value
+        name = pod_name(key[1], mode=mode, generation=int(meta["generation"]), change_id=change_id)
+        stopped = self._evictions(key, name)
         if stopped is not None:  # the next driver waits out the back-off, its pod kept till then
             wait = stopped.wait(datetime.datetime.now(datetime.UTC))
             if wait > 0:
                 return pod, wait
-            self.reconciler.evictions[key] = stopped.in_a_row
         wanted = driver_pod(
             pipeline=self.pipeline,
             spec=self.spec,
-            mode=decision.mode.value,
-            change_id=decision.change_id if decision.mode is DriverMode.BOOTSTRAP else None,
+            mode=mode,
+            change_id=change_id,
             settings=settings,
-            evictions=self.reconciler.evictions.get(key, 0),
+            evictions=stopped.in_a_row if stopped is not None else 0,
         )
-        name = wanted["metadata"]["name"]
+        assert wanted["metadata"]["name"] == name
         # finished drivers of earlier runs make way (all asked, then waited for if need be)
         waits = [self._make_way(p) for p in pods if p["metadata"]["name"] != name and _finished(p)]
         if any(waits):
@@ -541,6 +548,21 @@ class PipelineBody:
             return existing, 2.0 if self._make_way(existing) else 1.0
         log.info("adopted existing driver %s", name)
         return existing or wanted, 2.0
+
+    def _evictions(self, key: tuple[str, str], name: str) -> Eviction | None:
+        """The stopped drivers a new driver pod `name` follows, if the cluster stopped the last
+        (`Reconciler.evictions`). A pod of another name (a new generation: the user's fix, a
+        restart asked for) starts at once, and a count older than the back-off resets."""
+        memo = self.reconciler.evictions
+        stopped = eviction(self.pod) if self.pod is not None else None
+        if stopped is not None:
+            memo[key] = stopped
+        known = memo.get(key)
+        now = datetime.datetime.now(datetime.UTC)
+        if known is None or known.pod != name or (now - known.restart_at) > EVICTION_RESET:
+            memo.pop(key, None)
+            return None
+        return known
 
     def _make_way(self, pod: dict[str, Any]) -> bool:
         """Delete a finished driver pod; whether to wait until it is gone. One the kubelet may

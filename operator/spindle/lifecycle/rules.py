@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
@@ -34,6 +33,7 @@ from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, location_o
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import EVICTED, RETRYING, Action, Decision, failed
+from spindle.lifecycle.memo import memoized
 from spindle.lifecycle.observation import (
     DriverMode,
     Observation,
@@ -382,8 +382,9 @@ RULES: tuple[Rule, ...] = (
         Action.START_BOOTSTRAP,
         lambda s: EVICTED if _evicted(s) else "Bootstrapping",
         lambda s: (
-            f"{s.running.message} " if _evicted(s) and s.running.message else ""
-        ) + f"Bootstrapping change {s.change}.",
+            (f"{s.running.message} " if _evicted(s) and s.running.message else "")
+            + f"Bootstrapping change {s.change}."
+        ),
         shows_change=True,
     ),
     Rule(
@@ -470,11 +471,15 @@ def _not_running(decision: Decision, observed: Observation) -> Decision:
     )
 
 
-_parsed = lru_cache(maxsize=256)(parse_program)
-"""Programs are immutable: the operator's pipelines share the few texts they run."""
+MEMO_TEXT = 2_000_000
+"""The program text, in characters, each memo keeps parsed programs or plans for: a fleet of
+1,000 pipelines of 1 KB programs (a parsed program takes about 60 bytes a character)."""
+
+_parsed = memoized(budget=MEMO_TEXT)(parse_program)
+"""Programs are immutable, and each decision reads the spec's and the checkpoint's."""
 
 
-@lru_cache(maxsize=512)
+@memoized(budget=MEMO_TEXT)
 def _plan(
     *,
     new: str,

@@ -211,9 +211,10 @@ from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.store import open_store
 from spindle.errors import SpindleError
 from tests.checkpoints import manifest
-uri, go = sys.argv[1], float(sys.argv[2])
+uri, go, parent_id = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 store = open_store(uri, s3=S3Options.from_env())
-parent = store.latest()
+parent = store.get(parent_id)  # named, not read as the latest: a child slow to start (a busy
+# machine) would otherwise read the other's commit as its parent, and both would win
 store.self_test()
 candidate = manifest(parent, offset=7)
 time.sleep(max(0.0, go - time.time()))
@@ -232,10 +233,10 @@ def test_concurrent_commits_from_one_parent_have_exactly_one_winner(
     store_for(uri, env).commit(manifest(None))
     child_env = {**os.environ, **env, "PYTHONPATH": str(Path.cwd())}
     for _ in range(5):
-        go = time.time() + 2.5
+        go, parent = time.time() + 2.5, store_for(uri, env).latest()
         children = [
             subprocess.Popen(
-                [sys.executable, "-c", RACE_CHILD, uri, str(go)],
+                [sys.executable, "-c", RACE_CHILD, uri, str(go), parent.id],
                 env=child_env,
                 stdout=subprocess.PIPE,
                 text=True,

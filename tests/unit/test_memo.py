@@ -62,3 +62,21 @@ def test_arguments_by_keyword_are_part_of_the_key_and_errors_are_not_kept() -> N
         with pytest.raises(ValueError):
             parse("bad")
     assert calls == ["x", "x", "bad", "bad"]
+
+
+def test_the_largest_pipeline_keeps_both_its_programs_and_its_plan() -> None:
+    """A pipeline whose program and checkpoint's are as large as a program may be, with a
+    change pending: each decision reads both. A memo that kept only one of them parsed a
+    program of several MB at every decision of that pipeline."""
+    from spindle.lifecycle.memo import text_length
+    from spindle.lifecycle.rules import MEMO_TEXT
+    from spindle.program.limits import MAX_PROGRAM_BYTES
+
+    largest = "x" * MAX_PROGRAM_BYTES
+    assert text_length(largest) + text_length(largest) <= MEMO_TEXT  # both parsed programs
+    assert text_length(largest, largest) <= MEMO_TEXT  # the plan made of them
+    calls, parse = counting(budget=20)
+    for _ in range(3):
+        parse("a" * 10)
+        parse("b" * 10)
+    assert calls == ["a" * 10, "b" * 10]

@@ -43,6 +43,7 @@ from spindle.lifecycle.observation import (
 )
 from spindle.plan import RESTATE, ChangePlan, Rate, Stored, StoredSize, make_plan
 from spindle.program import Program, parse_program
+from spindle.program.limits import MAX_PROGRAM_BYTES
 from spindle.versions import SUPPORTED_RUNTIME_VERSIONS
 
 
@@ -471,9 +472,11 @@ def _not_running(decision: Decision, observed: Observation) -> Decision:
     )
 
 
-MEMO_TEXT = 2_000_000
-"""The program text, in characters, each memo keeps parsed programs or plans for: a fleet of
-1,000 pipelines of 1 KB programs (a parsed program takes about 60 bytes a character)."""
+MEMO_TEXT = 2 * MAX_PROGRAM_BYTES
+"""The program text, in characters, each memo keeps parsed programs or plans for: the largest
+pipeline's program and its checkpoint's (one plan, two programs), or a fleet of 2,000 pipelines
+of 1 KB programs. A parsed program of the usual kind takes about 60 bytes a character (dense
+expressions take several times more, see docs/limits.md), so about 250 MB when full."""
 
 _parsed = memoized(budget=MEMO_TEXT)(parse_program)
 """Programs are immutable, and each decision reads the spec's and the checkpoint's."""

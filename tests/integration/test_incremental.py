@@ -205,6 +205,7 @@ SEEDS = range(1, 1 + soak.count(ci=1, soak=4))
 STEPS = soak.count(ci=3, soak=10)
 
 
+@pytest.mark.slow  # about 5 minutes: runs beside the cluster's tests (see the Makefile)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_incremental_equals_recompute_after_every_step(
     tmp_path: Path, spark: Any, seed: int, monkeypatch: pytest.MonkeyPatch

@@ -44,9 +44,9 @@ dev-cluster-down: venv
 
 # Two pytest processes at once: the tests of the cluster (marker `kube`: the control plane,
 # node, operator and driver pods, whose tests spend much of their time waiting on them) with
-# the few longest others (`slow`: the crash loops, bounded storage, the incremental oracle), and the rest, which use
-# the CPU meanwhile. The first's output is printed when both ended (it is in $(CLUSTER_LOG)
-# meanwhile); exit code 5 is "no test of that kind was selected".
+# the few longest others (`slow`: the crash loops, bounded storage, the incremental oracle),
+# and the rest, which use the CPU meanwhile. The first's output is printed when both ended (it
+# is in $(CLUSTER_LOG) meanwhile); exit code 5 is "no test of that kind was selected".
 CLUSTER_LOG := $(VENV)/pytest-cluster.log
 test: venv lint harness
 	@echo "==> pytest: the cluster's and the slow tests in the background (log: $(CLUSTER_LOG)), the rest here"

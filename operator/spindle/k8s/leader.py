@@ -30,6 +30,7 @@ from spindle.k8s.election import (
     observe,
     released,
 )
+from spindle.lifecycle import read_timestamp
 
 log = logging.getLogger("spindle.leader")
 
@@ -42,8 +43,7 @@ def _record(body: dict[str, Any]) -> Record:
     spec = body.get("spec") or {}
 
     def when(key: str) -> datetime.datetime | None:
-        value = spec.get(key)
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+        return read_timestamp(spec.get(key))
 
     return Record(
         holder=spec.get("holderIdentity") or None,

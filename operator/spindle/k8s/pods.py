@@ -27,7 +27,7 @@ from spindle.api.types import (
     mebibytes,
     quantity_value,
 )
-from spindle.lifecycle import DriverMode, ObservedDriver, timestamp
+from spindle.lifecycle import DriverMode, ObservedDriver, read_timestamp, timestamp
 from spindle.lifecycle.decision import EVICTED
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
@@ -451,7 +451,7 @@ def _stalled(pod: dict[str, Any], now: datetime.datetime) -> tuple[str, str] | N
     name, node = meta.get("name", "?"), (pod.get("spec") or {}).get("nodeName") or "?"
     deleted = meta.get("deletionTimestamp")  # when its grace period ends
     if deleted:
-        ends = _when(deleted)
+        ends = read_timestamp(deleted)
         assert ends is not None
         overdue = int((now - ends).total_seconds())
         if overdue <= DELETION_OVERDUE_SECONDS:
@@ -501,10 +501,6 @@ class Eviction:
         return max(0.0, (self.restart_at - now).total_seconds())
 
 
-def _when(value: Any) -> datetime.datetime | None:
-    return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
-
-
 def eviction(pod: dict[str, Any]) -> Eviction | None:
     """The back-off after `pod`, if the cluster stopped it (`EVICTED`); else None."""
     if _pod_phase(pod) != "Failed" or _evicted(pod) is None:
@@ -514,18 +510,18 @@ def eviction(pod: dict[str, Any]) -> Eviction | None:
     started, finished = None, None
     for container in status.get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated") or {}
-        started = started or _when(terminated.get("startedAt"))
-        finished = finished or _when(terminated.get("finishedAt"))
+        started = started or read_timestamp(terminated.get("startedAt"))
+        finished = finished or read_timestamp(terminated.get("finishedAt"))
     times = [
         finished,
-        _when(status.get("startTime")),
-        _when(meta.get("creationTimestamp")),
-        *[_when(c.get("lastTransitionTime")) for c in status.get("conditions") or []],
+        read_timestamp(status.get("startTime")),
+        read_timestamp(meta.get("creationTimestamp")),
+        *[read_timestamp(c.get("lastTransitionTime")) for c in status.get("conditions") or []],
     ]
     # a pod always has its creation time; an evicted container often has no times of its own
     # (ContainerStatusUnknown), so it ran from the pod's start to the last time it shows
     ended = max((t for t in times if t is not None), default=datetime.datetime.now(datetime.UTC))
-    started = started or _when(status.get("startTime"))
+    started = started or read_timestamp(status.get("startTime"))
     ran = ((finished or ended) - started).total_seconds() if started else 0.0
     in_a_row = 1 if ran >= EVICTION_RESET_SECONDS else before + 1
     delay = EVICTION_BACKOFF_SECONDS[min(in_a_row, len(EVICTION_BACKOFF_SECONDS)) - 1]

@@ -15,7 +15,13 @@ from spindle.lifecycle.observation import (
     bootstrapped,
 )
 from spindle.lifecycle.rules import decide, decide_start
-from spindle.lifecycle.status import Report, checkpoint_status, conclude, timestamp
+from spindle.lifecycle.status import (
+    Report,
+    checkpoint_status,
+    conclude,
+    read_timestamp,
+    timestamp,
+)
 
 __all__ = [
     "Acted",
@@ -35,5 +41,6 @@ __all__ = [
     "decide",
     "decide_start",
     "failed",
+    "read_timestamp",
     "timestamp",
 ]

@@ -34,6 +34,12 @@ def timestamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def read_timestamp(text: object) -> datetime.datetime | None:
+    """A time as the API server writes one (RFC 3339: `Z` or an offset, a fraction of a second
+    or none), as `timestamp` writes one; None for none."""
+    return datetime.datetime.fromisoformat(str(text)) if text else None
+
+
 @dataclass(frozen=True)
 class Report:
     """What a body records after one cycle: the status, and the Events that are news."""

@@ -1089,6 +1089,86 @@ def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
     assert +received == Counter({1: 1})
 
 
+def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_delivers_it(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A bootstrap undoes a failed step's Delta output commit (RESTORE), but Delta keeps the
+    commit's writer and sequence (`txnAppId`/`txnVersion`). When that bootstrap then failed
+    and the SQL went back, the replayed step wrote the same writer and sequence again, Delta
+    skipped it as already written, and the consumer never received x = 1. A replay after an
+    undo writes as a new writer (recorded before the undo, so a crash between keeps it)."""
+    from spindle.plan import make_plan
+    from spindle.program import parse_program
+
+    def connected(transport: str, path: str) -> str:
+        key = "uri" if transport == "delta_table_output" else "path"
+        found = [
+            {"name": "c", "transport": {"name": transport, "config": {key: str(tmp_path / path)}}}
+        ]
+        if transport == "file_input":
+            found[0]["format"] = {"name": "json"}
+        return f"with ('materialized' = 'true', 'connectors' = '{json.dumps(found)}')"
+
+    sql = (
+        f"create table t_a (x int) {connected('file_input', 'a')};\n"
+        f"create table t_b (y int) {connected('file_input', 'b')};\n"
+        f"create materialized view v_a {connected('delta_table_output', 'out')} as "
+        "select x from t_a;\n"
+    )
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    runtime, store, program = runtime_for(tmp_path, sql, version="v2")  # ANSI: 1 / 0 fails
+    checkpoint = runtime.initialize(program)
+    (tmp_path / "a" / "0.json").write_text('{"x": 0}\n')
+    (tmp_path / "b" / "0.json").write_text('{"y": 0}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    (tmp_path / "a" / "1.json").write_text('{"x": 1}\n')
+    (tmp_path / "b" / "1.json").write_text('{"y": 1}\n{"y": "bad"}\n')
+    with pytest.raises(SpindleError):
+        runtime.step(program, checkpoint)  # v_a's change of x = 1 is committed to `out`
+    failing = parse_program(f"{sql}create view boom as select 1 / y as r from t_b;\n")
+    plan = make_plan(old=program, new=failing, old_runtime="v2", runtime="v2")
+    with pytest.raises(SpindleError):
+        runtime.bootstrap(plan, checkpoint)  # undoes the commit, then fails: abandoned
+    assert store.latest() == checkpoint
+    (tmp_path / "b" / "1.json").write_text('{"y": 1}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)  # the step's replay, old SQL
+    checkpoint, _ = runtime.step(program, checkpoint)  # and one more: an idle step
+    received: Counter[int] = Counter()
+    for row in spark.read.format("delta").load(str(tmp_path / "out")).collect():
+        received[row["x"]] += row["weight"]
+    assert +received == Counter({0: 1, 1: 1})
+
+
+def test_a_replay_after_an_undo_a_crash_cut_short_undoes_it_before_writing(
+    tmp_path: Path, spark: Any
+) -> None:
+    """The undo is recorded before the RESTORE; a crash between the two leaves the step's
+    commit in place with the next writer recorded. The replay, writing as that writer, would
+    add the rows a second time: it first undoes the earlier writer's commit of its sequence."""
+    from spindle.runtime.connectors import DeltaOutput
+
+    uri = str(tmp_path / "out")
+    rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
+    DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+    DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)  # a replay: skipped
+    replay = DeltaOutput("v.c", uri, "ns/p/v.c", rewrite=1)
+    replay.emit(spark, rows, sequence=3)
+    replay.emit(spark, rows, sequence=3)  # its own replay: skipped
+    written = spark.read.format("delta").load(uri)
+    assert [tuple(r) for r in written.collect()] == [(1, 1)]
+    other = spark.createDataFrame([(2, 1)], "x int, weight bigint")
+    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/abc").emit(spark, other, sequence=3)
+    assert (
+        DeltaOutput("v.c", uri, "ns/p/v.c", rewrite=2).discard(
+            spark, sequence=3, undoing=lambda: None
+        )
+        == []
+    )  # the latest commit is another writer's (a bootstrap's): left as it is
+    written = spark.read.format("delta").load(uri)
+    assert sorted(tuple(r) for r in written.collect()) == [(1, 1), (2, 1)]
+
+
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:
     """An adopted group table is copied into the pipeline's own path (version 0 there), and the
     step read the copy at the source's version: DELTA_VERSION_NOT_FOUND, or another attempt's

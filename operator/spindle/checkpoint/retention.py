@@ -33,7 +33,8 @@ def kept_prefix(
 
 
 def intent_sequence(key: str) -> int | None:
-    """The step sequence of an intent key (`intents/00000012.json`), or None."""
+    """The step sequence of an intent key (`intents/00000012.json`), or of a record beside it
+    (`intents/00000012.rewrites.json`), or None."""
     name = key.rsplit("/", 1)[-1]
-    stem = name.removesuffix(".json")
-    return int(stem) if stem != name and stem.isdigit() else None
+    stem = name.removesuffix(".json").removesuffix(".rewrites")
+    return int(stem) if name.endswith(".json") and stem.isdigit() else None

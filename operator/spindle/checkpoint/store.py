@@ -319,16 +319,41 @@ class CheckpointStore:
 
     # -- step intents ------------------------------------------------------------------------
 
-    def record_intent(self, sequence: int, intent: dict[str, object]) -> dict[str, object]:
+    def record_intent(
+        self, sequence: int, intent: dict[str, object]
+    ) -> tuple[dict[str, object], bool]:
         """Record, create-only, what step `sequence` ingests; a replay after a crash reads the
-        same intent back, so the replayed step produces exactly the same state and outputs."""
+        same intent back, so the replayed step produces exactly the same state and outputs.
+        Returns the intent, and whether it was recorded before (this is a replay)."""
         key = f"intents/{sequence:08d}.json"
         try:
             self.objects.write(key, json.dumps(intent, sort_keys=True).encode(), if_none_match=True)
-            return intent
+            return intent, False
         except PreconditionFailed:
             recorded: dict[str, object] = json.loads(self.objects.read(key).data)
-            return recorded
+            return recorded, True
+
+    def output_rewrites(self, sequence: int) -> int:
+        """How many times a bootstrap undid the Delta output commits of step `sequence` (0 when
+        none did). Delta keeps an undone commit's writer and sequence (`txnAppId`,
+        `txnVersion`) and skips a later write of the same pair, so a replay after an undo
+        writes as another writer, one per undo."""
+        key = f"intents/{sequence:08d}.rewrites.json"
+        try:
+            return int(json.loads(self.objects.read(key).data)["rewrites"])
+        except ObjectNotFound:
+            return 0
+        except (ValueError, KeyError, TypeError):
+            raise unreadable(
+                join(self.uri, key), "the record of undone outputs is corrupt"
+            ) from None
+
+    def record_output_rewrite(self, sequence: int, rewrites: int) -> None:
+        """Record, before it is done, that step `sequence`'s Delta output commits are being
+        undone for the `rewrites`-th time: a crash after the undo must not leave its replay
+        writing as the undone writer (Delta would skip it and the rows would be lost)."""
+        key = f"intents/{sequence:08d}.rewrites.json"
+        self.objects.write(key, json.dumps({"rewrites": rewrites}).encode())
 
     def has_intent(self, sequence: int) -> bool:
         """Whether step `sequence` recorded its intent: an attempt of it began (and, when no

@@ -120,7 +120,9 @@ class Output(Protocol):
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None: ...
 
-    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]: ...
+    def discard(
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -907,8 +909,11 @@ class FileOutput:
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
-    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]:
-        """Delete the changes a step of `sequence` wrote but never committed; returns them."""
+    def discard(
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+    ) -> list[str]:
+        """Delete the changes a step of `sequence` wrote but never committed; returns them.
+        (A replay writes the same files again, so `undoing` has nothing to record here.)"""
         with _refused("write", self.connector, self.path):
             return storage.delete_matching(spark, self.path, f"{sequence:08d}-changes-")
 
@@ -926,38 +931,61 @@ class FileOutput:
 class DeltaOutput:
     connector: str
     uri: str
-    app_id: str
+    writer: str
+    """The steps' writer id (a bootstrap's, per change, is another): Delta's `txnAppId`."""
+    rewrite: int = 0
+    """How many times a bootstrap undid this sequence's step commits. Delta keeps an undone
+    commit's `txnAppId`/`txnVersion` and skips a later write of the same pair, so a step
+    replayed after the n-th undo writes as `<writer>/rewrite/<n>`."""
+
+    @property
+    def app_id(self) -> str:
+        return f"{self.writer}/rewrite/{self.rewrite}" if self.rewrite else self.writer
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
+            if self.rewrite:  # an undo a crash cut short: the earlier writer's commit is there
+                self._undo(spark, sequence, ours=lambda app: app != self.app_id)
             changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
 
-    def discard(self, spark: SparkSession, *, sequence: int) -> list[str]:
+    def discard(
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+    ) -> list[str]:
         """Undo the changes a step of `sequence` committed to the table but never
-        checkpointed: when the table's latest commit is that step's (this writer, that
-        version), the table is restored to the version before it (emptied, when that commit
-        created it); returns what was undone. A commit after it (another writer) leaves the
-        table as it is."""
+        checkpointed: when the table's latest commit is that step's (a steps' writer of this
+        pipeline, that version), `undoing` records the undo, then the table is restored to the
+        version before it (emptied, when that commit created it); returns what was undone. A
+        commit after it (another writer) leaves the table as it is."""
         with _refused("write", self.connector, self.uri):
-            latest = storage.delta_version(spark, self.uri)
-            actions = storage.commit_actions(spark, self.uri, latest) if latest >= 0 else None
-            ours = [
-                a["txn"]
-                for a in actions or []
-                if "txn" in a
-                and a["txn"].get("appId") == self.app_id
-                and int(a["txn"].get("version", -1)) == sequence
-            ]
-            if not ours:
-                return []
-            if latest == 0:  # the step created the table: no version before it, so emptied
-                empty = spark.read.format("delta").load(self.uri).limit(0)
-                empty.write.format("delta").mode("overwrite").save(self.uri)
-            else:
-                storage.restore(spark, self.uri, latest - 1)
-            return [f"{self.uri} (version {latest})"]
+            return self._undo(spark, sequence, ours=lambda app: True, undoing=undoing)
+
+    def _undo(
+        self,
+        spark: SparkSession,
+        sequence: int,
+        *,
+        ours: Callable[[str], bool],
+        undoing: Callable[[], None] = lambda: None,
+    ) -> list[str]:
+        latest = storage.delta_version(spark, self.uri)
+        actions = storage.commit_actions(spark, self.uri, latest) if latest >= 0 else None
+        writers = {
+            str(a["txn"].get("appId"))
+            for a in actions or []
+            if "txn" in a and int(a["txn"].get("version", -1)) == sequence
+        }
+        rewrites = f"{self.writer}/rewrite/"
+        if not any((w == self.writer or w.startswith(rewrites)) and ours(w) for w in writers):
+            return []
+        undoing()
+        if latest == 0:  # the step created the table: no version before it, so emptied
+            empty = spark.read.format("delta").load(self.uri).limit(0)
+            empty.write.format("delta").mode("overwrite").save(self.uri)
+        else:
+            storage.restore(spark, self.uri, latest - 1)
+        return [f"{self.uri} (version {latest})"]
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
@@ -1032,11 +1060,14 @@ def make_input(
     raise unsupported(connector)
 
 
-def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = None) -> Output:
+def make_output(
+    connector: Connector, *, pipeline: str, bootstrap: str | None = None, rewrite: int = 0
+) -> Output:
     """The output a step (or, given its change id, a bootstrap) writes through. A Delta output's
     writes are idempotent per (writer, sequence): a step's replay skips what its crashed attempt
     wrote. A bootstrap is another writer than the steps, one per change: it commits the sequence
-    a failed step may have written to before it, and must not be skipped for that."""
+    a failed step may have written to before it, and must not be skipped for that. A step
+    replayed after a bootstrap undid its commits (`rewrite` times) is another writer again."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
         update = output_update_format(connector)
@@ -1045,7 +1076,7 @@ def make_output(connector: Connector, *, pipeline: str, bootstrap: str | None = 
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
-        return DeltaOutput(connector.key, _location(connector), writer)
+        return DeltaOutput(connector.key, _location(connector), writer, rewrite)
     raise unsupported(connector)
 
 

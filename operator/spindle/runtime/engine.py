@@ -156,11 +156,7 @@ class Runtime:
         failed, said = semantics.failed_file(error), semantics.said(error)
         for name, record in sorted(manifest.state.items()):
             uri = self.uri(record.path)
-            if (
-                storage.within(failed, uri)
-                if failed
-                else f"{local_path(uri) or uri}/" in said
-            ):
+            if storage.within(failed, uri) if failed else f"{local_path(uri) or uri}/" in said:
                 return _missing(name, record, error, then=then)
         return None
 
@@ -308,13 +304,18 @@ class Runtime:
         are written while the step runs, so a step that failed can leave files no checkpoint
         accounts for. A replay of the step rewrites them, but a bootstrap takes the sequence
         and does not rewrite an unchanged view's output, and the failed step's input is
-        ingested again after it: left there, those changes would reach consumers twice."""
+        ingested again after it: left there, those changes would reach consumers twice.
+        A Delta output's undo is recorded before it is done (`record_output_rewrite`): should
+        this bootstrap be abandoned, the step's replay writes as a writer Delta does not
+        remember, so it is not skipped as already written."""
         if not self.store.has_intent(sequence):
             return
+        rewrite = self.store.output_rewrites(sequence)
+        undoing = functools.partial(self.store.record_output_rewrite, sequence, rewrite + 1)
         for view in program.views.values():
             for connector in view.connectors:
-                output = make_output(connector, pipeline=self._key())
-                for path in output.discard(self.spark, sequence=sequence):
+                output = make_output(connector, pipeline=self._key(), rewrite=rewrite)
+                for path in output.discard(self.spark, sequence=sequence, undoing=undoing):
                     self.report("output-discarded", connector=connector.key, path=path)
 
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
@@ -417,7 +418,9 @@ class Runtime:
         input is its connectors' in declaration order (ad-hoc inserts last). Returns the
         tables that received input."""
         planned = {key: offset for key, (_, offset) in polled.items()}
-        intent = self.store.record_intent(work.sequence, {"offsets": planned})
+        intent, replay = self.store.record_intent(work.sequence, {"offsets": planned})
+        if replay:
+            work.rewrite = self.store.output_rewrites(work.sequence)
         received: dict[str, list[DataFrame]] = {}
         deletes: set[str] = set()
         for position, (key, (frame, offset)) in enumerate(polled.items()):
@@ -608,7 +611,9 @@ class Runtime:
 
     def _emit_changes(self, view: View, change: DataFrame, work: _Work, *, rows: int) -> None:
         """Send a view's change (`rows` signed rows in all) to each of its outputs."""
-        outputs = [make_output(c, pipeline=self._key()) for c in view.connectors]
+        outputs = [
+            make_output(c, pipeline=self._key(), rewrite=work.rewrite) for c in view.connectors
+        ]
         if not outputs:
             return
         signed = zsets.signed(change)  # cheap: `change` is cached
@@ -918,6 +923,8 @@ class _Work:
     """Relations whose new state is still being written; `state` has their record before."""
     emits: list[futures.Future[None]] = field(default_factory=list)
     """Outputs' changes being written."""
+    rewrite: int = 0
+    """How many times a bootstrap undid this sequence's Delta output commits (a replay)."""
 
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:

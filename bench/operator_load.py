@@ -343,10 +343,21 @@ def run(
             if (i.get("status") or {}).get("pendingChange")
         }
 
+    def settled(quiet_for: float = 3.0, at_most: float = 60.0) -> None:
+        """Wait until no reconcile has run for `quiet_for` seconds (the last wave's tail: the
+        scheduler marks 500 new driver pods Unschedulable over several seconds, and each is
+        a change of its pipeline's status, not a cost of re-lists)."""
+        started = time.monotonic()
+        count, since = reconciles(port), started
+        while time.monotonic() - since < quiet_for and time.monotonic() - started < at_most:
+            time.sleep(0.5)
+            if (now := reconciles(port)) != count:
+                count, since = now, time.monotonic()
+
     def window() -> tuple[float, float, float]:
         """CPU seconds, reconciles and checks of the operator per resync, over `--windows`
-        periods."""
-        time.sleep(2.0)  # what the last step queued is done
+        periods, once what the last step queued is done (`settled`)."""
+        settled()
         cpu, count, checked = cpu_seconds(operator.pid), reconciles(port), checks(port)
         time.sleep(args.windows * args.resync)
         return (

@@ -206,6 +206,12 @@ class Operator:
     _checking: asyncio.Task[None] | None = None
     """The re-list's pass of checks under way, if any (`_check`)."""
     _settled: dict[Key, Settled] = field(default_factory=dict)
+    _heard: dict[Key, Inputs] = field(default_factory=dict)
+    """The inputs of each pipeline whose object an event or re-list showed while its reconcile
+    ran (`offer`): reconciled again once that ends only if they are not what it read (the echo
+    of its own status write is not)."""
+    _reconciling: set[Key] = field(default_factory=set)
+    """Keys a worker is reconciling now."""
     _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
     """Each driver pod as its last event showed it (`_driver_seen`)."""
     _checkers: ThreadPoolExecutor | None = None
@@ -280,6 +286,7 @@ class Operator:
         self.leading = True
         self.metrics.leading(True)
         self._settled.clear()
+        self._heard.clear()
         self._workers = [
             asyncio.create_task(self._worker(), name=f"worker-{index}")
             for index in range(self.workers)
@@ -393,6 +400,7 @@ class Operator:
                 break
             loop = asyncio.get_running_loop()
             outcome, running, handed_off = None, None, False
+            self._reconciling.add(key)
             try:
                 running = loop.run_in_executor(self._threads, self._reconcile, key)
                 outcome = await asyncio.shield(running)
@@ -410,9 +418,13 @@ class Operator:
                 log.exception("reconcile of %s/%s failed; retrying", *key)
                 work.add_after(key, 5.0)
             finally:
+                self._reconciling.discard(key)
                 if not handed_off:
                     try:
                         self._settle(key, outcome)
+                        heard = self._heard.pop(key, None)
+                        if heard is not None and (outcome is None or heard != outcome.inputs):
+                            work.add(key)  # its object changed after the reconcile read it
                     finally:
                         work.done(key)
 
@@ -495,13 +507,19 @@ class Operator:
     def offer(self, pipeline: Any, *, relisted: bool = False) -> bool:
         """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`); a re-list
         also queues one whose `Settled.relist` asks for a reconcile. True for one it asks to
-        check instead (`Relist.CHECK`): the re-list checks those together (`_check`)."""
+        check instead (`Relist.CHECK`): the re-list checks those together (`_check`). One being
+        reconciled is decided when that ends (`_heard`): a driver pod's event clears what it
+        had settled, so the echo of the status write that event's reconcile makes would
+        otherwise reconcile it a second time."""
         meta = pipeline.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if self.work is None or not self.leading:
             return False
         if self._due(key, pipeline):
-            self.work.add(key, relisted=relisted)
+            if key in self._reconciling:
+                self._heard[key] = inputs(pipeline)
+            else:
+                self.work.add(key, relisted=relisted)
         elif relisted and (relist := self._settled[key].relist) is not Relist.SKIP:
             if relist is Relist.CHECK:
                 return True

@@ -6,6 +6,7 @@ a fake API server, with storage in a local directory."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -345,7 +346,9 @@ def test_an_event_during_a_reconcile_reconciles_again_only_if_the_object_changed
     before the operator has settled what it read: it was taken for a change, and the pipeline
     was reconciled a second time (a fleet of 500 whose driver pods became Unschedulable: 813
     reconciles in 10 s where 500 would do). An event during a reconcile is now decided when
-    it ends: the object as the reconcile read it is no news; a change made meanwhile is."""
+    it ends, against what it read: the object as it read it is no news; a change made
+    meanwhile is, even when a re-list answered before the change arrives after its event, or
+    when the change puts back what the operator had settled before."""
     run = harness(Clock())
     seed(tmp_path, V1)
     run.cluster.apply("grades", spec(tmp_path, V2))
@@ -357,26 +360,41 @@ def test_an_event_during_a_reconcile_reconciles_again_only_if_the_object_changed
     read = reconciler.reconcile
     meanwhile: list[Callable[[], None]] = []
 
-    def reconcile_then_echo(namespace: str, name: str) -> Any:
+    def reconcile_and_then(namespace: str, name: str) -> Any:
         outcome = read(namespace, name)
-        for then in meanwhile:
+        for then in meanwhile:  # on the reconcile's thread: the loop waits for it
             then()
         meanwhile.clear()
-        run.operator.pipeline_event(run.cluster.pipelines[KEY], "MODIFIED")  # its echo
         return outcome
 
-    reconciler.reconcile = reconcile_then_echo  # type: ignore[method-assign]
+    reconciler.reconcile = reconcile_and_then  # type: ignore[method-assign]
 
-    def reconciled() -> float:
-        return run.value("spindle_reconciles_total", result="ok") or 0.0
+    def echo() -> None:
+        run.operator.pipeline_event(run.cluster.pipelines[KEY], "MODIFIED")
 
-    before = reconciled()
+    def annotate(value: str) -> Callable[[], None]:
+        return lambda: run.cluster.annotate("grades", "spindle.dev/restate", value)
+
+    def reconciles(*then: Callable[[], None]) -> float:
+        before = run.value("spindle_reconciles_total", result="ok") or 0.0
+        meanwhile.extend(then)
+        run.reconcile()
+        return (run.value("spindle_reconciles_total", result="ok") or 0.0) - before
+
     change = run.cluster.status("grades")["pendingChange"]["id"]
     run.cluster.annotate("grades", "spindle.dev/approve", change)
-    run.reconcile()
+    assert reconciles(echo) == 1  # its status write's echo, before it is settled
     assert run.phase() == "Bootstrapping"
-    assert reconciled() == before + 1
+    assert reconciles(annotate("x@1"), echo) == 2  # changed after it read the object
 
-    meanwhile.append(lambda: run.cluster.annotate("grades", "spindle.dev/restate", "x@1"))
-    run.reconcile()
-    assert reconciled() == before + 3  # the annotation made during the first: once more
+    stale: dict[str, Any] = {}
+    keep = lambda: stale.update(copy.deepcopy(listed(run)))  # noqa: E731
+    relist = lambda: run.operator.offer(stale, relisted=True)  # noqa: E731
+    [pod] = run.cluster.pods.values()
+    pod["status"]["phase"] = "Running"
+    run.operator.pod_event(pod, "MODIFIED")  # clears what was settled: every event is due
+    assert reconciles(keep, annotate("x@2"), echo, relist) == 2  # the LIST came after the event
+
+    run.cluster.annotate("grades", "spindle.dev/restate", "x@3")
+    assert queued(run)
+    assert reconciles(annotate("x@2"), echo) == 2  # back to what was settled before it

@@ -206,10 +206,11 @@ class Operator:
     _checking: asyncio.Task[None] | None = None
     """The re-list's pass of checks under way, if any (`_check`)."""
     _settled: dict[Key, Settled] = field(default_factory=dict)
-    _heard: dict[Key, Inputs] = field(default_factory=dict)
-    """The inputs of each pipeline whose object an event or re-list showed while its reconcile
-    ran (`offer`): reconciled again once that ends only if they are not what it read (the echo
-    of its own status write is not)."""
+    _heard: dict[Key, set[Inputs]] = field(default_factory=dict)
+    """The inputs each event or re-list showed of a pipeline while its reconcile ran (`offer`):
+    it is reconciled again once that ends only if one of them is not what it read (the echo of
+    its own status write is). All are kept: a re-list's LIST, answered before a change, can
+    arrive after that change's event."""
     _reconciling: set[Key] = field(default_factory=set)
     """Keys a worker is reconciling now."""
     _pods: dict[Key, tuple[ObservedDriver, bool] | None] = field(default_factory=dict)
@@ -422,8 +423,8 @@ class Operator:
                 if not handed_off:
                     try:
                         self._settle(key, outcome)
-                        heard = self._heard.pop(key, None)
-                        if heard is not None and (outcome is None or heard != outcome.inputs):
+                        heard = self._heard.pop(key, set())
+                        if heard and (outcome is None or heard != {outcome.inputs}):
                             work.add(key)  # its object changed after the reconcile read it
                     finally:
                         work.done(key)
@@ -508,18 +509,18 @@ class Operator:
         """Queue a pipeline a watch event or a re-list shows, if it is due (`_due`); a re-list
         also queues one whose `Settled.relist` asks for a reconcile. True for one it asks to
         check instead (`Relist.CHECK`): the re-list checks those together (`_check`). One being
-        reconciled is decided when that ends (`_heard`): a driver pod's event clears what it
-        had settled, so the echo of the status write that event's reconcile makes would
-        otherwise reconcile it a second time."""
+        reconciled is decided when that ends (`_heard`), against what that reconcile read: a
+        driver pod's event clears what it had settled, so the echo of the status write that
+        event's reconcile makes would otherwise reconcile it a second time."""
         meta = pipeline.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if self.work is None or not self.leading:
             return False
+        if key in self._reconciling:  # what it settles is not known yet: due or not
+            self._heard.setdefault(key, set()).add(inputs(pipeline))
+            return False
         if self._due(key, pipeline):
-            if key in self._reconciling:
-                self._heard[key] = inputs(pipeline)
-            else:
-                self.work.add(key, relisted=relisted)
+            self.work.add(key, relisted=relisted)
         elif relisted and (relist := self._settled[key].relist) is not Relist.SKIP:
             if relist is Relist.CHECK:
                 return True

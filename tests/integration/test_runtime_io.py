@@ -1140,33 +1140,55 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
     assert +received == Counter({0: 1, 1: 1})
 
 
-def test_a_replay_after_an_undo_a_crash_cut_short_undoes_it_before_writing(
+def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     tmp_path: Path, spark: Any
 ) -> None:
-    """The undo is recorded before the RESTORE; a crash between the two leaves the step's
-    commit in place with the next writer recorded. The replay, writing as that writer, would
-    add the rows a second time: it first undoes the earlier writer's commit of its sequence."""
+    """A replay of a step whose Delta output commit a bootstrap set out to undo (the commit's
+    table version recorded first) writes the step's rows exactly once: after the undo, as a
+    new writer; after a crash that cut the undo short, doing the undo itself while that commit
+    is still the latest; and, when another writer committed after it so it cannot be undone,
+    as the commit's own writer, which Delta skips. Without the record, as the old writer."""
     from spindle.runtime.connectors import DeltaOutput
 
-    uri = str(tmp_path / "out")
     rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
-    DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
-    DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)  # a replay: skipped
-    replay = DeltaOutput("v.c", uri, "ns/p/v.c", rewrite=1)
-    replay.emit(spark, rows, sequence=3)
-    replay.emit(spark, rows, sequence=3)  # its own replay: skipped
-    written = spark.read.format("delta").load(uri)
-    assert [tuple(r) for r in written.collect()] == [(1, 1)]
     other = spark.createDataFrame([(2, 1)], "x int, weight bigint")
-    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/abc").emit(spark, other, sequence=3)
-    assert (
-        DeltaOutput("v.c", uri, "ns/p/v.c", rewrite=2).discard(
-            spark, sequence=3, undoing=lambda: None
-        )
-        == []
-    )  # the latest commit is another writer's (a bootstrap's): left as it is
-    written = spark.read.format("delta").load(uri)
-    assert sorted(tuple(r) for r in written.collect()) == [(1, 1), (2, 1)]
+
+    def written(uri: str) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
+
+    def table(name: str, *, first: bool = False) -> tuple[str, int]:
+        """A table whose latest commit is step 3's (its first, with `first`): its version."""
+        uri = str(tmp_path / name)
+        if not first:
+            other.write.format("delta").save(uri)
+        DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+        return uri, 0 if first else 1
+
+    for first in (False, True):  # undone by a RESTORE, or (its first commit) by emptying it
+        uri, version = table(f"undone-{first}", first=first)
+        undone: list[int] = []
+        assert DeltaOutput("v.c", uri, "ns/p/v.c").discard(spark, sequence=3, undoing=undone.append)
+        assert undone == [version] and (1, 1) not in written(uri)
+        replay = DeltaOutput("v.c", uri, "ns/p/v.c", undone=version)
+        replay.emit(spark, rows, sequence=3)
+        replay.emit(spark, rows, sequence=3)  # its own replay: skipped
+        assert written(uri).count((1, 1)) == 1, first
+
+    uri, version = table("cut-short")  # recorded, then a crash before the RESTORE
+    DeltaOutput("v.c", uri, "ns/p/v.c", undone=version).emit(spark, rows, sequence=3)
+    assert written(uri) == [(1, 1), (2, 1)]
+
+    uri, version = table("committed-after")  # recorded, a crash, then another writer
+    other.write.format("delta").mode("append").save(uri)
+    DeltaOutput("v.c", uri, "ns/p/v.c", undone=version).emit(spark, rows, sequence=3)
+    assert written(uri) == [(1, 1), (2, 1), (2, 1)]
+
+    uri, _ = table("kept")  # not undone (a bootstrap's commit after it): the old writer
+    bootstrap = DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/abc")
+    bootstrap.emit(spark, other, sequence=3)
+    assert DeltaOutput("v.c", uri, "ns/p/v.c").discard(spark, sequence=3, undoing=print) == []
+    DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+    assert written(uri) == [(1, 1), (2, 1), (2, 1)]
 
 
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:

@@ -42,9 +42,9 @@ def test_a_checkpoint_goes_only_beyond_the_count_and_older_than_min_age() -> Non
 
 def test_intent_keys_name_their_step() -> None:
     assert intent_sequence("intents/00000012.json") == 12
-    assert intent_sequence("intents/00000012.rewrites.json") == 12
+    assert intent_sequence("intents/00000012.undone.json") == 12
     assert intent_sequence("intents/notes.txt") is None
-    assert intent_sequence("intents/00000012.rewrites") is None
+    assert intent_sequence("intents/00000012.undone") is None
 
 
 def commit(*actions: tuple[str, str]) -> str:

@@ -34,7 +34,7 @@ def kept_prefix(
 
 def intent_sequence(key: str) -> int | None:
     """The step sequence of an intent key (`intents/00000012.json`), or of a record beside it
-    (`intents/00000012.rewrites.json`), or None."""
+    (`intents/00000012.undone.json`), or None."""
     name = key.rsplit("/", 1)[-1]
-    stem = name.removesuffix(".json").removesuffix(".rewrites")
+    stem = name.removesuffix(".json").removesuffix(".undone")
     return int(stem) if name.endswith(".json") and stem.isdigit() else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from spindle.checkpoint.manifest import (
@@ -54,6 +54,11 @@ newest object is this old was left by a preview that never ended: killed, evicte
 lost. Retention deletes it."""
 _PROVEN: set[str] = set()
 """Store URIs whose conditional writes were proven in this process."""
+
+
+def undone_key(sequence: int) -> str:
+    """Where step `sequence`'s undone outputs are recorded, beside its intent."""
+    return f"intents/{sequence:08d}.undone.json"
 
 
 def manifest_key(checkpoint_id: str) -> str:
@@ -333,28 +338,6 @@ class CheckpointStore:
             recorded: dict[str, object] = json.loads(self.objects.read(key).data)
             return recorded, True
 
-    def output_rewrites(self, sequence: int) -> int:
-        """How many times a bootstrap undid the Delta output commits of step `sequence` (0 when
-        none did). Delta keeps an undone commit's writer and sequence (`txnAppId`,
-        `txnVersion`) and skips a later write of the same pair, so a replay after an undo
-        writes as another writer, one per undo."""
-        key = f"intents/{sequence:08d}.rewrites.json"
-        try:
-            return int(json.loads(self.objects.read(key).data)["rewrites"])
-        except ObjectNotFound:
-            return 0
-        except (ValueError, KeyError, TypeError):
-            raise unreadable(
-                join(self.uri, key), "the record of undone outputs is corrupt"
-            ) from None
-
-    def record_output_rewrite(self, sequence: int, rewrites: int) -> None:
-        """Record, before it is done, that step `sequence`'s Delta output commits are being
-        undone for the `rewrites`-th time: a crash after the undo must not leave its replay
-        writing as the undone writer (Delta would skip it and the rows would be lost)."""
-        key = f"intents/{sequence:08d}.rewrites.json"
-        self.objects.write(key, json.dumps({"rewrites": rewrites}).encode())
-
     def has_intent(self, sequence: int) -> bool:
         """Whether step `sequence` recorded its intent: an attempt of it began (and, when no
         checkpoint of that sequence is committed, did not finish)."""
@@ -363,6 +346,28 @@ class CheckpointStore:
         except ObjectNotFound:
             return False
         return True
+
+    def undone_outputs(self, sequence: int) -> dict[str, int]:
+        """The Delta outputs whose commit of step `sequence` a bootstrap undid, or set out to
+        undo: each output connector's table version of that commit (none: empty). Delta keeps
+        an undone commit's writer and sequence (`txnAppId`, `txnVersion`) and skips a later
+        write of the same pair, so the step's replay writes to these as another writer."""
+        key = undone_key(sequence)
+        try:
+            recorded = json.loads(self.objects.read(key).data)["outputs"]
+            return {str(connector): int(version) for connector, version in recorded.items()}
+        except ObjectNotFound:
+            return {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            where = join(self.uri, key)
+            raise unreadable(where, "the record of undone outputs is corrupt") from None
+
+    def record_undone_outputs(self, sequence: int, outputs: Mapping[str, int]) -> None:
+        """Record, before the undo is done, which outputs' commits of step `sequence` are
+        being undone (`undone_outputs`): a crash after the undo must not leave the replay
+        writing as the undone writer, which Delta would skip, losing the rows."""
+        body = json.dumps({"outputs": dict(outputs)}, sort_keys=True).encode()
+        self.objects.write(undone_key(sequence), body)
 
     # -- housekeeping ------------------------------------------------------------------------
 

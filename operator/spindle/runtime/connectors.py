@@ -121,7 +121,7 @@ class Output(Protocol):
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None: ...
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
     ) -> list[str]: ...
 
 
@@ -910,7 +910,7 @@ class FileOutput:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
     ) -> list[str]:
         """Delete the changes a step of `sequence` wrote but never committed; returns them.
         (A replay writes the same files again, so `undoing` has nothing to record here.)"""
@@ -927,71 +927,103 @@ class FileOutput:
                     storage.delete(spark, file)
 
 
+UNDO_MARK = "spindle-undo:{version}"
+"""The `userMetadata` of the commit that empties a Delta output whose first commit (version 0) a
+bootstrap undid: a later version restored to the one before is the undo of any other."""
+
+
 @dataclass(frozen=True)
 class DeltaOutput:
     connector: str
     uri: str
     writer: str
-    """The steps' writer id (a bootstrap's, per change, is another): Delta's `txnAppId`."""
-    rewrite: int = 0
-    """How many times a bootstrap undid this sequence's step commits. Delta keeps an undone
-    commit's `txnAppId`/`txnVersion` and skips a later write of the same pair, so a step
-    replayed after the n-th undo writes as `<writer>/rewrite/<n>`."""
-
-    @property
-    def app_id(self) -> str:
-        return f"{self.writer}/rewrite/{self.rewrite}" if self.rewrite else self.writer
+    """The steps' writer id, Delta's `txnAppId` (a bootstrap's is another, per change)."""
+    undone: int | None = None
+    """The table version of this sequence's step commit that a bootstrap undid, or set out to
+    undo (`CheckpointStore.undone_outputs`). Delta keeps an undone commit's `txnAppId` and
+    `txnVersion`, and skips a later write of the same pair: a replay writes as
+    `<writer>/after/<version>` instead."""
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
-            if self.rewrite:  # an undo a crash cut short: the earlier writer's commit is there
-                self._undo(spark, sequence, ours=lambda app: app != self.app_id)
-            changes.write.format("delta").mode("append").option("txnAppId", self.app_id).option(
+            writer = self.writer if self.undone is None else self._replaying(spark, sequence)
+            changes.write.format("delta").mode("append").option("txnAppId", writer).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
     ) -> list[str]:
         """Undo the changes a step of `sequence` committed to the table but never
         checkpointed: when the table's latest commit is that step's (a steps' writer of this
-        pipeline, that version), `undoing` records the undo, then the table is restored to the
-        version before it (emptied, when that commit created it); returns what was undone. A
-        commit after it (another writer) leaves the table as it is."""
+        pipeline, that sequence), `undoing` records its version, then the table is restored to
+        the version before it (emptied, when that commit created it); returns what was undone.
+        A commit after it (another writer) leaves the table as it is."""
         with _refused("write", self.connector, self.uri):
-            return self._undo(spark, sequence, ours=lambda app: True, undoing=undoing)
-
-    def _undo(
-        self,
-        spark: SparkSession,
-        sequence: int,
-        *,
-        ours: Callable[[str], bool],
-        undoing: Callable[[], None] = lambda: None,
-    ) -> list[str]:
-        latest = storage.delta_version(spark, self.uri)
-        actions = storage.commit_actions(spark, self.uri, latest) if latest >= 0 else None
-        writers = {
-            str(a["txn"].get("appId"))
-            for a in actions or []
-            if "txn" in a and int(a["txn"].get("version", -1)) == sequence
-        }
-        rewrites = f"{self.writer}/rewrite/"
-        if not any((w == self.writer or w.startswith(rewrites)) and ours(w) for w in writers):
+            latest = storage.delta_version(spark, self.uri)
+            ours = latest >= 0 and self._step_writer(spark, latest, sequence) is not None
+        if not ours:
             return []
-        undoing()
-        if latest == 0:  # the step created the table: no version before it, so emptied
-            empty = spark.read.format("delta").load(self.uri).limit(0)
-            empty.write.format("delta").mode("overwrite").save(self.uri)
-        else:
-            storage.restore(spark, self.uri, latest - 1)
+        undoing(latest)  # first: a replay after a crash here must know the undo was begun
+        with _refused("write", self.connector, self.uri):
+            self._undo(spark, latest)
         return [f"{self.uri} (version {latest})"]
+
+    def _replaying(self, spark: SparkSession, sequence: int) -> str:
+        """The writer of a step replayed after a bootstrap undid (or set out to undo) its
+        commit at version `undone`: a new one if the undo was done, and done now if a crash cut
+        it short while that commit is still the latest; the commit's own (so Delta skips this
+        write as already done) if it could not be undone, another writer having committed."""
+        assert self.undone is not None
+        undone, after = self.undone, f"{self.writer}/after/{self.undone}"
+        latest = storage.delta_version(spark, self.uri)
+        if self._undid(spark, undone, latest):
+            return after
+        writer = self._step_writer(spark, undone, sequence)
+        if writer is None:
+            return after
+        if latest == undone:
+            self._undo(spark, undone)
+            return after
+        return writer
+
+    def _step_writer(self, spark: SparkSession, version: int, sequence: int) -> str | None:
+        """The steps' writer of this pipeline that committed `version` for `sequence`, if so."""
+        actions = storage.commit_actions(spark, self.uri, version) or []
+        writers = [
+            str(a["txn"].get("appId"))
+            for a in actions
+            if "txn" in a and int(a["txn"].get("version", -1)) == sequence
+        ]
+        after = f"{self.writer}/after/"
+        return next((w for w in writers if w == self.writer or w.startswith(after)), None)
+
+    def _undo(self, spark: SparkSession, version: int) -> None:
+        if version == 0:  # the step created the table: no version before it, so emptied
+            empty = spark.read.format("delta").load(self.uri).limit(0)
+            empty.write.format("delta").mode("overwrite").option(
+                "userMetadata", UNDO_MARK.format(version=0)
+            ).save(self.uri)
+        else:
+            storage.restore(spark, self.uri, version - 1)
+
+    def _undid(self, spark: SparkSession, version: int, latest: int) -> bool:
+        """Whether a commit after `version`, up to `latest`, undid it."""
+        for later in range(version + 1, latest + 1):
+            for action in storage.commit_actions(spark, self.uri, later) or []:
+                info = action.get("commitInfo") or {}
+                restored = (info.get("operationParameters") or {}).get("version")
+                if info.get("operation") == "RESTORE" and str(restored) == str(version - 1):
+                    return True
+                if info.get("userMetadata") == UNDO_MARK.format(version=version):
+                    return True
+        return False
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
             contents.write.format("delta").mode("overwrite").option(
                 "overwriteSchema", "true"
-            ).option("txnAppId", self.app_id).option("txnVersion", sequence).save(self.uri)
+            ).option("txnAppId", self.writer).option("txnVersion", sequence).save(self.uri)
 
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -1061,13 +1093,14 @@ def make_input(
 
 
 def make_output(
-    connector: Connector, *, pipeline: str, bootstrap: str | None = None, rewrite: int = 0
+    connector: Connector, *, pipeline: str, bootstrap: str | None = None, undone: int | None = None
 ) -> Output:
     """The output a step (or, given its change id, a bootstrap) writes through. A Delta output's
     writes are idempotent per (writer, sequence): a step's replay skips what its crashed attempt
     wrote. A bootstrap is another writer than the steps, one per change: it commits the sequence
     a failed step may have written to before it, and must not be skipped for that. A step
-    replayed after a bootstrap undid its commits (`rewrite` times) is another writer again."""
+    replayed after a bootstrap undid its commit (at table version `undone`) is another writer
+    again."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
         update = output_update_format(connector)
@@ -1076,7 +1109,7 @@ def make_output(
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
-        return DeltaOutput(connector.key, _location(connector), writer, rewrite)
+        return DeltaOutput(connector.key, _location(connector), writer, undone)
     raise unsupported(connector)
 
 

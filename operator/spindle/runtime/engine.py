@@ -305,17 +305,22 @@ class Runtime:
         accounts for. A replay of the step rewrites them, but a bootstrap takes the sequence
         and does not rewrite an unchanged view's output, and the failed step's input is
         ingested again after it: left there, those changes would reach consumers twice.
-        A Delta output's undo is recorded before it is done (`record_output_rewrite`): should
-        this bootstrap be abandoned, the step's replay writes as a writer Delta does not
-        remember, so it is not skipped as already written."""
+        A Delta output's undo is recorded before it is done (`record_undone_outputs`): should
+        this bootstrap be abandoned, the step's replay writes to that output as a writer Delta
+        does not remember, so it is not skipped as already written."""
         if not self.store.has_intent(sequence):
             return
-        rewrite = self.store.output_rewrites(sequence)
-        undoing = functools.partial(self.store.record_output_rewrite, sequence, rewrite + 1)
+        undone = self.store.undone_outputs(sequence)
+
+        def undoing(connector: str, version: int) -> None:
+            undone[connector] = version
+            self.store.record_undone_outputs(sequence, undone)
+
         for view in program.views.values():
             for connector in view.connectors:
-                output = make_output(connector, pipeline=self._key(), rewrite=rewrite)
-                for path in output.discard(self.spark, sequence=sequence, undoing=undoing):
+                output = make_output(connector, pipeline=self._key())
+                record = functools.partial(undoing, connector.key)
+                for path in output.discard(self.spark, sequence=sequence, undoing=record):
                     self.report("output-discarded", connector=connector.key, path=path)
 
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
@@ -420,7 +425,7 @@ class Runtime:
         planned = {key: offset for key, (_, offset) in polled.items()}
         intent, replay = self.store.record_intent(work.sequence, {"offsets": planned})
         if replay:
-            work.rewrite = self.store.output_rewrites(work.sequence)
+            work.undone = self.store.undone_outputs(work.sequence)
         received: dict[str, list[DataFrame]] = {}
         deletes: set[str] = set()
         for position, (key, (frame, offset)) in enumerate(polled.items()):
@@ -612,7 +617,8 @@ class Runtime:
     def _emit_changes(self, view: View, change: DataFrame, work: _Work, *, rows: int) -> None:
         """Send a view's change (`rows` signed rows in all) to each of its outputs."""
         outputs = [
-            make_output(c, pipeline=self._key(), rewrite=work.rewrite) for c in view.connectors
+            make_output(c, pipeline=self._key(), undone=work.undone.get(c.key))
+            for c in view.connectors
         ]
         if not outputs:
             return
@@ -923,8 +929,9 @@ class _Work:
     """Relations whose new state is still being written; `state` has their record before."""
     emits: list[futures.Future[None]] = field(default_factory=list)
     """Outputs' changes being written."""
-    rewrite: int = 0
-    """How many times a bootstrap undid this sequence's Delta output commits (a replay)."""
+    undone: dict[str, int] = field(default_factory=dict)
+    """A replay's Delta outputs whose commit of this sequence a bootstrap undid, or set out to
+    undo: the table version of that commit (`CheckpointStore.undone_outputs`)."""
 
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:

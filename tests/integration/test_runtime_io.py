@@ -1096,7 +1096,9 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
     commit's writer and sequence (`txnAppId`/`txnVersion`). When that bootstrap then failed
     and the SQL went back, the replayed step wrote the same writer and sequence again, Delta
     skipped it as already written, and the consumer never received x = 1. A replay after an
-    undo writes as a new writer (recorded before the undo, so a crash between keeps it)."""
+    undo writes as a new writer (recorded before the undo, so a crash between keeps it), to
+    the outputs undone only: `kept`, which another writer committed to after the step, is
+    left by the bootstrap, and the replay's write to it is skipped (x = 1 once there too)."""
     from spindle.plan import make_plan
     from spindle.program import parse_program
 
@@ -1114,6 +1116,8 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
         f"create table t_b (y int) {connected('file_input', 'b')};\n"
         f"create materialized view v_a {connected('delta_table_output', 'out')} as "
         "select x from t_a;\n"
+        f"create materialized view v_c {connected('delta_table_output', 'kept')} as "
+        "select x from t_a;\n"
     )
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -1125,7 +1129,10 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
     (tmp_path / "a" / "1.json").write_text('{"x": 1}\n')
     (tmp_path / "b" / "1.json").write_text('{"y": 1}\n{"y": "bad"}\n')
     with pytest.raises(SpindleError):
-        runtime.step(program, checkpoint)  # v_a's change of x = 1 is committed to `out`
+        runtime.step(program, checkpoint)  # x = 1 is committed to `out` and to `kept`
+    kept = str(tmp_path / "kept")
+    another = spark.createDataFrame([(9, 1)], spark.read.format("delta").load(kept).schema)
+    another.write.format("delta").mode("append").save(kept)  # so the bootstrap leaves it
     failing = parse_program(f"{sql}create view boom as select 1 / y as r from t_b;\n")
     plan = make_plan(old=program, new=failing, old_runtime="v2", runtime="v2")
     with pytest.raises(SpindleError):
@@ -1134,20 +1141,21 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
     (tmp_path / "b" / "1.json").write_text('{"y": 1}\n')
     checkpoint, _ = runtime.step(program, checkpoint)  # the step's replay, old SQL
     checkpoint, _ = runtime.step(program, checkpoint)  # and one more: an idle step
-    received: Counter[int] = Counter()
-    for row in spark.read.format("delta").load(str(tmp_path / "out")).collect():
-        received[row["x"]] += row["weight"]
-    assert +received == Counter({0: 1, 1: 1})
+    for name, expected in (("out", {0: 1, 1: 1}), ("kept", {0: 1, 1: 1, 9: 1})):
+        received: Counter[int] = Counter()
+        for row in spark.read.format("delta").load(str(tmp_path / name)).collect():
+            received[row["x"]] += row["weight"]
+        assert +received == Counter(expected), name
 
 
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     tmp_path: Path, spark: Any
 ) -> None:
     """A replay of a step whose Delta output commit a bootstrap set out to undo (the commit's
-    table version recorded first) writes the step's rows exactly once: after the undo, as a
-    new writer; after a crash that cut the undo short, doing the undo itself while that commit
-    is still the latest; and, when another writer committed after it so it cannot be undone,
-    as the commit's own writer, which Delta skips. Without the record, as the old writer."""
+    table version and writer recorded first) writes the step's rows exactly once: after the
+    undo, as a new writer; after a crash that cut the undo short, whether or not another
+    writer committed since, as the commit's own writer, which Delta skips. Without the
+    record, as the steps' writer."""
     from spindle.runtime.connectors import DeltaOutput
 
     rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
@@ -1164,23 +1172,28 @@ def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
         DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
         return uri, 0 if first else 1
 
+    undone: list[tuple[int, str]] = []
+
+    def undoing(version: int, writer: str) -> None:
+        undone.append((version, writer))
+
     for first in (False, True):  # undone by a RESTORE, or (its first commit) by emptying it
         uri, version = table(f"undone-{first}", first=first)
-        undone: list[int] = []
-        assert DeltaOutput("v.c", uri, "ns/p/v.c").discard(spark, sequence=3, undoing=undone.append)
-        assert undone == [version] and (1, 1) not in written(uri)
-        replay = DeltaOutput("v.c", uri, "ns/p/v.c", undone=version)
+        undone.clear()
+        assert DeltaOutput("v.c", uri, "ns/p/v.c").discard(spark, sequence=3, undoing=undoing)
+        assert undone == [(version, "ns/p/v.c")] and (1, 1) not in written(uri)
+        replay = DeltaOutput("v.c", uri, "ns/p/v.c", undone=undone[0])
         replay.emit(spark, rows, sequence=3)
         replay.emit(spark, rows, sequence=3)  # its own replay: skipped
         assert written(uri).count((1, 1)) == 1, first
 
     uri, version = table("cut-short")  # recorded, then a crash before the RESTORE
-    DeltaOutput("v.c", uri, "ns/p/v.c", undone=version).emit(spark, rows, sequence=3)
+    DeltaOutput("v.c", uri, "ns/p/v.c", undone=(version, "ns/p/v.c")).emit(spark, rows, sequence=3)
     assert written(uri) == [(1, 1), (2, 1)]
 
     uri, version = table("committed-after")  # recorded, a crash, then another writer
     other.write.format("delta").mode("append").save(uri)
-    DeltaOutput("v.c", uri, "ns/p/v.c", undone=version).emit(spark, rows, sequence=3)
+    DeltaOutput("v.c", uri, "ns/p/v.c", undone=(version, "ns/p/v.c")).emit(spark, rows, sequence=3)
     assert written(uri) == [(1, 1), (2, 1), (2, 1)]
 
     uri, _ = table("kept")  # not undone (a bootstrap's commit after it): the old writer

@@ -347,26 +347,30 @@ class CheckpointStore:
             return False
         return True
 
-    def undone_outputs(self, sequence: int) -> dict[str, int]:
+    def undone_outputs(self, sequence: int) -> dict[str, tuple[int, str]]:
         """The Delta outputs whose commit of step `sequence` a bootstrap undid, or set out to
-        undo: each output connector's table version of that commit (none: empty). Delta keeps
-        an undone commit's writer and sequence (`txnAppId`, `txnVersion`) and skips a later
-        write of the same pair, so the step's replay writes to these as another writer."""
+        undo: each output connector's table version and writer of that commit (none: empty).
+        Delta keeps an undone commit's writer and sequence (`txnAppId`, `txnVersion`) and skips
+        a later write of the same pair, so the step's replay writes to these as another."""
         key = undone_key(sequence)
         try:
             recorded = json.loads(self.objects.read(key).data)["outputs"]
-            return {str(connector): int(version) for connector, version in recorded.items()}
+            return {
+                str(connector): (int(commit["version"]), str(commit["writer"]))
+                for connector, commit in recorded.items()
+            }
         except ObjectNotFound:
             return {}
         except (ValueError, KeyError, TypeError, AttributeError):
             where = join(self.uri, key)
             raise unreadable(where, "the record of undone outputs is corrupt") from None
 
-    def record_undone_outputs(self, sequence: int, outputs: Mapping[str, int]) -> None:
+    def record_undone_outputs(self, sequence: int, outputs: Mapping[str, tuple[int, str]]) -> None:
         """Record, before the undo is done, which outputs' commits of step `sequence` are
         being undone (`undone_outputs`): a crash after the undo must not leave the replay
         writing as the undone writer, which Delta would skip, losing the rows."""
-        body = json.dumps({"outputs": dict(outputs)}, sort_keys=True).encode()
+        recorded = {key: {"version": v, "writer": w} for key, (v, w) in outputs.items()}
+        body = json.dumps({"outputs": recorded}, sort_keys=True).encode()
         self.objects.write(undone_key(sequence), body)
 
     # -- housekeeping ------------------------------------------------------------------------

@@ -121,7 +121,7 @@ class Output(Protocol):
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None: ...
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
     ) -> list[str]: ...
 
 
@@ -910,7 +910,7 @@ class FileOutput:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
     ) -> list[str]:
         """Delete the changes a step of `sequence` wrote but never committed; returns them.
         (A replay writes the same files again, so `undoing` has nothing to record here.)"""
@@ -938,53 +938,45 @@ class DeltaOutput:
     uri: str
     writer: str
     """The steps' writer id, Delta's `txnAppId` (a bootstrap's is another, per change)."""
-    undone: int | None = None
-    """The table version of this sequence's step commit that a bootstrap undid, or set out to
-    undo (`CheckpointStore.undone_outputs`). Delta keeps an undone commit's `txnAppId` and
-    `txnVersion`, and skips a later write of the same pair: a replay writes as
+    undone: tuple[int, str] | None = None
+    """The table version and the writer of this sequence's step commit that a bootstrap undid,
+    or set out to undo (`CheckpointStore.undone_outputs`). Delta keeps an undone commit's
+    `txnAppId` and `txnVersion`, and skips a later write of the same pair: a replay writes as
     `<writer>/after/<version>` instead."""
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
-            writer = self.writer if self.undone is None else self._replaying(spark, sequence)
+            writer = self.writer if self.undone is None else self._replaying(spark)
             changes.write.format("delta").mode("append").option("txnAppId", writer).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int], None]
+        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
     ) -> list[str]:
         """Undo the changes a step of `sequence` committed to the table but never
         checkpointed: when the table's latest commit is that step's (a steps' writer of this
-        pipeline, that sequence), `undoing` records its version, then the table is restored to
-        the version before it (emptied, when that commit created it); returns what was undone.
-        A commit after it (another writer) leaves the table as it is."""
+        pipeline, that sequence), `undoing` records its version and writer, then the table is
+        restored to the version before it (emptied, when that commit created it); returns what
+        was undone. A commit after it (another writer) leaves the table as it is."""
         with _refused("write", self.connector, self.uri):
             latest = storage.delta_version(spark, self.uri)
-            ours = latest >= 0 and self._step_writer(spark, latest, sequence) is not None
-        if not ours:
+            ours = self._step_writer(spark, latest, sequence) if latest >= 0 else None
+        if ours is None:
             return []
-        undoing(latest)  # first: a replay after a crash here must know the undo was begun
+        undoing(latest, ours)  # first: a replay after a crash here must know of the undo
         with _refused("write", self.connector, self.uri):
             self._undo(spark, latest)
         return [f"{self.uri} (version {latest})"]
 
-    def _replaying(self, spark: SparkSession, sequence: int) -> str:
+    def _replaying(self, spark: SparkSession) -> str:
         """The writer of a step replayed after a bootstrap undid (or set out to undo) its
-        commit at version `undone`: a new one if the undo was done, and done now if a crash cut
-        it short while that commit is still the latest; the commit's own (so Delta skips this
-        write as already done) if it could not be undone, another writer having committed."""
+        commit: a new one if a later commit undid it; if not (a crash cut the undo short), the
+        commit's own, so Delta skips this write: its rows are there."""
         assert self.undone is not None
-        undone, after = self.undone, f"{self.writer}/after/{self.undone}"
-        latest = storage.delta_version(spark, self.uri)
-        if self._undid(spark, undone, latest):
-            return after
-        writer = self._step_writer(spark, undone, sequence)
-        if writer is None:
-            return after
-        if latest == undone:
-            self._undo(spark, undone)
-            return after
+        version, writer = self.undone
+        if self._undid(spark, version, storage.delta_version(spark, self.uri)):
+            return f"{self.writer}/after/{version}"
         return writer
 
     def _step_writer(self, spark: SparkSession, version: int, sequence: int) -> str | None:
@@ -1093,14 +1085,18 @@ def make_input(
 
 
 def make_output(
-    connector: Connector, *, pipeline: str, bootstrap: str | None = None, undone: int | None = None
+    connector: Connector,
+    *,
+    pipeline: str,
+    bootstrap: str | None = None,
+    undone: tuple[int, str] | None = None,
 ) -> Output:
     """The output a step (or, given its change id, a bootstrap) writes through. A Delta output's
     writes are idempotent per (writer, sequence): a step's replay skips what its crashed attempt
     wrote. A bootstrap is another writer than the steps, one per change: it commits the sequence
     a failed step may have written to before it, and must not be skipped for that. A step
-    replayed after a bootstrap undid its commit (at table version `undone`) is another writer
-    again."""
+    replayed after a bootstrap undid its commit (`undone`: its table version and writer) is
+    another writer again."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
         update = output_update_format(connector)

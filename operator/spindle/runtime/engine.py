@@ -312,8 +312,8 @@ class Runtime:
             return
         undone = self.store.undone_outputs(sequence)
 
-        def undoing(connector: str, version: int) -> None:
-            undone[connector] = version
+        def undoing(connector: str, version: int, writer: str) -> None:
+            undone[connector] = (version, writer)
             self.store.record_undone_outputs(sequence, undone)
 
         for view in program.views.values():
@@ -929,9 +929,9 @@ class _Work:
     """Relations whose new state is still being written; `state` has their record before."""
     emits: list[futures.Future[None]] = field(default_factory=list)
     """Outputs' changes being written."""
-    undone: dict[str, int] = field(default_factory=dict)
+    undone: dict[str, tuple[int, str]] = field(default_factory=dict)
     """A replay's Delta outputs whose commit of this sequence a bootstrap undid, or set out to
-    undo: the table version of that commit (`CheckpointStore.undone_outputs`)."""
+    undo: that commit's table version and writer (`CheckpointStore.undone_outputs`)."""
 
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:

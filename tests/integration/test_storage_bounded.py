@@ -16,7 +16,7 @@ import pytest
 from spindle.api import PipelineSpec
 from spindle.checkpoint import PipelineRef
 from spindle.checkpoint.objects import S3Options
-from spindle.checkpoint.store import CheckpointStore, manifest_key, open_store
+from spindle.checkpoint.store import CheckpointStore, intent_key, manifest_key, open_store
 from spindle.program import parse_program
 from spindle.runtime.compaction import Compaction
 from spindle.runtime.factory import open_runtime
@@ -85,7 +85,7 @@ def live_keys(spark: Any, store: CheckpointStore, on_disk: dict[str, int]) -> se
     below its oldest kept version."""
     kept = store.history()
     needed = {"latest", *(manifest_key(m.id) for m in kept)}
-    needed |= {f"intents/{m.sequence:08d}.json" for m in kept}
+    needed |= {intent_key(m.sequence) for m in kept}
     oldest: dict[str, int] = {}
     for manifest in kept:
         for record in manifest.state.values():

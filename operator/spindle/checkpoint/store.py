@@ -56,6 +56,11 @@ _PROVEN: set[str] = set()
 """Store URIs whose conditional writes were proven in this process."""
 
 
+def intent_key(sequence: int) -> str:
+    """Where step `sequence`'s intent is recorded."""
+    return f"intents/{sequence:08d}.json"
+
+
 def undone_key(sequence: int) -> str:
     """Where step `sequence`'s undone outputs are recorded, beside its intent."""
     return f"intents/{sequence:08d}.undone.json"
@@ -330,7 +335,7 @@ class CheckpointStore:
         """Record, create-only, what step `sequence` ingests; a replay after a crash reads the
         same intent back, so the replayed step produces exactly the same state and outputs.
         Returns the intent, and whether it was recorded before (this is a replay)."""
-        key = f"intents/{sequence:08d}.json"
+        key = intent_key(sequence)
         try:
             self.objects.write(key, json.dumps(intent, sort_keys=True).encode(), if_none_match=True)
             return intent, False
@@ -342,7 +347,7 @@ class CheckpointStore:
         """Whether step `sequence` recorded its intent: an attempt of it began (and, when no
         checkpoint of that sequence is committed, did not finish)."""
         try:
-            self.objects.read(f"intents/{sequence:08d}.json")
+            self.objects.read(intent_key(sequence))
         except ObjectNotFound:
             return False
         return True

@@ -1204,6 +1204,69 @@ def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     assert written(uri) == [(1, 1), (2, 1), (2, 1)]
 
 
+def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's commit that lands between the check that a step's commit is the
+    table's latest and the RESTORE (or the emptying) that undoes it is taken by the undo: the
+    table is put back as it was, with that commit's rows and the step's, and nothing is
+    undone; the step's replay then writes as the step's writer, which Delta skips. A second
+    commit of theirs, between the undo and the putting back, is lost: that is
+    `OutputChangedDuringUndo`, naming the versions."""
+    from spindle.errors import SpindleError
+    from spindle.runtime import storage
+    from spindle.runtime.connectors import DeltaOutput
+
+    rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
+    other = spark.createDataFrame([(2, 1)], "x int, weight bigint")
+    theirs = spark.createDataFrame([(9, 1)], "x int, weight bigint")
+
+    def written(uri: str) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
+
+    def table(name: str, *, first: bool = False) -> str:
+        uri = str(tmp_path / name)
+        if not first:
+            other.write.format("delta").save(uri)
+        DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+        return uri
+
+    undone: list[tuple[int, str]] = []
+    for first in (False, True):  # undone by a RESTORE, or (its first commit) by emptying it
+        uri = table(f"raced-{first}", first=first)
+        undone.clear()
+
+        def undoing(version: int, writer: str, uri: str = uri) -> None:
+            undone.append((version, writer))
+            theirs.write.format("delta").mode("append").save(uri)  # before the undo
+
+        output = DeltaOutput("v.c", uri, "ns/p/v.c")
+        assert output.discard(spark, sequence=3, undoing=undoing) == []
+        expected = sorted([(1, 1), (9, 1)] + ([] if first else [(2, 1)]))
+        assert written(uri) == expected, first
+        DeltaOutput("v.c", uri, "ns/p/v.c", undone=undone[0]).emit(spark, rows, sequence=3)
+        assert written(uri) == expected, first  # the replay: skipped, its rows are there
+
+    uri = table("raced-twice")
+    restore = storage.restore
+
+    def racing(spark: Any, uri: str, version: int) -> bool:
+        if version > 0:  # the putting back (the undo restores version 0)
+            theirs.write.format("delta").mode("append").save(uri)
+        return restore(spark, uri, version)
+
+    monkeypatch.setattr(storage, "restore", racing)
+    with pytest.raises(SpindleError) as lost:
+        DeltaOutput("v.c", uri, "ns/p/v.c").discard(
+            spark,
+            sequence=3,
+            undoing=lambda *_: theirs.write.format("delta").mode("append").save(uri),
+        )
+    assert lost.value.reason == "OutputChangedDuringUndo"
+    assert lost.value.details["lost"] == "4-4" and "the rows of version 4." in lost.value.message
+    assert written(uri) == [(1, 1), (2, 1), (9, 1)]  # the first of theirs is back, not the second
+
+
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:
     """An adopted group table is copied into the pipeline's own path (version 0 there), and the
     step read the copy at the source's version: DELTA_VERSION_NOT_FOUND, or another attempt's

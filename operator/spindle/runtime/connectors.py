@@ -932,6 +932,19 @@ UNDO_MARK = "spindle-undo:{version}"
 bootstrap undid: a later version restored to the one before is the undo of any other."""
 
 
+def _restored_to(info: dict[str, Any]) -> int | None:
+    """The version a Delta `RESTORE` commit restored its table to (None: another commit)."""
+    version = str((info.get("operationParameters") or {}).get("version"))
+    return int(version) if info.get("operation") == "RESTORE" and version.isdigit() else None
+
+
+def _undoes(info: dict[str, Any], version: int) -> bool:
+    """Whether a commit is Spindle's undo of `version` (`DeltaOutput.discard`)."""
+    if version == 0:
+        return info.get("userMetadata") == UNDO_MARK.format(version=0)
+    return _restored_to(info) == version - 1
+
+
 @dataclass(frozen=True)
 class DeltaOutput:
     connector: str
@@ -958,7 +971,9 @@ class DeltaOutput:
         checkpointed: when the table's latest commit is that step's (a steps' writer of this
         pipeline, that sequence), `undoing` records its version and writer, then the table is
         restored to the version before it (emptied, when that commit created it); returns what
-        was undone. A commit after it (another writer) leaves the table as it is."""
+        was undone. A commit after it (another writer) leaves the table as it is, and so does
+        one that lands between that check and the undo: the undo took it too, so the table is
+        put back as it was before the undo, and nothing is undone."""
         with _refused("write", self.connector, self.uri):
             latest = storage.delta_version(spark, self.uri)
             ours = self._step_writer(spark, latest, sequence) if latest >= 0 else None
@@ -967,15 +982,48 @@ class DeltaOutput:
         undoing(latest, ours)  # first: a replay after a crash here must know of the undo
         with _refused("write", self.connector, self.uri):
             self._undo(spark, latest)
-        return [f"{self.uri} (version {latest})"]
+            undo = self._commit_after(spark, latest, lambda info: _undoes(info, latest))
+            read = int(storage.commit_info(spark, self.uri, undo).get("readVersion", latest))
+            if read == latest:
+                return [f"{self.uri} (version {latest})"]
+            storage.restore(spark, self.uri, read)  # the undo took other writers' commits
+            back = self._commit_after(spark, undo, lambda info: _restored_to(info) == read)
+            again = int(storage.commit_info(spark, self.uri, back).get("readVersion", undo))
+        if again != undo:
+            raise self._changed_during_undo(latest, lost=(undo + 1, again))
+        return []
+
+    def _changed_during_undo(self, version: int, *, lost: tuple[int, int]) -> SpindleError:
+        first, last = lost
+        versions = f"version {first}" if first == last else f"versions {first} to {last}"
+        return SpindleError(
+            reason="OutputChangedDuringUndo",
+            message=f"Output connector {self.connector}: other writers committed to the Delta "
+            f"table {self.uri} while Spindle undid version {version} there (the commit of a "
+            "step that did not checkpoint), and again while Spindle put the table back as it "
+            f"was; putting it back removed the rows of {versions}. Write those rows again "
+            "(DESCRIBE HISTORY shows what each version did), then restart the pipeline.",
+            details={"connector": self.connector, "uri": self.uri, "lost": f"{first}-{last}"},
+        )
+
+    def _commit_after(
+        self, spark: SparkSession, version: int, wanted: Callable[[dict[str, Any]], bool]
+    ) -> int:
+        """The first commit after `version` whose `commitInfo` is `wanted` (Spindle's own
+        RESTORE or emptying, which other writers' commits may precede)."""
+        for later in range(version + 1, storage.delta_version(spark, self.uri) + 1):
+            if wanted(storage.commit_info(spark, self.uri, later)):
+                return later
+        raise OSError(f"{self.uri}: Spindle's commit after version {version} is not in the log")
 
     def _replaying(self, spark: SparkSession) -> str:
         """The writer of a step replayed after a bootstrap undid (or set out to undo) its
-        commit: a new one if a later commit undid it; if not (a crash cut the undo short), the
-        commit's own, so Delta skips this write: its rows are there."""
+        commit: a new one if the table is without that commit now; if not (a crash cut the
+        undo short, or the undo was put back), the commit's own, so Delta skips this write:
+        its rows are there."""
         assert self.undone is not None
         version, writer = self.undone
-        if self._undid(spark, version, storage.delta_version(spark, self.uri)):
+        if self._without(spark, version, storage.delta_version(spark, self.uri)):
             return f"{self.writer}/after/{version}"
         return writer
 
@@ -999,17 +1047,22 @@ class DeltaOutput:
         else:
             storage.restore(spark, self.uri, version - 1)
 
-    def _undid(self, spark: SparkSession, version: int, latest: int) -> bool:
-        """Whether a commit after `version`, up to `latest`, undid it."""
+    def _without(self, spark: SparkSession, version: int, latest: int) -> bool:
+        """Whether the table at `latest` is without the commit of `version`: a later commit
+        undid it (a RESTORE to a version before it, or the emptying marked as its undo), and
+        no RESTORE to a version that holds it put it back. A commit the log no longer holds
+        counts as one that left the table's rows alone."""
+        without = {version: False}
         for later in range(version + 1, latest + 1):
-            for action in storage.commit_actions(spark, self.uri, later) or []:
-                info = action.get("commitInfo") or {}
-                restored = (info.get("operationParameters") or {}).get("version")
-                if info.get("operation") == "RESTORE" and str(restored) == str(version - 1):
-                    return True
-                if info.get("userMetadata") == UNDO_MARK.format(version=version):
-                    return True
-        return False
+            info = storage.commit_info(spark, self.uri, later)
+            restored = _restored_to(info)
+            if restored is not None:
+                without[later] = restored < version or without.get(restored, False)
+            else:
+                without[later] = without[later - 1] or info.get("userMetadata") == (
+                    UNDO_MARK.format(version=version)
+                )
+        return without[latest]
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):

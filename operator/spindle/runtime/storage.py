@@ -259,11 +259,18 @@ def last_commit(spark: SparkSession, uri: str) -> tuple[int, dict[str, str]]:
     actions = commit_actions(spark, uri, version) if version >= 0 else None
     if actions is None:
         raise OSError(f"{uri} has no Delta commit to read")
-    for action in actions:
-        if "commitInfo" in action:
-            metrics = action["commitInfo"].get("operationMetrics") or {}
-            return version, {str(k): str(v) for k, v in metrics.items()}
-    return version, {}
+    metrics = _commit_info(actions).get("operationMetrics") or {}
+    return version, {str(k): str(v) for k, v in metrics.items()}
+
+
+def commit_info(spark: SparkSession, uri: str, version: int) -> dict[str, Any]:
+    """The `commitInfo` of one commit of a Delta table (its operation, its parameters, the
+    version it read); empty when the log no longer holds that commit."""
+    return _commit_info(commit_actions(spark, uri, version) or [])
+
+
+def _commit_info(actions: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((dict(a["commitInfo"]) for a in actions if "commitInfo" in a), {})
 
 
 def last_write(spark: SparkSession, uri: str) -> tuple[int, int]:

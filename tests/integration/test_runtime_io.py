@@ -322,6 +322,16 @@ def connectors(transport: str, path: Path) -> str:
     return json.dumps([found])
 
 
+def connected_to(tmp_path: Path, transport: str, path: str) -> str:
+    """The WITH clause of a materialized relation with one connector, `c`, at tmp_path/path
+    (JSON, for a file input)."""
+    key = "uri" if transport == "delta_table_output" else "path"
+    found = [{"name": "c", "transport": {"name": transport, "config": {key: str(tmp_path / path)}}}]
+    if transport == "file_input":
+        found[0]["format"] = {"name": "json"}
+    return f"with ('materialized' = 'true', 'connectors' = '{json.dumps(found)}')"
+
+
 def runtime_for(
     tmp_path: Path, sql: str, *, root: str | None = None, s3: Any = None, version: str | None = None
 ) -> tuple[Any, Any, Any]:
@@ -1103,13 +1113,7 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
     from spindle.program import parse_program
 
     def connected(transport: str, path: str) -> str:
-        key = "uri" if transport == "delta_table_output" else "path"
-        found = [
-            {"name": "c", "transport": {"name": transport, "config": {key: str(tmp_path / path)}}}
-        ]
-        if transport == "file_input":
-            found[0]["format"] = {"name": "json"}
-        return f"with ('materialized' = 'true', 'connectors' = '{json.dumps(found)}')"
+        return connected_to(tmp_path, transport, path)
 
     sql = (
         f"create table t_a (x int) {connected('file_input', 'a')};\n"
@@ -1146,6 +1150,77 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
         for row in spark.read.format("delta").load(str(tmp_path / name)).collect():
             received[row["x"]] += row["weight"]
         assert +received == Counter(expected), name
+
+
+@pytest.mark.parametrize("then", ["step", "retry"])
+@pytest.mark.parametrize("mode", ["replace", "append"])
+def test_what_an_abandoned_bootstrap_wrote_to_delta_outputs_is_undone(
+    tmp_path: Path, spark: Any, mode: str, then: str
+) -> None:
+    """A bootstrap replaced (or appended to) Delta outputs, `out` and the new view's `fresh`,
+    then failed on a later output (its location is a file). A bootstrap of another change
+    undoes its commits before it writes, and fails the same way. Then either the SQL went
+    back, and the old program's next step, in a new runtime as a new driver is, undoes the
+    second's commit to `out` (the old program has no `fresh`): `out` holds the old program's
+    rows only; or the first change is applied again, and once it can write it writes again
+    what the second undid (Delta would skip its writer's second commit for that sequence)."""
+    from spindle.plan import make_plan
+    from spindle.program import parse_program
+    from spindle.runtime import storage
+
+    def connected(transport: str, path: str) -> str:
+        return connected_to(tmp_path, transport, path)
+
+    def contents(name: str) -> Counter[int]:
+        received: Counter[int] = Counter()
+        for row in spark.read.format("delta").load(str(tmp_path / name)).collect():
+            received[row["x"]] += row["weight"]
+        return +received
+
+    table = f"create table t_a (x int) {connected('file_input', 'a')};\n"
+    out = connected("delta_table_output", "out")
+    sql = f"{table}create materialized view v_a {out} as select x from t_a;\n"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "blocked").write_text("a file where the Delta table should be")
+    runtime, store, program = runtime_for(tmp_path, sql)
+    runtime.outputs_on_bootstrap = mode
+    checkpoint = runtime.initialize(program)
+    (tmp_path / "a" / "0.json").write_text('{"x": 0}\n')
+    checkpoint, _ = runtime.step(program, checkpoint)
+    plans = {}
+    for shift in (100, 200):  # two changes, each abandoned after writing `out` and `fresh`
+        changed = parse_program(
+            f"{table}create materialized view v_a {out} as select x + {shift} as x from t_a;\n"
+            f"create materialized view v_n {connected('delta_table_output', 'fresh')} as "
+            "select x from t_a;\n"
+            f"create materialized view v_z {connected('delta_table_output', 'blocked')} as "
+            "select x from t_a;\n"
+        )
+        plans[shift] = make_plan(old=program, new=changed)
+        with pytest.raises(SpindleError) as failed:
+            runtime.bootstrap(plans[shift], checkpoint)
+        assert failed.value.reason == "OutputUnwritable"
+        assert store.latest() == checkpoint
+    # the second undid the first's (another change's) commits before it wrote
+    assert contents("out") == Counter({200: 1} | ({0: 1} if mode == "append" else {}))
+    assert contents("fresh") == Counter({0: 1})
+    if then == "retry":
+        (tmp_path / "blocked").unlink()
+        checkpoint = runtime.bootstrap(plans[100], checkpoint)
+        assert store.latest() == checkpoint
+        assert contents("out") == Counter({100: 1} | ({0: 1} if mode == "append" else {}))
+        assert contents("fresh") == Counter({0: 1})
+        return
+    latest = storage.delta_version(spark, str(tmp_path / "out"))
+    said: list[str] = []
+    again, _, _ = runtime_for(tmp_path, sql)
+    again.report = lambda event, **fields: said.append(f"{event} {fields.get('path')}")
+    (tmp_path / "a" / "1.json").write_text('{"x": 1}\n')
+    checkpoint, _ = again.step(program, checkpoint)
+    assert contents("out") == Counter({0: 1, 1: 1})
+    assert [s for s in said if s.startswith("output-discarded")] == [
+        f"output-discarded {tmp_path / 'out'} (version {latest})"
+    ]
 
 
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
@@ -1247,24 +1322,38 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
         DeltaOutput("v.c", uri, "ns/p/v.c", undone=undone[0]).emit(spark, rows, sequence=3)
         assert written(uri) == expected, first  # the replay: skipped, its rows are there
 
-    uri = table("raced-twice")
     restore = storage.restore
 
-    def racing(spark: Any, uri: str, version: int) -> bool:
-        if version > 0:  # the putting back (the undo restores version 0)
-            theirs.write.format("delta").mode("append").save(uri)
-        return restore(spark, uri, version)
+    def raced(uri: str, *, putting_back: Callable[[str, int], None]) -> SpindleError:
+        """Theirs lands before the undo, and `putting_back` runs before the putting back."""
 
-    monkeypatch.setattr(storage, "restore", racing)
-    with pytest.raises(SpindleError) as lost:
-        DeltaOutput("v.c", uri, "ns/p/v.c").discard(
-            spark,
-            sequence=3,
-            undoing=lambda *_: theirs.write.format("delta").mode("append").save(uri),
-        )
-    assert lost.value.reason == "OutputChangedDuringUndo"
-    assert lost.value.details["lost"] == "4-4" and "the rows of version 4." in lost.value.message
+        def racing(spark: Any, uri: str, version: int) -> bool:
+            if version > 0:  # the putting back (the undo restores version 0)
+                putting_back(uri, version)
+            return restore(spark, uri, version)
+
+        monkeypatch.setattr(storage, "restore", racing)
+        with pytest.raises(SpindleError) as lost:
+            DeltaOutput("v.c", uri, "ns/p/v.c").discard(
+                spark,
+                sequence=3,
+                undoing=lambda *_: theirs.write.format("delta").mode("append").save(uri),
+            )
+        assert lost.value.reason == "OutputChangedDuringUndo"
+        return lost.value
+
+    uri = table("raced-twice")  # theirs again before the putting back, which takes it
+    lost = raced(uri, putting_back=lambda u, _: theirs.write.format("delta").mode("append").save(u))
+    assert lost.details["lost"] == "4-4" and "the rows of version 4 " in lost.message
     assert written(uri) == [(1, 1), (2, 1), (9, 1)]  # the first of theirs is back, not the second
+
+    def file_gone(uri: str, version: int) -> None:  # a data file of it: RESTORE refuses
+        added = [a["add"]["path"] for a in storage.commit_actions(spark, uri, version) or []
+                 if "add" in a]  # fmt: skip
+        os.remove(os.path.join(uri, added[0]))
+
+    uri = table("put-back-refused")  # the putting back fails: theirs stay out, and it says so
+    assert raced(uri, putting_back=file_gone).details["lost"] == "2-2"
 
 
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:

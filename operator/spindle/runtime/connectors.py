@@ -124,6 +124,10 @@ class Output(Protocol):
         self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
     ) -> list[str]: ...
 
+    def discard_abandoned(
+        self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
+    ) -> list[str]: ...
+
 
 @dataclass(frozen=True)
 class FileInput:
@@ -917,6 +921,15 @@ class FileOutput:
         with _refused("write", self.connector, self.path):
             return storage.delete_matching(spark, self.path, f"{sequence:08d}-changes-")
 
+    def discard_abandoned(
+        self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
+    ) -> list[str]:
+        """Delete the changes a bootstrap that never committed appended for `sequence`, before
+        a step or a bootstrap (`bootstrap`) of that sequence. They are named as a step's are,
+        so a failed step's go too: its replay, or a bootstrap's retry, writes its own again.
+        A bootstrap's replaced snapshot cannot be undone: the files it replaced are gone."""
+        return self.discard(spark, sequence=sequence, undoing=lambda *_: None)
+
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.path):
             old = storage.list_files(spark, self.path)
@@ -938,6 +951,20 @@ def _restored_to(info: dict[str, Any]) -> int | None:
     return int(version) if info.get("operation") == "RESTORE" and version.isdigit() else None
 
 
+def _txns(actions: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """The (`txnAppId`, `txnVersion`) pairs of a Delta commit's actions."""
+    return [
+        (str(a["txn"].get("appId")), int(a["txn"].get("version", -1)))
+        for a in actions
+        if "txn" in a
+    ]
+
+
+def _as(writer: str, who: str, then: str = "/after/") -> bool:
+    """Whether `writer` is `who`, or one of its later writers (`who` + `then` ...)."""
+    return writer == who or writer.startswith(f"{who}{then}")
+
+
 def _undoes(info: dict[str, Any], version: int) -> bool:
     """Whether a commit is Spindle's undo of `version` (`DeltaOutput.discard`)."""
     if version == 0:
@@ -956,10 +983,20 @@ class DeltaOutput:
     or set out to undo (`CheckpointStore.undone_outputs`). Delta keeps an undone commit's
     `txnAppId` and `txnVersion`, and skips a later write of the same pair: a replay writes as
     `<writer>/after/<version>` instead."""
+    bootstrapping: bool = False
+    """A bootstrap's writer (one per change): its commit for a sequence may have been undone
+    since, by another change's bootstrap or by a step (`discard_abandoned`), and its write
+    again must not be skipped then. No record says so: the table's log does."""
+
+    def _writing(self, spark: SparkSession, sequence: int) -> str:
+        """The writer this write commits as (`undone`, `bootstrapping`)."""
+        if self.undone is not None:
+            return self._replaying(spark)
+        return self._rewriting(spark, sequence) if self.bootstrapping else self.writer
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
-            writer = self.writer if self.undone is None else self._replaying(spark)
+            writer = self._writing(spark, sequence)
             changes.write.format("delta").mode("append").option("txnAppId", writer).option(
                 "txnVersion", sequence
             ).option("mergeSchema", "true").save(self.uri)
@@ -976,22 +1013,59 @@ class DeltaOutput:
         put back as it was before the undo, and nothing is undone."""
         with _refused("write", self.connector, self.uri):
             latest = storage.delta_version(spark, self.uri)
-            ours = self._step_writer(spark, latest, sequence) if latest >= 0 else None
+            ours = self._writer(spark, latest, sequence, self._steps) if latest >= 0 else None
         if ours is None:
             return []
         undoing(latest, ours)  # first: a replay after a crash here must know of the undo
+        undone = self._undo_alone(spark, latest, latest=latest)
+        return [f"{self.uri} (version {latest})"] if undone else []
+
+    def discard_abandoned(
+        self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
+    ) -> list[str]:
+        """Undo what bootstraps that never committed (abandoned: the SQL went back, or on to
+        another change) wrote for `sequence`, before a step or a bootstrap (`bootstrap`, its
+        change id) of that sequence: the table's latest commits, when they are such
+        bootstraps' (this output's bootstrap writers but the asking bootstrap's own, whose
+        retry finds its write done), go with a `RESTORE` to the version before the first of
+        them (emptied, when it created the table). A commit of another writer after them
+        leaves the table as it is, as `discard` does."""
+        prefix, own = f"{self.writer}/bootstrap/", f"{self.writer}/bootstrap/{bootstrap}"
+
+        def abandoned(writer: str) -> bool:
+            return writer.startswith(prefix) and not _as(writer, own)
+
         with _refused("write", self.connector, self.uri):
-            self._undo(spark, latest)
-            undo = self._commit_after(spark, latest, lambda info: _undoes(info, latest))
+            latest = first = storage.delta_version(spark, self.uri)
+            while first >= 0 and self._writer(spark, first, sequence, abandoned):
+                first -= 1
+        if first == latest or not self._undo_alone(spark, first + 1, latest=latest):
+            return []
+        versions = f"version {latest}" if first + 1 == latest else f"versions {first + 1}-{latest}"
+        return [f"{self.uri} ({versions})"]
+
+    def _steps(self, writer: str) -> bool:
+        return _as(writer, self.writer)
+
+    def _undo_alone(self, spark: SparkSession, version: int, *, latest: int) -> bool:
+        """Undo the commits from `version` to `latest`, the latest the caller read (`_undo`);
+        whether they were undone. Another writer's commit that landed since is taken by the
+        undo: the table is then put back as it was, and nothing is undone."""
+        with _refused("write", self.connector, self.uri):
+            self._undo(spark, version)
+            undo = self._commit_after(spark, latest, lambda info: _undoes(info, version))
             read = int(storage.commit_info(spark, self.uri, undo).get("readVersion", latest))
-            if read == latest:
-                return [f"{self.uri} (version {latest})"]
-            storage.restore(spark, self.uri, read)  # the undo took other writers' commits
+        if read == latest:
+            return True
+        try:  # the undo took other writers' commits: back to the version it read
+            storage.restore(spark, self.uri, read)
             back = self._commit_after(spark, undo, lambda info: _restored_to(info) == read)
             again = int(storage.commit_info(spark, self.uri, back).get("readVersion", undo))
-        if again != undo:
-            raise self._changed_during_undo(latest, lost=(undo + 1, again))
-        return []
+        except Exception as error:  # whatever refused it, their rows are out of the table
+            raise self._changed_during_undo(version, lost=(latest + 1, read)) from error
+        if again != undo:  # and that took theirs since
+            raise self._changed_during_undo(version, lost=(undo + 1, again))
+        return False
 
     def _changed_during_undo(self, version: int, *, lost: tuple[int, int]) -> SpindleError:
         first, last = lost
@@ -999,10 +1073,10 @@ class DeltaOutput:
         return SpindleError(
             reason="OutputChangedDuringUndo",
             message=f"Output connector {self.connector}: other writers committed to the Delta "
-            f"table {self.uri} while Spindle undid version {version} there (the commit of a "
-            "step that did not checkpoint), and again while Spindle put the table back as it "
-            f"was; putting it back removed the rows of {versions}. Write those rows again "
-            "(DESCRIBE HISTORY shows what each version did), then restart the pipeline.",
+            f"table {self.uri} while Spindle undid its writes there from version {version} on "
+            "(a step's or a bootstrap's that did not commit), and Spindle could not put all "
+            f"their commits back: the rows of {versions} are not in the table. Write them "
+            "again (DESCRIBE HISTORY shows what each version did), then restart the pipeline.",
             details={"connector": self.connector, "uri": self.uri, "lost": f"{first}-{last}"},
         )
 
@@ -1024,19 +1098,34 @@ class DeltaOutput:
         assert self.undone is not None
         version, writer = self.undone
         if self._without(spark, version, storage.delta_version(spark, self.uri)):
-            return f"{self.writer}/after/{version}"
+            return self._after(version)
         return writer
 
-    def _step_writer(self, spark: SparkSession, version: int, sequence: int) -> str | None:
-        """The steps' writer of this pipeline that committed `version` for `sequence`, if so."""
+    def _writer(
+        self, spark: SparkSession, version: int, sequence: int, wanted: Callable[[str], bool]
+    ) -> str | None:
+        """The writer that committed `version` for `sequence`, if it is `wanted`."""
         actions = storage.commit_actions(spark, self.uri, version) or []
-        writers = [
-            str(a["txn"].get("appId"))
-            for a in actions
-            if "txn" in a and int(a["txn"].get("version", -1)) == sequence
-        ]
-        after = f"{self.writer}/after/"
-        return next((w for w in writers if w == self.writer or w.startswith(after)), None)
+        return next((w for w, v in _txns(actions) if v == sequence and wanted(w)), None)
+
+    def _rewriting(self, spark: SparkSession, sequence: int) -> str:
+        """A bootstrap's writer for `sequence`: the one of its latest commit for it (Delta
+        skips the write, which stands), unless the table is without that commit now: then a
+        new one, `<writer>/after/<version>`. The log is read back from the latest version to
+        that commit, or to one of this output's writers for an earlier sequence."""
+        latest = storage.delta_version(spark, self.uri)
+        base = self.writer.split("/bootstrap/")[0]  # the steps' writer
+        for version in range(latest, -1, -1):
+            txns = _txns(storage.commit_actions(spark, self.uri, version) or [])
+            own = next((w for w, v in txns if v == sequence and _as(w, self.writer)), None)
+            if own is not None:
+                return self._after(version) if self._without(spark, version, latest) else own
+            if any(v < sequence and _as(w, base, "/") for w, v in txns):
+                break
+        return self.writer
+
+    def _after(self, version: int) -> str:
+        return f"{self.writer}/after/{version}"
 
     def _undo(self, spark: SparkSession, version: int) -> None:
         if version == 0:  # the step created the table: no version before it, so emptied
@@ -1050,8 +1139,10 @@ class DeltaOutput:
     def _without(self, spark: SparkSession, version: int, latest: int) -> bool:
         """Whether the table at `latest` is without the commit of `version`: a later commit
         undid it (a RESTORE to a version before it, or the emptying marked as its undo), and
-        no RESTORE to a version that holds it put it back. A commit the log no longer holds
-        counts as one that left the table's rows alone."""
+        no RESTORE to a version that holds it put it back. A commit the log no longer holds,
+        or a RESTORE to a timestamp, counts as one that left the table's rows alone."""
+        if latest < version:  # the table was made again since: without it
+            return True
         without = {version: False}
         for later in range(version + 1, latest + 1):
             info = storage.commit_info(spark, self.uri, later)
@@ -1066,9 +1157,10 @@ class DeltaOutput:
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
+            writer = self._writing(spark, sequence)
             contents.write.format("delta").mode("overwrite").option(
                 "overwriteSchema", "true"
-            ).option("txnAppId", self.writer).option("txnVersion", sequence).save(self.uri)
+            ).option("txnAppId", writer).option("txnVersion", sequence).save(self.uri)
 
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
@@ -1158,7 +1250,9 @@ def make_output(
         writer = f"{pipeline}/{connector.key}"
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
-        return DeltaOutput(connector.key, _location(connector), writer, undone)
+        return DeltaOutput(
+            connector.key, _location(connector), writer, undone, bootstrapping=bootstrap is not None
+        )
     raise unsupported(connector)
 
 

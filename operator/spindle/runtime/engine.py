@@ -119,6 +119,10 @@ class Runtime:
     compaction: compaction.Compaction = field(default_factory=compaction.Compaction)
     waiting: set[str] = field(default_factory=set)
     """The input connectors reported waiting for their first rows (once per connector)."""
+    abandoned_checked: bool = False
+    """Whether a step of this runtime undid what abandoned bootstraps wrote to its outputs
+    (`_discard_abandoned`): at its first step with input, and at the first after a
+    bootstrap."""
 
     # -- paths and schemas -------------------------------------------------------------------
 
@@ -299,6 +303,23 @@ class Runtime:
             if storage.restore(self.spark, self.uri(record.path), record.version):
                 self.report("rollback", relation=name, version=record.version)
 
+    def _discard_abandoned(
+        self, programs: Iterable[Program], sequence: int, *, bootstrap: str | None = None
+    ) -> None:
+        """Undo what bootstraps that never committed wrote to `programs`' outputs for
+        `sequence`, before a step (or the bootstrap of change `bootstrap`) of it: abandoned,
+        they would leave another program's contents under this one's changes."""
+        outputs = {
+            make_output(connector, pipeline=self._key()): connector.key
+            for program in programs
+            for view in program.views.values()
+            for connector in view.connectors
+        }
+        for output, key in outputs.items():
+            undone = output.discard_abandoned(self.spark, sequence=sequence, bootstrap=bootstrap)
+            for path in undone:
+                self.report("output-discarded", connector=key, path=path, by="abandoned")
+
     def _discard_uncommitted(self, program: Program, sequence: int) -> None:
         """Remove what a failed step of `sequence` wrote to `program`'s file outputs. Outputs
         are written while the step runs, so a step that failed can leave files no checkpoint
@@ -356,6 +377,9 @@ class Runtime:
             return manifest, work.stats
         work.stats.polled = True
         try:
+            if not self.abandoned_checked:  # only a new driver follows an abandoned bootstrap
+                self._discard_abandoned((program,), work.sequence)
+                self.abandoned_checked = True
             received = self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)
             self._settle(work, list(work.writes))
@@ -672,7 +696,10 @@ class Runtime:
         # no rollback: a bootstrap writes only to new paths, so a crashed one left nothing the
         # checkpoint names, and its replay overwrites what it wrote
         program = plan.new
-        self._discard_uncommitted(plan.old, manifest.sequence + 1)
+        self.abandoned_checked = False  # should this one be abandoned, the next step checks
+        sequence = manifest.sequence + 1  # abandoned bootstraps' writes, then a failed step's
+        self._discard_abandoned((plan.old, plan.new), sequence, bootstrap=plan.change_id)
+        self._discard_uncommitted(plan.old, sequence)
         state_rows_read = self._stored_rows_read(plan, manifest)
         state, rows_written = self.evaluate_change(plan, manifest)
         reset = set(plan.connectors_to_reset)

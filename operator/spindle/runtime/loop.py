@@ -88,6 +88,12 @@ def reporter(say: Say) -> Callable[..., None]:
                 f"Rolled back {fields['relation']} to version {fields['version']} "
                 "(a previous step did not commit)."
             )
+        elif event == "output-discarded" and fields.get("by") == "abandoned":
+            say(
+                f"Removed {fields['path']} from output {fields['connector']}: a bootstrap or "
+                "a step that did not commit wrote it (a change since abandoned, or an attempt "
+                "done again now, which writes what it must again)."
+            )
         elif event == "output-discarded":
             say(
                 f"Removed {fields['path']} from output {fields['connector']}: a previous step "

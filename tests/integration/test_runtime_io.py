@@ -1223,6 +1223,37 @@ def test_what_an_abandoned_bootstrap_wrote_to_delta_outputs_is_undone(
     ]
 
 
+def test_whose_commits_an_abandoned_bootstrap_check_undoes(tmp_path: Path, spark: Any) -> None:
+    """Before a step or a bootstrap of sequence 3, the table's latest commits go when they are
+    bootstrap writers' of this pipeline for sequence 3, whichever view or connector wrote them
+    (a change that renamed the view kept the table), but for the asking bootstrap's own
+    change; another pipeline's, or one for an earlier sequence, stop the walk."""
+    from spindle.runtime.connectors import DeltaOutput
+
+    rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
+
+    def table(name: str, *writers: tuple[str, int]) -> str:
+        uri = str(tmp_path / name)
+        DeltaOutput("v_a.c", uri, "ns/p/v_a.c").emit(spark, rows, sequence=2)  # committed
+        for writer, sequence in writers:
+            DeltaOutput("v_a.c", uri, writer).emit(spark, rows, sequence=sequence)
+        return uri
+
+    def undone(uri: str, bootstrap: str | None = None) -> list[str]:
+        output = DeltaOutput("v_a.c", uri, "ns/p/v_a.c")
+        return output.discard_abandoned(spark, sequence=3, bootstrap=bootstrap)
+
+    renamed = table("renamed", ("ns/p/v_b.c/bootstrap/c1", 3), ("ns/p/v_a.c/bootstrap/c2", 3))
+    assert undone(renamed) == [f"{renamed} (versions 1-2)"]
+    assert spark.read.format("delta").load(renamed).count() == 1
+    own = table("own", ("ns/p/v_a.c/bootstrap/c1", 3), ("ns/p/v_a.c/bootstrap/c2", 3))
+    assert undone(own, "c1") == [f"{own} (version 2)"]  # c1's retry keeps its own
+    others = table("others", ("ns/p/v_a.c/bootstrap/c1", 3), ("ns/p2/v_a.c/bootstrap/c2", 3))
+    assert undone(others) == []  # another pipeline's commit after it
+    earlier = table("earlier", ("ns/p/v_a.c/bootstrap/c1", 2))
+    assert undone(earlier) == []  # a committed bootstrap's, for sequence 2
+
+
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     tmp_path: Path, spark: Any
 ) -> None:

@@ -29,6 +29,7 @@ that does not exist) is `OutputUnwritable`, naming the connector, the location a
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import json
 import re
@@ -940,6 +941,9 @@ class FileOutput:
                     storage.delete(spark, file)
 
 
+CLOCK_SKEW = datetime.timedelta(minutes=10)
+"""How far apart the clocks of the drivers that wrote a Delta output's commits may be."""
+
 UNDO_MARK = "spindle-undo:{version}"
 """The `userMetadata` of the commit that empties a Delta output whose first commit (version 0) a
 bootstrap undid: a later version restored to the one before is the undo of any other."""
@@ -983,16 +987,20 @@ class DeltaOutput:
     or set out to undo (`CheckpointStore.undone_outputs`). Delta keeps an undone commit's
     `txnAppId` and `txnVersion`, and skips a later write of the same pair: a replay writes as
     `<writer>/after/<version>` instead."""
-    bootstrapping: bool = False
-    """A bootstrap's writer (one per change): its commit for a sequence may have been undone
-    since, by another change's bootstrap or by a step (`discard_abandoned`), and its write
-    again must not be skipped then. No record says so: the table's log does."""
+    attempts_since: datetime.datetime | None = None
+    """For a bootstrap's writer (one per change), the time of the checkpoint it starts from:
+    its earlier attempts wrote after it. A commit of theirs for this sequence may have been
+    undone since, by another change's bootstrap or by a step (`discard_abandoned`), and this
+    write must not be skipped then. No record says so: the table's log, read back to that
+    time, does."""
 
     def _writing(self, spark: SparkSession, sequence: int) -> str:
-        """The writer this write commits as (`undone`, `bootstrapping`)."""
+        """The writer this write commits as (`undone`, `attempts_since`)."""
         if self.undone is not None:
             return self._replaying(spark)
-        return self._rewriting(spark, sequence) if self.bootstrapping else self.writer
+        if self.attempts_since is not None:
+            return self._rewriting(spark, sequence, since=self.attempts_since)
+        return self.writer
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.uri):
@@ -1030,10 +1038,12 @@ class DeltaOutput:
         retry finds its write done), go with a `RESTORE` to the version before the first of
         them (emptied, when it created the table). A commit of another writer after them
         leaves the table as it is, as `discard` does."""
-        prefix, own = f"{self.writer}/bootstrap/", f"{self.writer}/bootstrap/{bootstrap}"
+        pipeline = self.writer.removesuffix(f"/{self.connector}")
 
-        def abandoned(writer: str) -> bool:
-            return writer.startswith(prefix) and not _as(writer, own)
+        def abandoned(writer: str) -> bool:  # any view's or connector's of this pipeline
+            key, _, change = writer.removeprefix(f"{pipeline}/").partition("/bootstrap/")
+            ours = writer.startswith(f"{pipeline}/") and "/" not in key and bool(change)
+            return ours and change.split("/after/")[0] != bootstrap
 
         with _refused("write", self.connector, self.uri):
             latest = first = storage.delta_version(spark, self.uri)
@@ -1108,18 +1118,24 @@ class DeltaOutput:
         actions = storage.commit_actions(spark, self.uri, version) or []
         return next((w for w, v in _txns(actions) if v == sequence and wanted(w)), None)
 
-    def _rewriting(self, spark: SparkSession, sequence: int) -> str:
+    def _rewriting(self, spark: SparkSession, sequence: int, *, since: datetime.datetime) -> str:
         """A bootstrap's writer for `sequence`: the one of its latest commit for it (Delta
         skips the write, which stands), unless the table is without that commit now: then a
         new one, `<writer>/after/<version>`. The log is read back from the latest version to
-        that commit, or to one of this output's writers for an earlier sequence."""
+        that commit, or to a commit older than `since` (less `CLOCK_SKEW`), or one of this
+        output's writers' for an earlier sequence, or a commit the log no longer holds."""
         latest = storage.delta_version(spark, self.uri)
         base = self.writer.split("/bootstrap/")[0]  # the steps' writer
+        oldest = (since - CLOCK_SKEW).timestamp() * 1000
         for version in range(latest, -1, -1):
-            txns = _txns(storage.commit_actions(spark, self.uri, version) or [])
+            actions = storage.commit_actions(spark, self.uri, version) or []
+            txns = _txns(actions)
             own = next((w for w, v in txns if v == sequence and _as(w, self.writer)), None)
             if own is not None:
                 return self._after(version) if self._without(spark, version, latest) else own
+            when = storage.info_of(actions).get("timestamp")
+            if not isinstance(when, int) or when < oldest:
+                break
             if any(v < sequence and _as(w, base, "/") for w, v in txns):
                 break
         return self.writer
@@ -1235,13 +1251,15 @@ def make_output(
     pipeline: str,
     bootstrap: str | None = None,
     undone: tuple[int, str] | None = None,
+    since: datetime.datetime | None = None,
 ) -> Output:
-    """The output a step (or, given its change id, a bootstrap) writes through. A Delta output's
-    writes are idempotent per (writer, sequence): a step's replay skips what its crashed attempt
-    wrote. A bootstrap is another writer than the steps, one per change: it commits the sequence
-    a failed step may have written to before it, and must not be skipped for that. A step
-    replayed after a bootstrap undid its commit (`undone`: its table version and writer) is
-    another writer again."""
+    """The output a step (or, given its change id and its checkpoint's time `since`, a
+    bootstrap) writes through. A Delta output's writes are idempotent per (writer, sequence):
+    a step's replay skips what its crashed attempt wrote. A bootstrap is another writer than
+    the steps, one per change: it commits the sequence a failed step may have written to
+    before it, and must not be skipped for that. A step replayed after a bootstrap undid its
+    commit (`undone`: its table version and writer) is another writer again, and so is a
+    bootstrap whose earlier attempt's commit was undone."""
     if connector.transport == "file_output":
         name, _ = format_name(connector)
         update = output_update_format(connector)
@@ -1251,7 +1269,7 @@ def make_output(
         if bootstrap is not None:
             writer = f"{writer}/bootstrap/{bootstrap}"
         return DeltaOutput(
-            connector.key, _location(connector), writer, undone, bootstrapping=bootstrap is not None
+            connector.key, _location(connector), writer, undone, attempts_since=since
         )
     raise unsupported(connector)
 

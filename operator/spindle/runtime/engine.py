@@ -744,7 +744,7 @@ class Runtime:
         self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
         self._reset_tables(plan, manifest, state, location=location, sequence=sequence)
         rows_written = self._evaluate_views(
-            plan, state, location=location, sequence=sequence, emit=emit
+            plan, state, location=location, sequence=sequence, emit=emit, since=manifest.created_at
         )
         return state, rows_written
 
@@ -801,9 +801,11 @@ class Runtime:
         location: str,
         sequence: int,
         emit: bool,
+        since: datetime.datetime,
     ) -> int:
         """Evaluate the new and modified views from stored state, in dependency order, into
-        `location`, and with `emit` then replace (or append to) their outputs; returns the rows
+        `location`, and with `emit` then replace (or append to) their outputs (`since`: the
+        checkpoint's time, before which no attempt of this sequence wrote); returns the rows
         written. No output is touched before every view is evaluated: a view that fails (its
         SQL, its rows) leaves the outputs as the last checkpoint left them."""
         program, todo = plan.new, plan.views_to_evaluate
@@ -822,11 +824,18 @@ class Runtime:
             self.report(f"{kind}-view", view=name, done=index, total=len(todo), rows=rows)
         if emit and self.outputs_on_bootstrap != "silent":
             for name in todo:
-                self._send_contents(reader, plan, name, state[name], sequence=sequence)
+                self._send_contents(reader, plan, name, state[name], sequence=sequence, since=since)
         return rows_written
 
     def _send_contents(
-        self, reader: Views, plan: ChangePlan, name: str, record: StateRecord, *, sequence: int
+        self,
+        reader: Views,
+        plan: ChangePlan,
+        name: str,
+        record: StateRecord,
+        *,
+        sequence: int,
+        since: datetime.datetime,
     ) -> None:
         """A bootstrapped view's contents to its outputs: replacing theirs, or appended."""
         view = plan.new.views[name]
@@ -834,7 +843,9 @@ class Runtime:
             return
         contents = reader.contents(name, record).withColumn("weight", F.lit(1))
         for connector in view.connectors:
-            output = make_output(connector, pipeline=self._key(), bootstrap=plan.change_id)
+            output = make_output(
+                connector, pipeline=self._key(), bootstrap=plan.change_id, since=since
+            )
             if self.outputs_on_bootstrap == "replace":
                 output.replace(self.spark, contents, sequence=sequence)
             else:

@@ -259,17 +259,18 @@ def last_commit(spark: SparkSession, uri: str) -> tuple[int, dict[str, str]]:
     actions = commit_actions(spark, uri, version) if version >= 0 else None
     if actions is None:
         raise OSError(f"{uri} has no Delta commit to read")
-    metrics = _commit_info(actions).get("operationMetrics") or {}
+    metrics = info_of(actions).get("operationMetrics") or {}
     return version, {str(k): str(v) for k, v in metrics.items()}
 
 
 def commit_info(spark: SparkSession, uri: str, version: int) -> dict[str, Any]:
     """The `commitInfo` of one commit of a Delta table (its operation, its parameters, the
     version it read); empty when the log no longer holds that commit."""
-    return _commit_info(commit_actions(spark, uri, version) or [])
+    return info_of(commit_actions(spark, uri, version) or [])
 
 
-def _commit_info(actions: list[dict[str, Any]]) -> dict[str, Any]:
+def info_of(actions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `commitInfo` of a commit's actions (`commit_actions`); empty if it has none."""
     return next((dict(a["commitInfo"]) for a in actions if "commitInfo" in a), {})
 
 

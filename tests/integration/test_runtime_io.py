@@ -1252,6 +1252,12 @@ def test_whose_commits_an_abandoned_bootstrap_check_undoes(tmp_path: Path, spark
     assert undone(others) == []  # another pipeline's commit after it
     earlier = table("earlier", ("ns/p/v_a.c/bootstrap/c1", 2))
     assert undone(earlier) == []  # a committed bootstrap's, for sequence 2
+    slashed = table("slashed", ("ns/p/v_a.out/eu/bootstrap/c1", 3))  # a key with a "/"
+    assert undone(slashed) == [f"{slashed} (version 1)"]
+    odd = str(tmp_path / "odd")  # this output's own steps' writer, whatever its key holds
+    DeltaOutput("v_a.x/bootstrap/y", odd, "ns/p/v_a.x/bootstrap/y").emit(spark, rows, sequence=3)
+    steps = DeltaOutput("v_a.x/bootstrap/y", odd, "ns/p/v_a.x/bootstrap/y")
+    assert steps.discard_abandoned(spark, sequence=3) == []
 
 
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(

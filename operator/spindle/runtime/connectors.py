@@ -1041,8 +1041,8 @@ class DeltaOutput:
         pipeline = self.writer.removesuffix(f"/{self.connector}")
 
         def abandoned(writer: str) -> bool:  # any view's or connector's of this pipeline
-            key, _, change = writer.removeprefix(f"{pipeline}/").partition("/bootstrap/")
-            ours = writer.startswith(f"{pipeline}/") and "/" not in key and bool(change)
+            _, found, change = writer.rpartition("/bootstrap/")  # a key may hold a "/"
+            ours = writer.startswith(f"{pipeline}/") and bool(found) and not self._steps(writer)
             return ours and change.split("/after/")[0] != bootstrap
 
         with _refused("write", self.connector, self.uri):
@@ -1123,18 +1123,20 @@ class DeltaOutput:
         skips the write, which stands), unless the table is without that commit now: then a
         new one, `<writer>/after/<version>`. The log is read back from the latest version to
         that commit, or to a commit older than `since` (less `CLOCK_SKEW`), or one of this
-        output's writers' for an earlier sequence, or a commit the log no longer holds."""
+        output's writers' for an earlier sequence, or to the oldest commit the log holds."""
         latest = storage.delta_version(spark, self.uri)
         base = self.writer.split("/bootstrap/")[0]  # the steps' writer
         oldest = (since - CLOCK_SKEW).timestamp() * 1000
         for version in range(latest, -1, -1):
-            actions = storage.commit_actions(spark, self.uri, version) or []
+            actions = storage.commit_actions(spark, self.uri, version)
+            if actions is None:  # the log keeps no older commit either
+                break
             txns = _txns(actions)
             own = next((w for w, v in txns if v == sequence and _as(w, self.writer)), None)
             if own is not None:
                 return self._after(version) if self._without(spark, version, latest) else own
             when = storage.info_of(actions).get("timestamp")
-            if not isinstance(when, int) or when < oldest:
+            if isinstance(when, int) and when < oldest:
                 break
             if any(v < sequence and _as(w, base, "/") for w, v in txns):
                 break

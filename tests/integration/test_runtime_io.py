@@ -1152,8 +1152,8 @@ def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_del
         assert +received == Counter(expected), name
 
 
-@pytest.mark.parametrize("then", ["step", "retry"])
-@pytest.mark.parametrize("mode", ["replace", "append"])
+@pytest.mark.slow  # about 2 minutes a case under CI's load: runs beside the cluster's tests
+@pytest.mark.parametrize(("mode", "then"), [("replace", "step"), ("append", "retry")])
 def test_what_an_abandoned_bootstrap_wrote_to_delta_outputs_is_undone(
     tmp_path: Path, spark: Any, mode: str, then: str
 ) -> None:

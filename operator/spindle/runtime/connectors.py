@@ -1125,7 +1125,7 @@ class DeltaOutput:
         that commit, or to a commit older than `since` (less `CLOCK_SKEW`), or one of this
         output's writers' for an earlier sequence, or to the oldest commit the log holds."""
         latest = storage.delta_version(spark, self.uri)
-        base = self.writer.split("/bootstrap/")[0]  # the steps' writer
+        base = self.writer.rpartition("/bootstrap/")[0]  # the steps' writer; a key may hold it too
         oldest = (since - CLOCK_SKEW).timestamp() * 1000
         for version in range(latest, -1, -1):
             actions = storage.commit_actions(spark, self.uri, version)

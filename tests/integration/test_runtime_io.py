@@ -1324,7 +1324,8 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     table is put back as it was, with that commit's rows and the step's, and nothing is
     undone; the step's replay then writes as the step's writer, which Delta skips. A second
     commit of theirs, between the undo and the putting back, is lost: that is
-    `OutputChangedDuringUndo`, naming the versions."""
+    `OutputChangedDuringUndo`, naming the versions. A driver that stops between the undo and
+    the putting back leaves it to the next (`finish_undo`)."""
     from spindle.errors import SpindleError
     from spindle.runtime import storage
     from spindle.runtime.connectors import DeltaOutput
@@ -1364,10 +1365,10 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     def raced(uri: str, *, putting_back: Callable[[str, int], None]) -> SpindleError:
         """Theirs lands before the undo, and `putting_back` runs before the putting back."""
 
-        def racing(spark: Any, uri: str, version: int) -> bool:
+        def racing(spark: Any, uri: str, version: int, **note: str) -> bool:
             if version > 0:  # the putting back (the undo restores version 0)
                 putting_back(uri, version)
-            return restore(spark, uri, version)
+            return restore(spark, uri, version, **note)
 
         monkeypatch.setattr(storage, "restore", racing)
         with pytest.raises(SpindleError) as lost:
@@ -1391,6 +1392,27 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
 
     uri = table("put-back-refused")  # the putting back fails: theirs stay out, and it says so
     assert raced(uri, putting_back=file_gone).details["lost"] == "2-2"
+
+    class Stopped(BaseException):
+        """The driver's pod is gone (what `except Exception` does not catch)."""
+
+    def stopped(uri: str, version: int) -> None:
+        raise Stopped
+
+    for first in (False, True):  # the driver stops before the putting back: the next finishes
+        uri = table(f"stopped-{first}", first=first)
+        with pytest.raises(Stopped):
+            raced(uri, putting_back=stopped)
+        assert written(uri) == ([] if first else [(2, 1)]), first  # theirs and the step's out
+        monkeypatch.setattr(storage, "restore", restore)
+        output = DeltaOutput("v.c", uri, "ns/p/v.c")
+        read = 1 if first else 2
+        assert output.finish_undo(spark) == f"{uri} (version {read})", first
+        expected = sorted([(1, 1), (9, 1)] + ([] if first else [(2, 1)]))
+        assert written(uri) == expected, first
+        assert output.finish_undo(spark) is None  # done: its RESTORE is the latest commit
+        assert output.discard(spark, sequence=3, undoing=print) == []
+        assert written(uri) == expected, first
 
 
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:

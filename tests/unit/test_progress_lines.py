@@ -19,15 +19,19 @@ def test_a_compaction_a_consolidation_and_a_rollback_are_told_and_a_view_event_i
     ]
 
 
-def test_what_a_step_and_an_abandoned_bootstrap_left_in_an_output_is_told_apart() -> None:
+def test_what_steps_and_bootstraps_left_in_an_output_and_a_put_back_are_told_apart() -> None:
     lines: list[str] = []
     report = reporter(lines.append)
     report("output-discarded", connector="v.c", path="s3://b/out (version 4)")
     report("output-discarded", connector="v.c", path="s3://b/out (version 6)", by="abandoned")
+    report("output-put-back", connector="v.c", path="s3://b/out (version 9)")
     assert lines == [
         "Removed s3://b/out (version 4) from output v.c: a previous step wrote it and did not "
         "commit; its changes reach the output with a later step.",
         "Removed s3://b/out (version 6) from output v.c: a bootstrap or a step that did not "
         "commit wrote it (a change since abandoned, or an attempt done again now, which writes "
         "what it must again).",
+        "Put back s3://b/out (version 9) in output v.c: Spindle's undo of its writes there had "
+        "also taken other writers' commits, and its driver stopped before it put them back. "
+        "Their rows are back, and so are the ones it undid.",
     ]

@@ -129,6 +129,8 @@ class Output(Protocol):
         self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
     ) -> list[str]: ...
 
+    def finish_undo(self, spark: SparkSession) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class FileInput:
@@ -931,6 +933,10 @@ class FileOutput:
         A bootstrap's replaced snapshot cannot be undone: the files it replaced are gone."""
         return self.discard(spark, sequence=sequence, undoing=lambda *_: None)
 
+    def finish_undo(self, spark: SparkSession) -> str | None:
+        """Nothing to finish: deleting a file takes no other writer's."""
+        return None
+
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
         with _refused("write", self.connector, self.path):
             old = storage.list_files(spark, self.path)
@@ -944,9 +950,21 @@ class FileOutput:
 CLOCK_SKEW = datetime.timedelta(minutes=10)
 """How far apart the clocks of the drivers that wrote a Delta output's commits may be."""
 
-UNDO_MARK = "spindle-undo:{version}"
-"""The `userMetadata` of the commit that empties a Delta output whose first commit (version 0) a
-bootstrap undid: a later version restored to the one before is the undo of any other."""
+UNDO_MARK = "spindle-undo:{version}-{latest}"
+"""The `userMetadata` of Spindle's undo of a Delta output's commits `version` to `latest`: the
+RESTORE to the version before, or the commit that empties the table when `version` is 0. Its
+`readVersion` past `latest` says it took other writers' commits too, to be put back
+(`DeltaOutput.finish_undo`). Undos marked before `latest` was are `spindle-undo:0` (an
+emptying), or not marked (a RESTORE)."""
+
+
+def _undo_marked(info: dict[str, Any]) -> tuple[int, int] | None:
+    """The versions (first, latest) a commit marked as Spindle's undo (`UNDO_MARK`) undid."""
+    note = str(info.get("userMetadata") or "")
+    version, _, latest = note.removeprefix(UNDO_MARK.split("{")[0]).partition("-")
+    if note == version or not version.isdigit() or not (latest or version).isdigit():
+        return None
+    return int(version), int(latest or version)
 
 
 def _restored_to(info: dict[str, Any]) -> int | None:
@@ -972,7 +990,7 @@ def _as(writer: str, who: str, then: str = "/after/") -> bool:
 def _undoes(info: dict[str, Any], version: int) -> bool:
     """Whether a commit is Spindle's undo of `version` (`DeltaOutput.discard`)."""
     if version == 0:
-        return info.get("userMetadata") == UNDO_MARK.format(version=0)
+        return (_undo_marked(info) or (None,))[0] == 0
     return _restored_to(info) == version - 1
 
 
@@ -1062,12 +1080,35 @@ class DeltaOutput:
         whether they were undone. Another writer's commit that landed since is taken by the
         undo: the table is then put back as it was, and nothing is undone."""
         with _refused("write", self.connector, self.uri):
-            self._undo(spark, version)
+            self._undo(spark, version, latest=latest)
             undo = self._commit_after(spark, latest, lambda info: _undoes(info, version))
             read = int(storage.commit_info(spark, self.uri, undo).get("readVersion", latest))
         if read == latest:
             return True
-        try:  # the undo took other writers' commits: back to the version it read
+        self._put_back(spark, version, latest=latest, undo=undo, read=read)
+        return False
+
+    def finish_undo(self, spark: SparkSession) -> str | None:
+        """Put back what Spindle's undo, the table's latest commit, took from other writers'
+        commits when a driver stopped before it put them back (`_undo_alone`): the table is
+        restored to the version that undo read, with their rows and the ones it undid, as
+        `_undo_alone` leaves it; returns what was put back. An undo that other commits have
+        followed since is left as it is (a RESTORE now would take theirs)."""
+        with _refused("write", self.connector, self.uri):
+            undo = storage.delta_version(spark, self.uri)
+            info = storage.commit_info(spark, self.uri, undo) if undo > 0 else {}
+        marked, read = _undo_marked(info), info.get("readVersion")
+        if marked is None or not isinstance(read, int) or read <= marked[1]:
+            return None
+        version, latest = marked
+        self._put_back(spark, version, latest=latest, undo=undo, read=read)
+        return f"{self.uri} (version {read})"
+
+    def _put_back(self, spark: SparkSession, version: int, *, latest: int, undo: int,
+                  read: int) -> None:  # fmt: skip
+        """Restore the table to `read`, the version the undo (`undo`, of `version` to
+        `latest`) read: it took the other writers' commits after `latest` too."""
+        try:
             storage.restore(spark, self.uri, read)
             back = self._commit_after(spark, undo, lambda info: _restored_to(info) == read)
             again = int(storage.commit_info(spark, self.uri, back).get("readVersion", undo))
@@ -1075,7 +1116,6 @@ class DeltaOutput:
             raise self._changed_during_undo(version, lost=(latest + 1, read)) from error
         if again != undo:  # and that took theirs since
             raise self._changed_during_undo(version, lost=(undo + 1, again))
-        return False
 
     def _changed_during_undo(self, version: int, *, lost: tuple[int, int]) -> SpindleError:
         first, last = lost
@@ -1145,14 +1185,15 @@ class DeltaOutput:
     def _after(self, version: int) -> str:
         return f"{self.writer}/after/{version}"
 
-    def _undo(self, spark: SparkSession, version: int) -> None:
+    def _undo(self, spark: SparkSession, version: int, *, latest: int) -> None:
+        mark = UNDO_MARK.format(version=version, latest=latest)
         if version == 0:  # the step created the table: no version before it, so emptied
             empty = spark.read.format("delta").load(self.uri).limit(0)
-            empty.write.format("delta").mode("overwrite").option(
-                "userMetadata", UNDO_MARK.format(version=0)
-            ).save(self.uri)
+            empty.write.format("delta").mode("overwrite").option("userMetadata", mark).save(
+                self.uri
+            )
         else:
-            storage.restore(spark, self.uri, version - 1)
+            storage.restore(spark, self.uri, version - 1, note=mark)
 
     def _without(self, spark: SparkSession, version: int, latest: int) -> bool:
         """Whether the table at `latest` is without the commit of `version`: a later commit
@@ -1168,9 +1209,8 @@ class DeltaOutput:
             if restored is not None:
                 without[later] = restored < version or without.get(restored, False)
             else:
-                without[later] = without[later - 1] or info.get("userMetadata") == (
-                    UNDO_MARK.format(version=version)
-                )
+                marked = _undo_marked(info)
+                without[later] = without[later - 1] or (marked is not None and marked[0] == version)
         return without[latest]
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:

@@ -308,7 +308,8 @@ class Runtime:
     ) -> None:
         """Undo what bootstraps that never committed wrote to `programs`' outputs for
         `sequence`, before a step (or the bootstrap of change `bootstrap`) of it: abandoned,
-        they would leave another program's contents under this one's changes."""
+        they would leave another program's contents under this one's changes. First, what an
+        undo that a driver's stop cut short took from other writers is put back."""
         outputs = {
             make_output(connector, pipeline=self._key()): connector.key
             for program in programs
@@ -316,6 +317,9 @@ class Runtime:
             for connector in view.connectors
         }
         for output, key in outputs.items():
+            put_back = output.finish_undo(self.spark)
+            if put_back is not None:
+                self.report("output-put-back", connector=key, path=put_back)
             undone = output.discard_abandoned(self.spark, sequence=sequence, bootstrap=bootstrap)
             for path in undone:
                 self.report("output-discarded", connector=key, path=path, by="abandoned")

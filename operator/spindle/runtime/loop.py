@@ -88,6 +88,12 @@ def reporter(say: Say) -> Callable[..., None]:
                 f"Rolled back {fields['relation']} to version {fields['version']} "
                 "(a previous step did not commit)."
             )
+        elif event == "output-put-back":
+            say(
+                f"Put back {fields['path']} in output {fields['connector']}: Spindle's undo of "
+                "its writes there had also taken other writers' commits, and its driver stopped "
+                "before it put them back. Their rows are back, and so are the ones it undid."
+            )
         elif event == "output-discarded" and fields.get("by") == "abandoned":
             say(
                 f"Removed {fields['path']} from output {fields['connector']}: a bootstrap or "

@@ -286,11 +286,22 @@ def read_delta(spark: SparkSession, uri: str, version: int, schema: StructType) 
     return spark.read.format("delta").option("versionAsOf", version).load(uri)
 
 
-def restore(spark: SparkSession, uri: str, version: int) -> bool:
-    """Roll a Delta table back to `version` if a crashed step wrote past it."""
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def restore(spark: SparkSession, uri: str, version: int, *, note: str | None = None) -> bool:
+    """Roll a Delta table back to `version` if a crashed step wrote past it; `note` is the
+    RESTORE commit's `userMetadata` (Delta takes it from the session's settings only)."""
     from delta.tables import DeltaTable
 
     if version < 0 or delta_version(spark, uri) <= version:
         return False
-    DeltaTable.forPath(spark, uri).restoreToVersion(version)
+    if note is None:
+        DeltaTable.forPath(spark, uri).restoreToVersion(version)
+        return True
+    spark.conf.set(USER_METADATA, note)
+    try:
+        DeltaTable.forPath(spark, uri).restoreToVersion(version)
+    finally:
+        spark.conf.unset(USER_METADATA)
     return True

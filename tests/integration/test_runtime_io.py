@@ -3,6 +3,7 @@ their version, and `spindle local stop` stops a running pipeline gracefully (com
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -1260,6 +1261,39 @@ def test_whose_commits_an_abandoned_bootstrap_check_undoes(tmp_path: Path, spark
     assert steps.discard_abandoned(spark, sequence=3) == []
 
 
+def test_a_table_an_abandoned_bootstrap_created_takes_the_next_writes_columns(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A Delta output created by a bootstrap since abandoned is emptied by the undo, and the
+    old program's step then writes its rows with its own columns, not the abandoned
+    program's; a table another writer committed to after the undo keeps its columns: rows
+    that do not fit them are `OutputSchemaMismatch`."""
+    from spindle.errors import SpindleError
+    from spindle.runtime.connectors import DeltaOutput
+
+    theirs = spark.createDataFrame([("a", 1)], "x string, weight bigint")
+    rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
+    uri = str(tmp_path / "created")
+    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c1").emit(spark, theirs, sequence=3)
+    steps = DeltaOutput("v.c", uri, "ns/p/v.c")
+    assert steps.discard_abandoned(spark, sequence=3) == [f"{uri} (version 0)"]
+    steps.emit(spark, rows, sequence=3)
+    table = spark.read.format("delta").load(uri)
+    assert [tuple(r) for r in table.collect()] == [(1, 1)]
+    assert table.schema == rows.schema
+    steps.emit(spark, rows, sequence=4)  # then appended, as any step's
+    assert spark.read.format("delta").load(uri).count() == 2
+
+    uri = str(tmp_path / "written-since")
+    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c1").emit(spark, theirs, sequence=3)
+    assert DeltaOutput("v.c", uri, "ns/p/v.c").discard_abandoned(spark, sequence=3)
+    theirs.write.format("delta").mode("append").save(uri)  # another writer's commit
+    with pytest.raises(SpindleError) as refused:  # int into their string column
+        DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+    assert refused.value.reason == "OutputSchemaMismatch"
+    assert spark.read.format("delta").load(uri).schema == theirs.schema
+
+
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     tmp_path: Path, spark: Any
 ) -> None:
@@ -1325,10 +1359,10 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     undone; the step's replay then writes as the step's writer, which Delta skips. A second
     commit of theirs, between the undo and the putting back, is lost: that is
     `OutputChangedDuringUndo`, naming the versions. A driver that stops between the undo and
-    the putting back leaves it to the next (`finish_undo`)."""
-    from spindle.errors import SpindleError
+    the putting back leaves it to the next (`finish_undo`), which puts the table back unless
+    commits followed the undo: it says what the table is without then."""
     from spindle.runtime import storage
-    from spindle.runtime.connectors import DeltaOutput
+    from spindle.runtime.connectors import CLOCK_SKEW, DeltaOutput
 
     rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
     other = spark.createDataFrame([(2, 1)], "x int, weight bigint")
@@ -1399,6 +1433,7 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     def stopped(uri: str, version: int) -> None:
         raise Stopped
 
+    since = datetime.datetime.now(datetime.UTC)  # the checkpoint's time
     for first in (False, True):  # the driver stops before the putting back: the next finishes
         uri = table(f"stopped-{first}", first=first)
         with pytest.raises(Stopped):
@@ -1407,12 +1442,51 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
         monkeypatch.setattr(storage, "restore", restore)
         output = DeltaOutput("v.c", uri, "ns/p/v.c")
         read = 1 if first else 2
-        assert output.finish_undo(spark) == f"{uri} (version {read})", first
+        put_back = ("output-put-back", f"{uri} (version {read})")
+        assert output.finish_undo(spark, since=since) == put_back, first
         expected = sorted([(1, 1), (9, 1)] + ([] if first else [(2, 1)]))
         assert written(uri) == expected, first
-        assert output.finish_undo(spark) is None  # done: its RESTORE is the latest commit
+        assert output.finish_undo(spark, since=since) is None  # done: RESTORE to what it read
         assert output.discard(spark, sequence=3, undoing=print) == []
         assert written(uri) == expected, first
+
+    uri = table("stopped-then-written")  # theirs after the undo: putting back would take them
+    with pytest.raises(Stopped):
+        raced(uri, putting_back=stopped)
+    monkeypatch.setattr(storage, "restore", restore)
+    theirs.write.format("delta").mode("append").save(uri)
+    output = DeltaOutput("v.c", uri, "ns/p/v.c")
+    unfinished = ("output-undo-unfinished", f"{uri} (version 2)")
+    assert output.finish_undo(spark, since=since) == unfinished
+    assert written(uri) == [(2, 1), (9, 1)]  # left as it is: the first of theirs is out
+    later = datetime.datetime.now(datetime.UTC) + CLOCK_SKEW + datetime.timedelta(seconds=1)
+    assert output.finish_undo(spark, since=later) is None  # the undo predates the checkpoint
+
+
+def test_only_an_undo_that_read_past_what_it_undid_is_finished(tmp_path: Path, spark: Any) -> None:
+    """An undo that read only what it undid (several abandoned commits) is done; an undo
+    marked before marks named the last version undone (`spindle-undo:0`) is not finished, and
+    neither is another writer's commit whose `userMetadata` merely looks like a mark."""
+    from spindle.runtime.connectors import DeltaOutput
+
+    rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
+    since = datetime.datetime.now(datetime.UTC)
+
+    def table(name: str) -> tuple[str, DeltaOutput]:
+        uri = str(tmp_path / name)
+        for change in ("c1", "c2"):
+            DeltaOutput("v.c", uri, f"ns/p/v.c/bootstrap/{change}").emit(spark, rows, sequence=3)
+        return uri, DeltaOutput("v.c", uri, "ns/p/v.c")
+
+    uri, output = table("two")  # emptied: versions 0 and 1, read at 1
+    assert output.discard_abandoned(spark, sequence=3) == [f"{uri} (versions 0-1)"]
+    assert output.finish_undo(spark, since=since) is None
+    assert spark.read.format("delta").load(uri).count() == 0
+    for name, note in (("old-mark", "spindle-undo:0"), ("foreign", "1-0")):
+        uri, output = table(name)
+        rows.write.format("delta").mode("append").option("userMetadata", note).save(uri)
+        assert output.finish_undo(spark, since=since) is None, name
+        assert spark.read.format("delta").load(uri).count() == 3, name
 
 
 def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spark: Any) -> None:

@@ -129,7 +129,9 @@ class Output(Protocol):
         self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
     ) -> list[str]: ...
 
-    def finish_undo(self, spark: SparkSession) -> str | None: ...
+    def finish_undo(
+        self, spark: SparkSession, *, since: datetime.datetime
+    ) -> tuple[str, str] | None: ...
 
 
 @dataclass(frozen=True)
@@ -933,7 +935,9 @@ class FileOutput:
         A bootstrap's replaced snapshot cannot be undone: the files it replaced are gone."""
         return self.discard(spark, sequence=sequence, undoing=lambda *_: None)
 
-    def finish_undo(self, spark: SparkSession) -> str | None:
+    def finish_undo(
+        self, spark: SparkSession, *, since: datetime.datetime
+    ) -> tuple[str, str] | None:
         """Nothing to finish: deleting a file takes no other writer's."""
         return None
 
@@ -958,13 +962,16 @@ RESTORE to the version before, or the commit that empties the table when `versio
 emptying), or not marked (a RESTORE)."""
 
 
-def _undo_marked(info: dict[str, Any]) -> tuple[int, int] | None:
-    """The versions (first, latest) a commit marked as Spindle's undo (`UNDO_MARK`) undid."""
-    note = str(info.get("userMetadata") or "")
-    version, _, latest = note.removeprefix(UNDO_MARK.split("{")[0]).partition("-")
-    if note == version or not version.isdigit() or not (latest or version).isdigit():
+_UNDO_MARKED = re.compile(r"spindle-undo:([0-9]+)(?:-([0-9]+))?")
+
+
+def _undo_marked(info: dict[str, Any]) -> tuple[int, int | None] | None:
+    """The versions (first, latest) a commit marked as Spindle's undo (`UNDO_MARK`) undid;
+    latest is None in an older mark, which named only the first."""
+    found = _UNDO_MARKED.fullmatch(str(info.get("userMetadata") or ""))
+    if found is None:
         return None
-    return int(version), int(latest or version)
+    return int(found[1]), None if found[2] is None else int(found[2])
 
 
 def _restored_to(info: dict[str, Any]) -> int | None:
@@ -1021,11 +1028,26 @@ class DeltaOutput:
         return self.writer
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
+        """Append `changes`, or, to a table Spindle's undo emptied (`_emptied`), write them
+        as its first rows, with their columns (Delta refuses the write if another writer's
+        commit lands first)."""
         with _refused("write", self.connector, self.uri):
             writer = self._writing(spark, sequence)
-            changes.write.format("delta").mode("append").option("txnAppId", writer).option(
-                "txnVersion", sequence
-            ).option("mergeSchema", "true").save(self.uri)
+            write = changes.write.format("delta").option("txnAppId", writer)
+            write = write.option("txnVersion", sequence)
+            if self._emptied(spark):
+                write = write.mode("overwrite").option("overwriteSchema", "true")
+            else:
+                write = write.mode("append").option("mergeSchema", "true")
+            write.save(self.uri)
+
+    def _emptied(self, spark: SparkSession) -> bool:
+        """Whether the table's latest commit is Spindle's undo of the commits that created it
+        (`_undo` of version 0): it holds no rows, and no columns anyone wrote but the undone
+        writer, whose program may have had others (a change since abandoned)."""
+        latest = storage.delta_version(spark, self.uri)
+        info = storage.commit_info(spark, self.uri, latest) if latest > 0 else {}
+        return _undoes(info, 0)
 
     def discard(
         self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
@@ -1088,21 +1110,49 @@ class DeltaOutput:
         self._put_back(spark, version, latest=latest, undo=undo, read=read)
         return False
 
-    def finish_undo(self, spark: SparkSession) -> str | None:
-        """Put back what Spindle's undo, the table's latest commit, took from other writers'
-        commits when a driver stopped before it put them back (`_undo_alone`): the table is
-        restored to the version that undo read, with their rows and the ones it undid, as
-        `_undo_alone` leaves it; returns what was put back. An undo that other commits have
-        followed since is left as it is (a RESTORE now would take theirs)."""
+    def finish_undo(
+        self, spark: SparkSession, *, since: datetime.datetime
+    ) -> tuple[str, str] | None:
+        """Finish Spindle's undo that took other writers' commits too when its driver stopped
+        before it put them back (`_undo_alone`), looking back to `since` (the checkpoint's
+        time: a driver of a later one went by here). When that undo is the table's latest
+        commit, the table is restored to the version it read, with their rows and the ones it
+        undid, as `_undo_alone` leaves it: `("output-put-back", what)`. When other commits
+        followed it, a RESTORE would take theirs: the table is left as it is, and
+        `("output-undo-unfinished", the versions it is without)` says so."""
         with _refused("write", self.connector, self.uri):
-            undo = storage.delta_version(spark, self.uri)
-            info = storage.commit_info(spark, self.uri, undo) if undo > 0 else {}
-        marked, read = _undo_marked(info), info.get("readVersion")
-        if marked is None or not isinstance(read, int) or read <= marked[1]:
+            latest = storage.delta_version(spark, self.uri)
+            unfinished = self._unfinished_undo(spark, latest, since=since)
+        if unfinished is None:
             return None
-        version, latest = marked
-        self._put_back(spark, version, latest=latest, undo=undo, read=read)
-        return f"{self.uri} (version {read})"
+        undo, version, undid, read = unfinished
+        if undo < latest:
+            lost = f"version {read}" if undid + 1 == read else f"versions {undid + 1}-{read}"
+            return "output-undo-unfinished", f"{self.uri} ({lost})"
+        self._put_back(spark, version, latest=undid, undo=undo, read=read)
+        return "output-put-back", f"{self.uri} (version {read})"
+
+    def _unfinished_undo(
+        self, spark: SparkSession, latest: int, *, since: datetime.datetime
+    ) -> tuple[int, int, int, int] | None:
+        """The latest undo, back to `since` (less `CLOCK_SKEW`), that read past the versions
+        it undid and that no RESTORE since put back: (its version, the first and the last it
+        undid, the version it read)."""
+        oldest = (since - CLOCK_SKEW).timestamp() * 1000
+        restored: set[int] = set()
+        for undo in range(latest, 0, -1):
+            info = storage.commit_info(spark, self.uri, undo)
+            when = info.get("timestamp")
+            if not info or (isinstance(when, int) and when < oldest):
+                return None
+            first, last = _undo_marked(info) or (-1, None)
+            read = info.get("readVersion")
+            if last is not None and isinstance(read, int) and read > last and read not in restored:
+                return undo, first, last, read
+            back = _restored_to(info)
+            if back is not None:
+                restored.add(back)
+        return None
 
     def _put_back(self, spark: SparkSession, version: int, *, latest: int, undo: int,
                   read: int) -> None:  # fmt: skip
@@ -1209,8 +1259,9 @@ class DeltaOutput:
             if restored is not None:
                 without[later] = restored < version or without.get(restored, False)
             else:
-                marked = _undo_marked(info)
-                without[later] = without[later - 1] or (marked is not None and marked[0] == version)
+                first, last = _undo_marked(info) or (-1, None)
+                emptied = first <= version <= (first if last is None else last)
+                without[later] = without[later - 1] or emptied
         return without[latest]
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:

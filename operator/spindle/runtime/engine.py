@@ -304,12 +304,18 @@ class Runtime:
                 self.report("rollback", relation=name, version=record.version)
 
     def _discard_abandoned(
-        self, programs: Iterable[Program], sequence: int, *, bootstrap: str | None = None
+        self,
+        programs: Iterable[Program],
+        sequence: int,
+        *,
+        since: datetime.datetime,
+        bootstrap: str | None = None,
     ) -> None:
         """Undo what bootstraps that never committed wrote to `programs`' outputs for
         `sequence`, before a step (or the bootstrap of change `bootstrap`) of it: abandoned,
         they would leave another program's contents under this one's changes. First, what an
-        undo that a driver's stop cut short took from other writers is put back."""
+        undo that a driver's stop cut short took from other writers since the checkpoint
+        (`since`) is put back (`finish_undo`)."""
         outputs = {
             make_output(connector, pipeline=self._key()): connector.key
             for program in programs
@@ -317,9 +323,10 @@ class Runtime:
             for connector in view.connectors
         }
         for output, key in outputs.items():
-            put_back = output.finish_undo(self.spark)
-            if put_back is not None:
-                self.report("output-put-back", connector=key, path=put_back)
+            unfinished = output.finish_undo(self.spark, since=since)
+            if unfinished is not None:
+                event, path = unfinished
+                self.report(event, connector=key, path=path)
             undone = output.discard_abandoned(self.spark, sequence=sequence, bootstrap=bootstrap)
             for path in undone:
                 self.report("output-discarded", connector=key, path=path, by="abandoned")
@@ -382,7 +389,7 @@ class Runtime:
         work.stats.polled = True
         try:
             if not self.abandoned_checked:  # only a new driver follows an abandoned bootstrap
-                self._discard_abandoned((program,), work.sequence)
+                self._discard_abandoned((program,), work.sequence, since=manifest.created_at)
                 self.abandoned_checked = True
             received = self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)
@@ -702,7 +709,9 @@ class Runtime:
         program = plan.new
         self.abandoned_checked = False  # should this one be abandoned, the next step checks
         sequence = manifest.sequence + 1  # abandoned bootstraps' writes, then a failed step's
-        self._discard_abandoned((plan.old, plan.new), sequence, bootstrap=plan.change_id)
+        self._discard_abandoned(
+            (plan.old, plan.new), sequence, since=manifest.created_at, bootstrap=plan.change_id
+        )
         self._discard_uncommitted(plan.old, sequence)
         state_rows_read = self._stored_rows_read(plan, manifest)
         state, rows_written = self.evaluate_change(plan, manifest)

@@ -94,6 +94,13 @@ def reporter(say: Say) -> Callable[..., None]:
                 "its writes there had also taken other writers' commits, and its driver stopped "
                 "before it put them back. Their rows are back, and so are the ones it undid."
             )
+        elif event == "output-undo-unfinished":
+            say(
+                f"Output {fields['connector']} is without {fields['path']}, other writers' "
+                "commits: Spindle's undo of its writes there took them too, its driver stopped "
+                "before it put them back, and commits followed since, which putting them back "
+                "would take. Write those rows again (DESCRIBE HISTORY shows what each version did)."
+            )
         elif event == "output-discarded" and fields.get("by") == "abandoned":
             say(
                 f"Removed {fields['path']} from output {fields['connector']}: a bootstrap or "

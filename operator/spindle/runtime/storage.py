@@ -299,9 +299,13 @@ def restore(spark: SparkSession, uri: str, version: int, *, note: str | None = N
     if note is None:
         DeltaTable.forPath(spark, uri).restoreToVersion(version)
         return True
-    spark.conf.set(USER_METADATA, note)
+    before = spark.conf.get(USER_METADATA, None)  # the pipeline's own, if it set one
+    spark.conf.set(USER_METADATA, note)  # no other write runs meanwhile: discards come first
     try:
         DeltaTable.forPath(spark, uri).restoreToVersion(version)
     finally:
-        spark.conf.unset(USER_METADATA)
+        if before is None:
+            spark.conf.unset(USER_METADATA)
+        else:
+            spark.conf.set(USER_METADATA, before)
     return True

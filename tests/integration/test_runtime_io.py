@@ -1262,36 +1262,64 @@ def test_whose_commits_an_abandoned_bootstrap_check_undoes(tmp_path: Path, spark
 
 
 def test_a_table_an_abandoned_bootstrap_created_takes_the_next_writes_columns(
-    tmp_path: Path, spark: Any
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Delta output created by a bootstrap since abandoned is emptied by the undo, and the
     old program's step then writes its rows with its own columns, not the abandoned
-    program's; a table another writer committed to after the undo keeps its columns: rows
-    that do not fit them are `OutputSchemaMismatch`."""
-    from spindle.errors import SpindleError
+    program's, also when a later abandoned bootstrap took the columns and was undone in
+    turn. A table another writer committed to after the undo keeps its columns (rows that
+    do not fit them are `OutputSchemaMismatch`), even when their commit lands while Spindle
+    gives the table the step's columns: that is put back."""
     from spindle.runtime.connectors import DeltaOutput
 
     theirs = spark.createDataFrame([("a", 1)], "x string, weight bigint")
     rows = spark.createDataFrame([(1, 1)], "x int, weight bigint")
-    uri = str(tmp_path / "created")
-    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c1").emit(spark, theirs, sequence=3)
-    steps = DeltaOutput("v.c", uri, "ns/p/v.c")
-    assert steps.discard_abandoned(spark, sequence=3) == [f"{uri} (version 0)"]
-    steps.emit(spark, rows, sequence=3)
-    table = spark.read.format("delta").load(uri)
-    assert [tuple(r) for r in table.collect()] == [(1, 1)]
-    assert table.schema == rows.schema
-    steps.emit(spark, rows, sequence=4)  # then appended, as any step's
-    assert spark.read.format("delta").load(uri).count() == 2
 
-    uri = str(tmp_path / "written-since")
-    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c1").emit(spark, theirs, sequence=3)
-    assert DeltaOutput("v.c", uri, "ns/p/v.c").discard_abandoned(spark, sequence=3)
+    def emptied(name: str) -> tuple[str, DeltaOutput]:
+        uri = str(tmp_path / name)
+        DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c1").emit(spark, theirs, sequence=3)
+        steps = DeltaOutput("v.c", uri, "ns/p/v.c")
+        assert steps.discard_abandoned(spark, sequence=3) == [f"{uri} (version 0)"]
+        return uri, steps
+
+    def written(uri: str) -> tuple[list[tuple[Any, ...]], Any]:
+        table = spark.read.format("delta").load(uri)
+        return sorted(tuple(r) for r in table.collect()), table.schema
+
+    uri, steps = emptied("created")
+    steps.emit(spark, rows, sequence=3)
+    assert written(uri) == ([(1, 1)], rows.schema)
+    steps.emit(spark, rows, sequence=4)  # then appended, as any step's
+    assert written(uri) == ([(1, 1), (1, 1)], rows.schema)
+
+    uri, steps = emptied("twice")  # c2 gives it its columns, and is abandoned too
+    doubles = spark.createDataFrame([(1.5, 1)], "x double, weight bigint")
+    DeltaOutput("v.c", uri, "ns/p/v.c/bootstrap/c2").emit(spark, doubles, sequence=3)
+    assert written(uri) == ([(1.5, 1)], doubles.schema)
+    assert steps.discard_abandoned(spark, sequence=3) == [f"{uri} (version 3)"]
+    steps.emit(spark, rows, sequence=3)
+    assert written(uri) == ([(1, 1)], rows.schema)
+
+    uri, steps = emptied("written-since")
     theirs.write.format("delta").mode("append").save(uri)  # another writer's commit
     with pytest.raises(SpindleError) as refused:  # int into their string column
-        DeltaOutput("v.c", uri, "ns/p/v.c").emit(spark, rows, sequence=3)
+        steps.emit(spark, rows, sequence=3)
     assert refused.value.reason == "OutputSchemaMismatch"
-    assert spark.read.format("delta").load(uri).schema == theirs.schema
+    assert written(uri) == ([("a", 1)], theirs.schema)
+
+    uri, steps = emptied("written-meanwhile")
+    checked = DeltaOutput._emptied
+
+    def racing(self: DeltaOutput, spark: Any, latest: int) -> bool:
+        found = checked(self, spark, latest)
+        theirs.write.format("delta").mode("append").save(self.uri)  # after the check
+        return found
+
+    monkeypatch.setattr(DeltaOutput, "_emptied", racing)
+    with pytest.raises(SpindleError) as refused:
+        steps.emit(spark, rows, sequence=3)
+    assert refused.value.reason == "OutputSchemaMismatch"
+    assert written(uri) == ([("a", 1)], theirs.schema)  # put back: their row, their columns
 
 
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
@@ -1418,6 +1446,8 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     lost = raced(uri, putting_back=lambda u, _: theirs.write.format("delta").mode("append").save(u))
     assert lost.details["lost"] == "4-4" and "the rows of version 4 " in lost.message
     assert written(uri) == [(1, 1), (2, 1), (9, 1)]  # the first of theirs is back, not the second
+    since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=1)  # checkpoint's
+    assert DeltaOutput("v.c", uri, "ns/p/v.c").finish_undo(spark, since=since) is None  # said
 
     def file_gone(uri: str, version: int) -> None:  # a data file of it: RESTORE refuses
         added = [a["add"]["path"] for a in storage.commit_actions(spark, uri, version) or []
@@ -1433,7 +1463,6 @@ def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     def stopped(uri: str, version: int) -> None:
         raise Stopped
 
-    since = datetime.datetime.now(datetime.UTC)  # the checkpoint's time
     for first in (False, True):  # the driver stops before the putting back: the next finishes
         uri = table(f"stopped-{first}", first=first)
         with pytest.raises(Stopped):
@@ -1482,7 +1511,7 @@ def test_only_an_undo_that_read_past_what_it_undid_is_finished(tmp_path: Path, s
     assert output.discard_abandoned(spark, sequence=3) == [f"{uri} (versions 0-1)"]
     assert output.finish_undo(spark, since=since) is None
     assert spark.read.format("delta").load(uri).count() == 0
-    for name, note in (("old-mark", "spindle-undo:0"), ("foreign", "1-0")):
+    for name, note in (("old-mark", "spindle-undo:0"), ("foreign", "see spindle-undo:0-0")):
         uri, output = table(name)
         rows.write.format("delta").mode("append").option("userMetadata", note).save(uri)
         assert output.finish_undo(spark, since=since) is None, name

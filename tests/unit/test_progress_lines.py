@@ -35,8 +35,8 @@ def test_what_steps_and_bootstraps_left_in_an_output_and_a_put_back_are_told_apa
         "Put back s3://b/out (version 9) in output v.c: Spindle's undo of its writes there had "
         "also taken other writers' commits, and its driver stopped before it put them back. "
         "Their rows are back, and so are the ones it undid.",
-        "Output v.c is without s3://b/out (versions 5-6), other writers' commits: Spindle's "
-        "undo of its writes there took them too, its driver stopped before it put them back, "
-        "and commits followed since, which putting them back would take. Write those rows "
-        "again (DESCRIBE HISTORY shows what each version did).",
+        "Output v.c: other writers' commits are missing from s3://b/out (versions 5-6). "
+        "Spindle's undo of its writes there took them too, its driver stopped before it put "
+        "them back, and commits followed since, which putting them back would take. Write "
+        "those rows again (DESCRIBE HISTORY shows what each version did).",
     ]

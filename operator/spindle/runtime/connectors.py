@@ -959,7 +959,9 @@ UNDO_MARK = "spindle-undo:{version}-{latest}"
 RESTORE to the version before, or the commit that empties the table when `version` is 0. Its
 `readVersion` past `latest` says it took other writers' commits too, to be put back
 (`DeltaOutput.finish_undo`). Undos marked before `latest` was are `spindle-undo:0` (an
-emptying), or not marked (a RESTORE)."""
+emptying), or not marked (a RESTORE). The commit that gives a table an emptying left (at
+version L, `DeltaOutput._emptied`) the next write's columns undoes nothing:
+`spindle-undo:<L + 1>-<L>`."""
 
 
 _UNDO_MARKED = re.compile(r"spindle-undo:([0-9]+)(?:-([0-9]+))?")
@@ -1028,26 +1030,56 @@ class DeltaOutput:
         return self.writer
 
     def emit(self, spark: SparkSession, changes: DataFrame, *, sequence: int) -> None:
-        """Append `changes`, or, to a table Spindle's undo emptied (`_emptied`), write them
-        as its first rows, with their columns (Delta refuses the write if another writer's
-        commit lands first)."""
+        """Append `changes`; to a table Spindle's undo emptied (`_emptied`), after giving it
+        their columns (`_take_columns`)."""
         with _refused("write", self.connector, self.uri):
             writer = self._writing(spark, sequence)
-            write = changes.write.format("delta").option("txnAppId", writer)
-            write = write.option("txnVersion", sequence)
-            if self._emptied(spark):
-                write = write.mode("overwrite").option("overwriteSchema", "true")
-            else:
-                write = write.mode("append").option("mergeSchema", "true")
-            write.save(self.uri)
+            latest = storage.delta_version(spark, self.uri)
+            if self._emptied(spark, latest):
+                self._take_columns(spark, changes.schema, latest=latest)
+            changes.write.format("delta").mode("append").option("txnAppId", writer).option(
+                "txnVersion", sequence
+            ).option("mergeSchema", "true").save(self.uri)
 
-    def _emptied(self, spark: SparkSession) -> bool:
-        """Whether the table's latest commit is Spindle's undo of the commits that created it
-        (`_undo` of version 0): it holds no rows, and no columns anyone wrote but the undone
-        writer, whose program may have had others (a change since abandoned)."""
-        latest = storage.delta_version(spark, self.uri)
-        info = storage.commit_info(spark, self.uri, latest) if latest > 0 else {}
-        return _undoes(info, 0)
+    def _emptied(self, spark: SparkSession, latest: int) -> bool:
+        """Whether the table at `latest` is as Spindle's undo of the commits that created it
+        (`_undo` of version 0, done) left it (that undo, or RESTOREs back to it, or to the
+        columns it took since): no rows, and the columns of an undone writer, whose program
+        may have had others (a change since abandoned)."""
+        version = latest
+        info: dict[str, Any] = {}
+        done = False
+        while version > 0:
+            info = storage.commit_info(spark, self.uri, version)
+            back = _restored_to(info)
+            first, last = _undo_marked(info) or (-1, None)
+            done = last is None or info.get("readVersion", last) == last
+            if back is not None and back < version:
+                version = back
+            elif last is not None and first == last + 1 and done:  # columns taken: no rows
+                version = last
+            else:
+                break
+        return version > 0 and _undoes(info, 0) and done
+
+    def _take_columns(self, spark: SparkSession, schema: StructType, *, latest: int) -> None:
+        """Give the table emptied at `latest` (`_emptied`) the columns of `schema`: an empty
+        overwrite (which Delta commits only when they differ), marked as an undo of nothing
+        (`UNDO_MARK`, `latest` + 1 to `latest`), so that one which took another writer's
+        commit since is put back (`_put_back`, or `finish_undo` after a stop), and the write
+        appends to their columns."""
+        mark = UNDO_MARK.format(version=latest + 1, latest=latest)
+        spark.createDataFrame([], schema).write.format("delta").mode("overwrite").option(
+            "overwriteSchema", "true"
+        ).option("userMetadata", mark).save(self.uri)
+        for columns in range(storage.delta_version(spark, self.uri), latest, -1):
+            info = storage.commit_info(spark, self.uri, columns)
+            if info.get("userMetadata") == mark:
+                read = int(info.get("readVersion", latest))
+                if read != latest:
+                    self._put_back(spark, latest + 1, latest=latest, undo=columns, read=read)
+                return
+        # none: the table had those columns, and Delta committed nothing
 
     def discard(
         self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]

@@ -96,10 +96,11 @@ def reporter(say: Say) -> Callable[..., None]:
             )
         elif event == "output-undo-unfinished":
             say(
-                f"Output {fields['connector']} is without {fields['path']}, other writers' "
-                "commits: Spindle's undo of its writes there took them too, its driver stopped "
-                "before it put them back, and commits followed since, which putting them back "
-                "would take. Write those rows again (DESCRIBE HISTORY shows what each version did)."
+                f"Output {fields['connector']}: other writers' commits are missing from "
+                f"{fields['path']}. Spindle's undo of its writes there took them too, its "
+                "driver stopped before it put them back, and commits followed since, which "
+                "putting them back would take. Write those rows again (DESCRIBE HISTORY shows "
+                "what each version did)."
             )
         elif event == "output-discarded" and fields.get("by") == "abandoned":
             say(

@@ -1320,6 +1320,8 @@ def test_a_table_an_abandoned_bootstrap_created_takes_the_next_writes_columns(
         steps.emit(spark, rows, sequence=3)
     assert refused.value.reason == "OutputSchemaMismatch"
     assert written(uri) == ([("a", 1)], theirs.schema)  # put back: their row, their columns
+    since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=1)
+    assert steps.finish_undo(spark, since=since) is None  # nothing left to put back
 
 
 def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(

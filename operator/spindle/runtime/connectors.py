@@ -1056,8 +1056,8 @@ class DeltaOutput:
             done = last is None or info.get("readVersion", last) == last
             if back is not None and back < version:
                 version = back
-            elif last is not None and first == last + 1 and done:  # columns taken: no rows
-                version = last
+            elif last is not None and first == last + 1 and last < version and done:
+                version = last  # the columns taken: no rows either
             else:
                 break
         return version > 0 and _undoes(info, 0) and done
@@ -1195,18 +1195,29 @@ class DeltaOutput:
             back = self._commit_after(spark, undo, lambda info: _restored_to(info) == read)
             again = int(storage.commit_info(spark, self.uri, back).get("readVersion", undo))
         except Exception as error:  # whatever refused it, their rows are out of the table
-            raise self._changed_during_undo(version, lost=(latest + 1, read)) from error
+            raise self._changed_during_undo(
+                version, latest=latest, lost=(latest + 1, read)
+            ) from error
         if again != undo:  # and that took theirs since
-            raise self._changed_during_undo(version, lost=(undo + 1, again))
+            raise self._changed_during_undo(version, latest=latest, lost=(undo + 1, again))
 
-    def _changed_during_undo(self, version: int, *, lost: tuple[int, int]) -> SpindleError:
+    def _changed_during_undo(
+        self, version: int, *, latest: int, lost: tuple[int, int]
+    ) -> SpindleError:
+        """The undo of `version` to `latest` (none, when `latest` is before `version`) took
+        other writers' commits, and `lost` of them stay out of the table."""
         first, last = lost
         versions = f"version {first}" if first == last else f"versions {first} to {last}"
+        doing = (  # an undo of nothing: the columns an emptied table took (`_take_columns`)
+            "gave the table it had emptied the columns of its next write"
+            if version > latest
+            else f"undid its writes there from version {version} on (a step's or a "
+            "bootstrap's that did not commit)"
+        )
         return SpindleError(
             reason="OutputChangedDuringUndo",
             message=f"Output connector {self.connector}: other writers committed to the Delta "
-            f"table {self.uri} while Spindle undid its writes there from version {version} on "
-            "(a step's or a bootstrap's that did not commit), and Spindle could not put all "
+            f"table {self.uri} while Spindle {doing}, and Spindle could not put all "
             f"their commits back: the rows of {versions} are not in the table. Write them "
             "again (DESCRIBE HISTORY shows what each version did), then restart the pipeline.",
             details={"connector": self.connector, "uri": self.uri, "lost": f"{first}-{last}"},

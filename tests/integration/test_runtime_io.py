@@ -1100,6 +1100,7 @@ def test_a_failed_steps_output_does_not_reach_consumers_twice_after_a_bootstrap(
     assert +received == Counter({1: 1})
 
 
+@pytest.mark.slow  # 135 s under CI's load: runs beside the cluster's tests
 def test_a_step_replayed_after_an_abandoned_bootstrap_undid_its_delta_commit_delivers_it(
     tmp_path: Path, spark: Any
 ) -> None:
@@ -1380,6 +1381,7 @@ def test_a_replay_after_an_undo_writes_once_whatever_the_undo_reached(
     assert written(uri) == [(1, 1), (2, 1), (2, 1)]
 
 
+@pytest.mark.slow  # 305 s under CI's load (eleven tables): runs beside the cluster's tests
 def test_an_undo_that_takes_another_writers_commit_puts_the_table_back(
     tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

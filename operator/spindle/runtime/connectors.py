@@ -1072,14 +1072,9 @@ class DeltaOutput:
         spark.createDataFrame([], schema).write.format("delta").mode("overwrite").option(
             "overwriteSchema", "true"
         ).option("userMetadata", mark).save(self.uri)
-        for columns in range(storage.delta_version(spark, self.uri), latest, -1):
-            info = storage.commit_info(spark, self.uri, columns)
-            if info.get("userMetadata") == mark:
-                read = int(info.get("readVersion", latest))
-                if read != latest:
-                    self._put_back(spark, latest + 1, latest=latest, undo=columns, read=read)
-                return
-        # none: the table had those columns, and Delta committed nothing
+        columns = self._commit_after(spark, latest, lambda info: info.get("userMetadata") == mark)
+        if columns is not None:  # none: the table had those columns, Delta committed nothing
+            self._alone(spark, latest + 1, latest=latest, commit=columns)
 
     def discard(
         self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
@@ -1136,10 +1131,19 @@ class DeltaOutput:
         with _refused("write", self.connector, self.uri):
             self._undo(spark, version, latest=latest)
             undo = self._commit_after(spark, latest, lambda info: _undoes(info, version))
-            read = int(storage.commit_info(spark, self.uri, undo).get("readVersion", latest))
+            if undo is None:
+                raise OSError(
+                    f"{self.uri}: Spindle's undo after version {latest} is not in the log"
+                )
+            return self._alone(spark, version, latest=latest, commit=undo)
+
+    def _alone(self, spark: SparkSession, version: int, *, latest: int, commit: int) -> bool:
+        """Whether Spindle's `commit`, the undo of `version` to `latest` (`UNDO_MARK`), read
+        `latest` only; if it took other writers' commits too, the table is put back."""
+        read = int(storage.commit_info(spark, self.uri, commit).get("readVersion", latest))
         if read == latest:
             return True
-        self._put_back(spark, version, latest=latest, undo=undo, read=read)
+        self._put_back(spark, version, latest=latest, undo=commit, read=read)
         return False
 
     def finish_undo(
@@ -1193,6 +1197,10 @@ class DeltaOutput:
         try:
             storage.restore(spark, self.uri, read)
             back = self._commit_after(spark, undo, lambda info: _restored_to(info) == read)
+            if back is None:
+                raise OSError(
+                    f"{self.uri}: Spindle's RESTORE after version {undo} is not in the log"
+                )
             again = int(storage.commit_info(spark, self.uri, back).get("readVersion", undo))
         except Exception as error:  # whatever refused it, their rows are out of the table
             raise self._changed_during_undo(
@@ -1225,13 +1233,13 @@ class DeltaOutput:
 
     def _commit_after(
         self, spark: SparkSession, version: int, wanted: Callable[[dict[str, Any]], bool]
-    ) -> int:
+    ) -> int | None:
         """The first commit after `version` whose `commitInfo` is `wanted` (Spindle's own
-        RESTORE or emptying, which other writers' commits may precede)."""
+        RESTORE or overwrite, which other writers' commits may precede); None if none is."""
         for later in range(version + 1, storage.delta_version(spark, self.uri) + 1):
             if wanted(storage.commit_info(spark, self.uri, later)):
                 return later
-        raise OSError(f"{self.uri}: Spindle's commit after version {version} is not in the log")
+        return None
 
     def _replaying(self, spark: SparkSession) -> str:
         """The writer of a step replayed after a bootstrap undid (or set out to undo) its

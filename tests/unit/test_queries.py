@@ -250,3 +250,16 @@ def test_a_call_spark_cannot_be_sent_is_invalid_at_its_position() -> None:
 )
 def test_what_only_views_may_not_do_a_query_may(query: str) -> None:
     assert check_query(query, relations={"students"}).spark_sql
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_kubectl_spindle_takes_its_connection_flags_before_or_after_the_command(
+    where: str,
+) -> None:
+    from spindle.cli.kubectl_plugin import build_parser
+
+    flags = ["--kubeconfig", "/k", "--context", "c", "-n", "ns"]
+    command = ["query", "grades", "SELECT 1"]
+    argv = flags + command if where == "before" else command + flags
+    args = build_parser().parse_args(argv)
+    assert (args.kubeconfig, args.context, args.namespace) == ("/k", "c", "ns")

@@ -299,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=text)
         command.add_argument("name", help="the Pipeline")
         command.add_argument("-n", "--namespace", default=argparse.SUPPRESS)
+        command.add_argument("--kubeconfig", default=argparse.SUPPRESS)
+        command.add_argument("--context", default=argparse.SUPPRESS)
         if name == "query":
             command.add_argument("sql", help='one query, e.g. "SELECT * FROM v"')
             command.add_argument("--timeout", type=float, default=300.0, help="seconds")

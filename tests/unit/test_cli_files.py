@@ -186,15 +186,18 @@ def test_user_text_in_messages_and_plans_is_never_markup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old, new = tmp_path / "old.sql", tmp_path / "new.sql"
-    old.write_text('create table "[/x]" (a int);\n')
-    new.write_text('create table "[/x]" (a int, b int);\ncreate table "[/x]" (c int);\n')
+    old.write_text('create table t ("[/x]" int);\n')  # a relation's name cannot have [ or /
+    new.write_text('create table t ("[/x]" int, "[/x]" int);\n')
     assert main(["diff", str(old), str(old)]) == 0
     assert main(["diff", str(old), str(new)]) == 1
     out = capsys.readouterr()
-    assert "DuplicateRelation" in out.err and "'[/x]' is declared twice" in out.err
-    new.write_text('create table "[/x]" (a int, b int);\n')
+    assert "DuplicateColumn" in out.err and "declares column '[/x]' twice" in out.err
+    entry = {"name": "[/x]", "transport": {"name": "file_input", "config": {"path": "/in"}}}
+    new.write_text(
+        f"create table t (\"[/x]\" int) with ('connectors' = '[{json.dumps(entry)}]');\n"
+    )
     assert main(["diff", str(old), str(new)]) == 0
-    assert "[/x]" in capsys.readouterr().out
+    assert "t.[/x]" in capsys.readouterr().out
 
 
 def test_a_program_over_the_token_limit_is_refused_before_any_analysis(

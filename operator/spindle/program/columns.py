@@ -393,7 +393,7 @@ def _problems(
             for child in (*scope.subquery_scopes, *scope.udtf_scopes, *scope.derived_table_scopes)
             for c in child.external_columns
         }
-        for column in scope.columns:
+        for column in (*scope.columns, *_having_columns(scope)):
             if id(column) in inner:
                 continue
             problem = _problem(view, column, levels, _aliases(selects, column))
@@ -403,6 +403,16 @@ def _problems(
             problem = _unit_column(view, call, levels)
             if problem is not None:
                 yield problem
+
+
+def _having_columns(scope: Scope) -> Iterator[exp.Column]:
+    """The unqualified columns of the scope's own HAVING, which sqlglot leaves out of
+    `scope.columns` (they may name an output column: `_problem` allows those)."""
+    having = scope.expression.args.get("having")
+    listed = {id(c) for c in scope.columns}
+    for column in having.find_all(exp.Column) if having is not None else ():
+        if id(column) not in listed and column.find_ancestor(exp.Select) is scope.expression:
+            yield column
 
 
 def _outer(scope: Scope) -> Iterator[Scope]:

@@ -42,6 +42,11 @@ class TableFacts:
     column_offsets: tuple[int, ...]
     """Where each column's name starts in the statement."""
     primary_key: tuple[str, ...]
+    key_offsets: tuple[int, ...]
+    """Where each name of the primary key starts in the statement."""
+    untyped: tuple[tuple[int, str], ...]
+    """Where each name written without a type (`name,`, no column: a program that ran with one
+    ran without it) starts in the statement, and the name."""
     properties: tuple[tuple[str, str], ...]
 
 
@@ -132,6 +137,8 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
     columns: list[Column] = []
     offsets: list[int] = []
     primary_key: list[str] = []
+    key_offsets: list[int] = []
+    untyped: list[tuple[int, str]] = []
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True
@@ -150,16 +157,19 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
                     nullable = False
                 elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
                     primary_key.append(item.name)
+                    key_offsets.append(_meta_offset(item.this))
                     nullable = False
             kind_node = item.args.get("kind")
             if not isinstance(kind_node, exp.DataType):
                 raise invalid(f"column '{item.name}' has no type; give it one")
             columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness.get(element)))
             offsets.append(_meta_offset(item.this))
-        elif isinstance(item, exp.PrimaryKey):
-            primary_key.extend(
-                e.name for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)
-            )
+        elif key := _table_key(item):
+            named = [e for e in key.expressions if isinstance(e, exp.Identifier | exp.Column)]
+            primary_key.extend(e.name for e in named)
+            key_offsets.extend(_meta_offset(e) for e in named)
+        elif isinstance(item, exp.Identifier):  # `name` alone, where a column was meant
+            untyped.append((_meta_offset(item), item.name))
         elif _keyword_column(item):
             raise _keyword_problem(item)
     pk = set(primary_key)
@@ -170,8 +180,19 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
         columns=tuple(columns),
         column_offsets=tuple(offsets),
         primary_key=tuple(primary_key),
+        key_offsets=tuple(key_offsets),
+        untyped=tuple(untyped),
         properties=_string_properties(create),
     )
+
+
+def _table_key(item: exp.Expr) -> exp.PrimaryKey | None:
+    """The table's `PRIMARY KEY (...)`, bare or named (`CONSTRAINT pk PRIMARY KEY (...)`)."""
+    if isinstance(item, exp.PrimaryKey):
+        return item
+    if isinstance(item, exp.Constraint):
+        return next((e for e in item.expressions if isinstance(e, exp.PrimaryKey)), None)
+    return None
 
 
 def _view_facts(create: exp.Create) -> ViewFacts:

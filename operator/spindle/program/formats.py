@@ -27,6 +27,7 @@ with `"update_format": "insert_delete"` writes Feldera's `{"insert": row}` / `{"
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,7 +89,15 @@ def _invalid(connector: Connector, problem: str, **details: Any) -> SpindleError
 
 
 def format_name(connector: Connector) -> tuple[str, Mapping[str, Any]]:
-    """The format's name (json when absent) and its config; unknown names are refused."""
+    """The format's name (json when absent) and its config; unknown names are refused, and
+    so is a format that is not an object (`"format": "csv"` would have read the files as JSON)."""
+    given = connector.config.get("format")
+    if given is not None and connector.format is None:
+        raise _invalid(
+            connector,
+            f"format is {json.dumps(given)}; it must be an object, like "
+            '{"name": "csv", "config": {...}}.',
+        )
     fmt = connector.format or {"name": "json"}
     name = str(fmt.get("name", "json")).lower()
     if name not in FORMATS:

@@ -111,6 +111,78 @@ def _repeated(
     return found
 
 
+_PATHLESS = re.compile(r"[/\\:?#%*\[\]{}\x00-\x1f\x7f]")
+"""What a relation's name cannot hold: it names its folders (`state/tables/<name>@<seq>`,
+`inputs/<name>/`), and Hadoop reads these as separators, a scheme, globs or escapes."""
+
+
+def _pathless(statement: Statement, facts: TableFacts | ViewFacts) -> list[Unrunnable]:
+    """`InvalidProgram` for a relation whose name cannot name its folders (`_PATHLESS`), or
+    is only dots (`..` would reach out of the pipeline's own)."""
+    name = facts.name
+    found = _PATHLESS.search(name)
+    if found is None and name.strip("."):
+        return []
+    what = f"the character {found.group()!r}" if found else "no character but dots"
+    return [
+        Unrunnable.at(
+            statement.locate(facts.name_offset),
+            reason="InvalidProgram",
+            message=f"The name {name!r} has {what}: a table's or view's name names its folders "
+            "in storage, and cannot have / \\ : ? # % * [ ] { }, control characters or be "
+            "only dots. Rename it",
+            relation=name,
+        )
+    ]
+
+
+def _unkeyed(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
+    """`InvalidProgram` for a name declared without a type (or a table without columns),
+    `UnknownColumn` for each name of the table's primary key that is none of its columns,
+    `DuplicateColumn` for one the key names twice: either would fail the first step."""
+    declared = [column.name for column in facts.columns]
+    found = [
+        Unrunnable.at(
+            statement.locate(offset),
+            reason="InvalidProgram",
+            message=f"Column '{facts.name}.{name}' has no type; give it one (`{name} VARCHAR`)",
+            relation=facts.name,
+            name=name,
+        )
+        for offset, name in facts.untyped
+    ]
+    if not declared and not found:
+        found.append(
+            Unrunnable.at(
+                statement.locate(facts.name_offset),
+                reason="InvalidProgram",
+                message=f"Table '{facts.name}' declares no columns; declare at least one",
+                relation=facts.name,
+            )
+        )
+    seen: set[str] = set()
+    for offset, name in zip(facts.key_offsets, facts.primary_key, strict=True):
+        if name not in declared:
+            reason = "UnknownColumn"
+            problem = f"names column '{name}', which the table does not declare; name one of "
+            problem += f"its columns ({', '.join(declared)})"
+        elif name in seen:
+            reason, problem = "DuplicateColumn", f"names column '{name}' twice; name it once"
+        else:
+            seen.add(name)
+            continue
+        found.append(
+            Unrunnable.at(
+                statement.locate(offset),
+                reason=reason,
+                message=f"The primary key of table '{facts.name}' {problem}",
+                relation=facts.name,
+                name=name,
+            )
+        )
+    return found
+
+
 def _topological(views: dict[str, View]) -> dict[str, View]:
     """Views ordered so that every view follows the views it reads; cycles are errors. Depth
     first without recursion: a chain of thousands of views is an ordinary program."""
@@ -195,6 +267,7 @@ def parse_program(text: str) -> Program:
             )
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if not isinstance(facts, FunctionFacts):
+            unrunnable.extend(_pathless(statement, facts))
             kind = "table" if isinstance(facts, TableFacts) else "view"
             flawed, noted = property_problems(props, relation=facts.name, kind=kind, at=position)
             unrunnable.extend(flawed)
@@ -215,6 +288,7 @@ def parse_program(text: str) -> Program:
             unrunnable.extend(_unstorable(statement, typed, owner=facts.name))
             named = [(offset, name) for offset, name, _ in typed]
             unrunnable.extend(_repeated(statement, named, owner=facts.name))
+            unrunnable.extend(_unkeyed(statement, facts))
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,

@@ -1,14 +1,13 @@
 """What Spindle's runtime reads of a connector entry, checked when the program is parsed.
 
-Only connectors of the transports Spindle runs are checked; others (Feldera's `kafka_input`,
-...) are left as they are, so a Feldera program still diffs, unless the name is a typo of one
-Spindle runs (`file_inptu`), which is a problem of the program. A mistake the runtime refuses at
-the first step anyway (no `path`/`uri`, an output transport on a table or an input one on a
-view, a `late_arrival_seconds` that is not a whole number, a Feldera config key that would
-choose what is read or written otherwise than Spindle does) is a problem of the program: the
-spec's program is refused with it (`InvalidConnectors`, at its relation's line) at `diff`,
-`plan` and `apply`, while a checkpointed program that has it still reads. A key the runtime
-would ignore (a knob inside the transport's config, a key a typo away from one Spindle reads,
+A mistake the runtime would refuse at the first step (a transport Spindle does not run, such
+as Feldera's `kafka_input` or a typo, `file_inptu`; no `path`/`uri`; an output transport on a
+table or an input one on a view; a `late_arrival_seconds` that is not a whole number; a Feldera
+config key that would choose what is read or written otherwise than Spindle does) is a problem
+of the program: the spec's program is refused with it (`InvalidConnectors`, at its relation's
+line) at `diff`, `plan` and `apply`, while a checkpointed program that has it still reads, so a
+Feldera program still diffs as the old side. A key the runtime would ignore (a knob inside the
+transport's config, a key a typo away from one Spindle reads,
 a `max_files_per_step` that is not a whole number above 0) is a warning: such programs ran.
 """
 
@@ -164,14 +163,11 @@ def entry_problems(
     transport = entry["transport"]
     name = transport["name"]
     served = TRANSPORTS.get(name)
-    if served is None:  # Feldera's others diff; a typo of one Spindle runs would fail its step
+    if served is None:  # Feldera's others (`kafka_input`) would fail the driver's first step
         typo = _near(str(name), tuple(TRANSPORTS), cutoff=0.8)
-        if typo is None:
-            return None, ()
-        return (
-            f"{label} uses transport '{name}', which Spindle does not run (did you mean '{typo}'?)",
-            (),
-        )
+        runs = ", ".join(n for n, t in TRANSPORTS.items() if t.direction is direction)
+        hint = f"did you mean '{typo}'?" if typo else f"use {runs}"
+        return f"{label} uses transport '{name}', which Spindle does not run ({hint})", ()
     if served.direction is not direction:
         runs = ", ".join(n for n, t in TRANSPORTS.items() if t.direction is direction)
         return f"{label} uses '{name}', but {_SERVES[direction]}: use {runs}", ()

@@ -1,7 +1,9 @@
-"""Declarations a user gets wrong that Spindle read without a word: a named primary key left
-out, a column without a type dropped with every input record's field, a key naming no column,
-a name that reaches out of the pipeline's folders, a format written as a string, a typo in a
-HAVING. Each is refused where it is written, with what to do."""
+"""Declarations a user gets wrong that Spindle read without a word, or refused only after
+approval: a named primary key left out, a column without a type dropped with every input
+record's field, a key naming no column, a name that reaches out of the pipeline's folders, a
+format written as a string, a typo in a HAVING, a function's unknown type, a call with another
+number of arguments, a function body reading the calling view's columns, functions calling each
+other in a cycle. Each is refused where it is written, with what to do."""
 
 from __future__ import annotations
 
@@ -125,6 +127,75 @@ REFUSED = {
         "Did you mean 'amount'?",
         (2, 54),
     ),
+    "a parameter of no SQL type": (
+        T + "create function f(x bogus) returns int as x + 1;\n"
+        "create view v as select f(id) as y from t;",
+        "UnsupportedType",
+        "Function 'f': parameter 'x' has type 'bogus', which is not a SQL type",
+        (2, 19),
+    ),
+    "a result of no SQL type": (
+        T + "create function f(x int) returns bogus as x;",
+        "UnsupportedType",
+        "Function 'f': its result has type 'bogus'",
+        (2, 17),
+    ),
+    "a parameter without a type": (
+        T + "create function f(x) returns int as x + 1;",
+        "UnsupportedType",
+        "Function 'f': parameter 'x' has no type; give it one",
+        (2, 19),
+    ),
+    "a call with an argument too many": (
+        T + "create function f(x int) returns int as x + 1;\n"
+        "create view v as select f(id, amount) as y from t;",
+        "WrongArgumentCount",
+        "View 'v' calls 'f' with 2 arguments, and it takes 1 (x INT); pass one per parameter",
+        (3, 25),
+    ),
+    "a call with an argument too few, the other named as the view's column": (
+        T + "create function f(x int, amount int) returns int as x + amount;\n"
+        "create view v as select f(id) as y from t;",
+        "WrongArgumentCount",
+        "calls 'f' with 1 argument, and it takes 2 (x INT, amount INT)",
+        (3, 25),
+    ),
+    "a function's call of another": (
+        T + "create function g(x int, y int) returns int as x + y;\n"
+        "create function f(x int) returns int as g(x) * 2;",
+        "WrongArgumentCount",
+        "Function 'f' calls 'g' with 1 argument, and it takes 2",
+        (3, 41),
+    ),
+    "a body that reads the calling view's column": (
+        T + "create function f(x int) returns int as x + amount;\n"
+        "create view v as select f(id) as y from t;",
+        "UnknownColumn",
+        "Function 'f' reads 'amount', which is none of its parameters (x)",
+        (2, 45),
+    ),
+    "a function calling itself": (
+        T + "create function f(x int) returns int as f(x);",
+        "CyclicFunction",
+        "Functions call each other in a cycle (f -> f)",
+        (2, 17),
+    ),
+    "functions calling each other": (
+        T + "create function g(x int) returns int as f(x) + 1;\n"
+        "create function f(x int) returns int as g(x);",
+        "CyclicFunction",
+        "Functions call each other in a cycle (f -> g -> f)",
+        (3, 17),
+    ),
+    "a view's call of a chain deeper than the runtime writes out": (
+        T
+        + "".join(f"create function f{i}(x int) returns int as f{i + 1}(x);\n" for i in range(70))
+        + "create function f70(x int) returns int as x;\n"
+        + "create view v as select f0(id) as y from t;",
+        "NestingTooDeep",
+        "View 'v' calls 'f0', which makes a chain of 71 calls",
+        (73, 25),
+    ),
 }
 
 
@@ -146,6 +217,14 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
         T + "create view v as select id from t group by id having max(amount) > 1 and id > 0;",
         T + "create view v as select id from t group by id having count(*) > "
         "(select count(*) from t as u where u.amount > 1);",
+        T + "create function F(X int, y int) returns int as x + Y;\n"  # names as Spark reads them
+        "create view v as select f(id, amount) as y from t;",
+        T  # the runtime wrote out 16 calls deep at most
+        + "".join(
+            f"create function f{i}(x int) returns int as f{i + 1}(x) + 1;\n" for i in range(20)
+        )
+        + "create function f20(x int) returns int as x;\n"
+        + "create view v as select f0(id) as y from t;",
     ],
 )
 def test_what_is_right_stays_accepted(sql: str) -> None:

@@ -145,3 +145,28 @@ def test_a_name_in_double_quotes_keeps_its_capitals() -> None:
         for name in "wxy"
     }
     assert names == {"w": ["Name"], "x": ["Name", "Total", "m"], "y": ["name", "Mixed"]}
+
+
+def test_a_chain_of_calls_is_written_out_to_the_depth_the_plan_allows() -> None:
+    from spindle.program.udfs import MAX_CALL_DEPTH
+
+    def chain(length: int) -> str:
+        calls = "".join(
+            f"create function f{i}(x int) returns int as f{i + 1}(x) + 1;\n"
+            for i in range(length - 1)
+        )
+        return (
+            "create table t (id int);\n"
+            + calls
+            + f"create function f{length - 1}(x int) returns int as x;\n"
+            + "create view v as select f0(id) as y from t;\n"
+        )
+
+    program = parse_program(chain(MAX_CALL_DEPTH))
+    program.refuse_unrunnable()
+    sql = view_sql(program.views["v"], program, {"t": {"id": "INT"}}).sql
+    assert sql.count("+ 1") == MAX_CALL_DEPTH - 1
+    deeper = parse_program(chain(MAX_CALL_DEPTH + 1))  # a checkpoint's, say: not planned again
+    with pytest.raises(SpindleError) as raised:
+        view_sql(deeper.views["v"], deeper, {"t": {"id": "INT"}})
+    assert raised.value.reason == "NestingTooDeep"

@@ -221,9 +221,15 @@ class Program:
         # Imported here: the checks read these values, so they import this module.
         from spindle.program.calls import call_problems
         from spindle.program.columns import column_problems
+        from spindle.program.udfs import function_problems
         from spindle.program.writable import writing_problems
 
-        found = (*column_problems(self), *call_problems(self), *writing_problems(self))
+        found = (
+            *column_problems(self),
+            *call_problems(self),
+            *function_problems(self),
+            *writing_problems(self),
+        )
         return tuple(sorted(found, key=lambda u: (u.details["line"], u.details["column"])))
 
     @property

@@ -23,6 +23,7 @@ from spindle.errors import SpindleError, located
 from spindle.program import Function, Program, Table, View
 from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
+from spindle.program.udfs import MAX_CALL_DEPTH
 from spindle.program.writable import UNSUPPORTED
 
 
@@ -45,10 +46,11 @@ def table_ddl_schema(table: Table) -> str:
 
 
 def _inline_udfs(tree: exp.Expr, functions: Mapping[str, Function], depth: int = 0) -> exp.Expr:
-    if depth > 16:
+    if depth > MAX_CALL_DEPTH:  # refused when planned (`program.udfs`); a checkpoint's program
         raise SpindleError(
-            reason="UnsupportedSql",
-            message="User-defined functions call each other too deeply (recursion?).",
+            reason="NestingTooDeep",
+            message=f"The program's functions call each other more than {MAX_CALL_DEPTH} deep "
+            "(or in a cycle); break the cycle, or merge some of them.",
         )
 
     def replace(node: exp.Expr) -> exp.Expr:

@@ -229,3 +229,22 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
 )
 def test_what_is_right_stays_accepted(sql: str) -> None:
     parse_program(sql).refuse_unrunnable()
+
+
+@pytest.mark.parametrize(
+    ("sql", "at"),
+    [
+        (T + "create view v as select `id` from t;", (2, 25)),
+        (T + "create view v as select `id from t;", (2, 25)),  # read as a column named `
+        ("create table `t` (id int);", (1, 14)),
+    ],
+)
+def test_a_backtick_says_names_are_quoted_with_double_quotes(sql: str, at: tuple[int, int]) -> None:
+    with pytest.raises(SpindleError) as raised:
+        parse_program(sql)
+    error = raised.value
+    assert (error.reason, (error.details["line"], error.details["column"])) == (
+        "InvalidProgram",
+        at,
+    )
+    assert 'write "id", not `id`' in error.message

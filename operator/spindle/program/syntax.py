@@ -550,6 +550,18 @@ NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 """A name, unquoted or double-quoted; any other token is a string, number or keyword."""
 
 
+def _backticks(text: str, tokens: list[Token]) -> None:
+    """Refuse a backtick, Spark's and MySQL's quote of names, which this SQL (Feldera's) does
+    not have: sqlglot read it as a token of its own, and the error said only 'Unexpected'."""
+    quote = next((t for t in tokens if t.token_type is TokenType.UNKNOWN and t.text == "`"), None)
+    if quote is not None:
+        raise invalid(
+            'Syntax error: a backtick. Names are quoted with double quotes here: write "id", '
+            "not `id`",
+            **_at(text, quote),
+        )
+
+
 def _within_limits(text: str, tokens: list[Token]) -> None:
     """Refuse nesting deeper than `MAX_NESTING` (before the recursive parser sees it) and
     names longer than `MAX_NAME_LENGTH`, at the token that crosses the limit."""
@@ -590,6 +602,7 @@ def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
     tokens = tokenize(text)
+    _backticks(text, tokens)  # a program's; an ad-hoc query is sent to Spark, which has them
     tokens, lateness = lift_lateness(tokens)
     trees = parse_tokens(text, tokens)
     statement = trees[0] if trees else None

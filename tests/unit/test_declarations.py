@@ -127,6 +127,20 @@ REFUSED = {
         "Did you mean 'amount'?",
         (2, 54),
     ),
+    "a table's column name Delta cannot store": (
+        'create table t (id int,\n  "my col" int);',
+        "InvalidProgram",
+        "Table 't': column 'my col' cannot be stored: each table and view is stored as a "
+        "Delta table, whose column names cannot have a space, a tab, a newline or any of , ; "
+        '{ } ( ) =. Rename it ("my_col")',
+        (2, 3),
+    ),
+    "a view's column name Delta cannot store": (
+        T + 'create view v as select id, amount * 2 as "a,b=c" from t;',
+        "InvalidProgram",
+        "View 'v': column 'a,b=c' cannot be stored",
+        (2, 29),
+    ),
     "a parameter of no SQL type": (
         T + "create function f(x bogus) returns int as x + 1;\n"
         "create view v as select f(id) as y from t;",
@@ -213,6 +227,8 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
     [
         'create table "my table" (id int);',  # a space, a dot: folders can have them
         'create table "a.b" (id int);',
+        'create table t ("größe" int, "a.b" int);',  # what Delta stores
+        T + "create view v as select id, count(*) from t group by id;",  # Spark names it
         T + "create view v as select id, count(*) as n from t group by id having n > 1;",
         T + "create view v as select id from t group by id having max(amount) > 1 and id > 0;",
         T + "create view v as select id from t group by id having count(*) > "

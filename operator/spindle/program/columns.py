@@ -18,6 +18,7 @@ default; a select alias is a name too (Spark resolves lateral, GROUP BY and ORDE
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -79,6 +80,7 @@ def column_problems(program: Program) -> tuple[Unrunnable, ...]:
             else next(_problems(view, qualified, known), None)
             or _grouping(view, qualified, declared)
             or _repeated(view, qualified)
+            or _unstorable(view, qualified)
             or _weighed(view, qualified)
             or _mismatched(view, qualified)
             or _misnamed(view, qualified)
@@ -173,6 +175,34 @@ def _repeated(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, ob
             f"by name. Give one another name (... AS {name}_2)",
             {"view": view.name, "name": name},
         )
+    return None
+
+
+UNSTORABLE = re.compile(r"[ ,;{}()\n\t=]+")
+"""What a column's name cannot have: each table's and view's state is a Delta table, and Delta
+refuses these in a name (`DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES`, an internal error of the
+first step before)."""
+
+
+def unstorable_name(name: str, *, owner: str) -> str | None:
+    """Why column `name` of `owner` ("Table 't'", "View 'v'") cannot be stored, or None."""
+    if UNSTORABLE.search(name) is None:
+        return None
+    return (
+        f"{owner}: column {name!r} cannot be stored: each table and view is stored as a Delta "
+        "table, whose column names cannot have a space, a tab, a newline or any of , ; { } ( ) "
+        f'=. Rename it ("{UNSTORABLE.sub("_", name).strip("_") or "c"}")'
+    )
+
+
+def _unstorable(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
+    """The view's first output column whose name Delta cannot store (`UNSTORABLE`)."""
+    first = _first(query)
+    for index, select in enumerate(first.selects if first is not None else ()):
+        name = _named(select, index)
+        problem = None if name is None else unstorable_name(name, owner=f"View '{view.name}'")
+        if problem is not None:
+            return (_start(select), "InvalidProgram", problem, {"view": view.name, "name": name})
     return None
 
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 from sqlglot import exp
 
 from spindle.errors import SpindleError, located
+from spindle.program.columns import unstorable_name
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
 from spindle.program.formats import format_problems
@@ -92,10 +93,22 @@ def _repeated(
     statement: Statement, named: Iterable[tuple[int, str]], *, owner: str
 ) -> list[Unrunnable]:
     """`DuplicateColumn` for each (offset, column) whose name an earlier column of the table
-    has (case-insensitively, as Spark compares names)."""
+    has (case-insensitively, as Spark compares names); `InvalidProgram` for one whose name
+    Delta cannot store (`columns.UNSTORABLE`)."""
     found: list[Unrunnable] = []
     seen: dict[str, int] = {}
     for offset, column in named:
+        unstorable = unstorable_name(column, owner=f"Table '{owner}'")
+        if unstorable is not None:
+            found.append(
+                Unrunnable.at(
+                    statement.locate(offset),
+                    reason="InvalidProgram",
+                    message=unstorable,
+                    relation=owner,
+                    name=column,
+                )
+            )
         first = seen.setdefault(column.lower(), offset)
         if first != offset:
             found.append(

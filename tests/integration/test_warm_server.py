@@ -92,6 +92,9 @@ def test_commands_share_one_server_per_home_and_a_dead_one_is_replaced(
         _, err = call(home, "local", "apply", "-f", str(manifest))
         assert "starting a Spark server" not in err  # apply needs no Spark: no server for it
         assert server_pid(home) is None
+    _, err = call(first, "local", "run", "crsh", "--until-idle", expect=1)  # a misspelt name
+    assert "PipelineNotFound" in err and "starting a Spark server" not in err
+    assert server_pid(first) is None  # refused without starting a JVM for it
     _, err = call(first, "local", "run", "crash", "--until-idle")
     assert "starting a Spark server" in err and "Stopped at checkpoint" in err
     pid = server_pid(first)

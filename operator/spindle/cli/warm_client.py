@@ -308,6 +308,16 @@ def _report(error: ServerError, argv: Sequence[str]) -> int:
     return 1
 
 
+def _names_a_pipeline(home: str, argv: Sequence[str]) -> bool:
+    """Whether a word of the command line names a pipeline applied under `home` (which of
+    them is the name, argparse decides): a misspelt one is refused without starting a JVM."""
+    return any(
+        os.path.isfile(os.path.join(home, "pipelines", word, "pipeline.json"))
+        for word in argv[1:]
+        if word and not word.startswith("-") and "/" not in word and word not in (".", "..")
+    )
+
+
 def route(argv: Sequence[str]) -> int | None:
     """Run `argv` on the home's warm server: its exit code, or None to run it here."""
     served, needs_spark = _wanted(argv)
@@ -330,8 +340,8 @@ def route(argv: Sequence[str]) -> int | None:
         for _ in range(3):
             connection = connect(files)
             if connection is None:
-                if not needs_spark:
-                    return None
+                if not needs_spark or not _names_a_pipeline(home, argv):
+                    return None  # here: no Spark needed, or `PipelineNotFound` without one
                 connection = start(files, idle_timeout=idle)
             elif connection.busy:
                 if not needs_spark:  # no Spark needed: here, now, rather than after it

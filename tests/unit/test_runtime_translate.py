@@ -170,3 +170,22 @@ def test_a_chain_of_calls_is_written_out_to_the_depth_the_plan_allows() -> None:
     with pytest.raises(SpindleError) as raised:
         view_sql(deeper.views["v"], deeper, {"t": {"id": "INT"}})
     assert raised.value.reason == "NestingTooDeep"
+
+
+def test_calls_that_would_grow_past_the_limit_are_refused_before_they_are_written_out() -> None:
+    """A body that calls the next function twice doubles at each level: 20 levels took minutes
+    to write out (a driver that hangs after approval), for a checkpoint's program too."""
+    calls = "".join(
+        f"create function f{i}(x int) returns int as f{i + 1}(x) + f{i + 1}(x + 1);\n"
+        for i in range(19)
+    )
+    program = parse_program(
+        "create table t (id int);\n"
+        + calls
+        + "create function f19(x int) returns int as x;\n"
+        + "create view v as select f0(id) as y from t;\n"
+    )
+    with pytest.raises(SpindleError) as raised:
+        view_sql(program.views["v"], program, {"t": {"id": "INT"}})
+    assert raised.value.reason == "ProgramTooLarge"
+    assert "grows to 46,137,346 expressions" in raised.value.message

@@ -44,9 +44,10 @@ class TableFacts:
     primary_key: tuple[str, ...]
     key_offsets: tuple[int, ...]
     """Where each name of the primary key starts in the statement."""
-    untyped: tuple[tuple[int, str], ...]
-    """Where each name written without a type (`name,`, no column: a program that ran with one
-    ran without it) starts in the statement, and the name."""
+    misread: tuple[tuple[int, str], ...]
+    """What of the declaration Spindle reads otherwise than written, as (where it starts in the
+    statement, what to do): a name without a type (no column), a named key (no key). A program
+    that ran with one ran so, and runs so; a program to run is refused with it."""
     properties: tuple[tuple[str, str], ...]
 
 
@@ -138,7 +139,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
     offsets: list[int] = []
     primary_key: list[str] = []
     key_offsets: list[int] = []
-    untyped: list[tuple[int, str]] = []
+    misread: list[tuple[int, str]] = []
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True
@@ -164,12 +165,27 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
                 raise invalid(f"column '{item.name}' has no type; give it one")
             columns.append(Column(item.name, _type_sql(kind_node), nullable, lateness.get(element)))
             offsets.append(_meta_offset(item.this))
-        elif key := _table_key(item):
-            named = [e for e in key.expressions if isinstance(e, exp.Identifier | exp.Column)]
+        elif isinstance(item, exp.PrimaryKey):
+            named = [e for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)]
             primary_key.extend(e.name for e in named)
             key_offsets.extend(_meta_offset(e) for e in named)
+        elif isinstance(item, exp.Constraint) and item.find(exp.PrimaryKey):
+            misread.append(
+                (
+                    _meta_offset(item),
+                    f"the key `CONSTRAINT {item.name} PRIMARY KEY (...)` is not read as the "
+                    "table's key (only one written without a constraint name is); write "
+                    "`PRIMARY KEY (...)`",
+                )
+            )
         elif isinstance(item, exp.Identifier):  # `name` alone, where a column was meant
-            untyped.append((_meta_offset(item), item.name))
+            misread.append(
+                (
+                    _meta_offset(item),
+                    f"'{item.name}' has no type, so it is no column; give it one "
+                    f"(`{item.name} VARCHAR`)",
+                )
+            )
         elif _keyword_column(item):
             raise _keyword_problem(item)
     pk = set(primary_key)
@@ -181,18 +197,9 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
         column_offsets=tuple(offsets),
         primary_key=tuple(primary_key),
         key_offsets=tuple(key_offsets),
-        untyped=tuple(untyped),
+        misread=tuple(misread),
         properties=_string_properties(create),
     )
-
-
-def _table_key(item: exp.Expr) -> exp.PrimaryKey | None:
-    """The table's `PRIMARY KEY (...)`, bare or named (`CONSTRAINT pk PRIMARY KEY (...)`)."""
-    if isinstance(item, exp.PrimaryKey):
-        return item
-    if isinstance(item, exp.Constraint):
-        return next((e for e in item.expressions if isinstance(e, exp.PrimaryKey)), None)
-    return None
 
 
 def _view_facts(create: exp.Create) -> ViewFacts:

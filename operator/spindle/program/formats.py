@@ -89,15 +89,8 @@ def _invalid(connector: Connector, problem: str, **details: Any) -> SpindleError
 
 
 def format_name(connector: Connector) -> tuple[str, Mapping[str, Any]]:
-    """The format's name (json when absent) and its config; unknown names are refused, and
-    so is a format that is not an object (`"format": "csv"` would have read the files as JSON)."""
-    given = connector.config.get("format")
-    if given is not None and connector.format is None:
-        raise _invalid(
-            connector,
-            f"format is {json.dumps(given)}; it must be an object, like "
-            '{"name": "csv", "config": {...}}.',
-        )
+    """The format's name (json when absent, or not an object: `misread_formats`) and its
+    config; unknown names are refused."""
     fmt = connector.format or {"name": "json"}
     name = str(fmt.get("name", "json")).lower()
     if name not in FORMATS:
@@ -221,6 +214,29 @@ def format_problems(relation: Table | View) -> list[Unrunnable]:
                     **error.details,
                 )
             )
+    return found
+
+
+def misread_formats(relation: Table | View) -> list[Unrunnable]:
+    """A file connector's `format` that is not an object: read as JSON, whatever it says
+    (`"format": "csv"`), so a program that ran with one ran so, and runs so; one that is to run
+    is refused with it, unless it says json."""
+    found: list[Unrunnable] = []
+    for connector in relation.connectors:
+        given = connector.config.get("format")
+        if connector.transport not in ("file_input", "file_output") or connector.format:
+            continue
+        if given is None or str(given).lower() == "json":
+            continue
+        found.append(
+            Unrunnable.at(
+                relation.position,
+                reason="InvalidConnectors",
+                message=f"Connector {connector.key}: format is {json.dumps(given)}, which is "
+                'read as JSON; write an object, like {"name": "csv", "config": {...}}',
+                connector=connector.key,
+            )
+        )
     return found
 
 

@@ -14,7 +14,7 @@ from spindle.errors import SpindleError, located
 from spindle.program.columns import unstorable_name
 from spindle.program.connectors import parse_connectors
 from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
-from spindle.program.formats import format_problems
+from spindle.program.formats import format_problems, misread_formats
 from spindle.program.limits import check_program
 from spindle.program.locations import location_problems
 from spindle.program.model import (
@@ -124,9 +124,9 @@ def _repeated(
     return found
 
 
-_PATHLESS = re.compile(r"[/\\:?#%*\[\]{}\x00-\x1f\x7f]")
+_PATHLESS = re.compile(r"[/\\\x00-\x1f\x7f]")
 """What a relation's name cannot hold: it names its folders (`state/tables/<name>@<seq>`,
-`inputs/<name>/`), and Hadoop reads these as separators, a scheme, globs or escapes."""
+`inputs/<name>/`), where a separator would reach into others' (`../x`)."""
 
 
 def _pathless(statement: Statement, facts: TableFacts | ViewFacts) -> list[Unrunnable]:
@@ -142,29 +142,29 @@ def _pathless(statement: Statement, facts: TableFacts | ViewFacts) -> list[Unrun
             statement.locate(facts.name_offset),
             reason="InvalidProgram",
             message=f"The name {name!r} has {what}: a table's or view's name names its folders "
-            "in storage, and cannot have / \\ : ? # % * [ ] { }, control characters or be "
-            "only dots. Rename it",
+            "in storage, and cannot have a / or \\ or a control character, or be only dots. "
+            "Rename it",
             relation=name,
         )
     ]
 
 
 def _unkeyed(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
-    """`InvalidProgram` for a name declared without a type (or a table without columns),
-    `UnknownColumn` for each name of the table's primary key that is none of its columns,
-    `DuplicateColumn` for one the key names twice: either would fail the first step."""
-    declared = [column.name for column in facts.columns]
+    """What of the table's declaration Spindle reads otherwise than written (`misread`, or no
+    column at all: `InvalidProgram`), a name of its primary key that is none of its columns
+    (`UnknownColumn`), or that the key names twice (`DuplicateColumn`); names compare
+    case-insensitively, as Spark's do."""
+    declared = {column.name.lower(): column.name for column in facts.columns}
     found = [
         Unrunnable.at(
             statement.locate(offset),
             reason="InvalidProgram",
-            message=f"Column '{facts.name}.{name}' has no type; give it one (`{name} VARCHAR`)",
+            message=f"Table '{facts.name}': {problem}",
             relation=facts.name,
-            name=name,
         )
-        for offset, name in facts.untyped
+        for offset, problem in facts.misread
     ]
-    if not declared and not found:
+    if not declared:
         found.append(
             Unrunnable.at(
                 statement.locate(facts.name_offset),
@@ -175,14 +175,14 @@ def _unkeyed(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
         )
     seen: set[str] = set()
     for offset, name in zip(facts.key_offsets, facts.primary_key, strict=True):
-        if name not in declared:
+        if name.lower() not in declared:
             reason = "UnknownColumn"
             problem = f"names column '{name}', which the table does not declare; name one of "
-            problem += f"its columns ({', '.join(declared)})"
-        elif name in seen:
+            problem += f"its columns ({', '.join(declared.values())})"
+        elif name.lower() in seen:
             reason, problem = "DuplicateColumn", f"names column '{name}' twice; name it once"
         else:
-            seen.add(name)
+            seen.add(name.lower())
             continue
         found.append(
             Unrunnable.at(
@@ -280,7 +280,7 @@ def parse_program(text: str) -> Program:
             )
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if not isinstance(facts, FunctionFacts):
-            unrunnable.extend(_pathless(statement, facts))
+            clashes.extend(_pathless(statement, facts))
             kind = "table" if isinstance(facts, TableFacts) else "view"
             flawed, noted = property_problems(props, relation=facts.name, kind=kind, at=position)
             unrunnable.extend(flawed)
@@ -301,7 +301,7 @@ def parse_program(text: str) -> Program:
             unrunnable.extend(_unstorable(statement, typed, owner=facts.name))
             named = [(offset, name) for offset, name, _ in typed]
             unrunnable.extend(_repeated(statement, named, owner=facts.name))
-            unrunnable.extend(_unkeyed(statement, facts))
+            clashes.extend(_unkeyed(statement, facts))
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,
@@ -313,6 +313,7 @@ def parse_program(text: str) -> Program:
                 text=statement.text,
             )
             unrunnable.extend(format_problems(tables[facts.name]))
+            clashes.extend(misread_formats(tables[facts.name]))
             connected.append((position, connectors))
         elif isinstance(facts, ViewFacts):
             connectors, notes, refused = parse_connectors(
@@ -335,6 +336,7 @@ def parse_program(text: str) -> Program:
                 canonical=facts.canonical,
             )
             unrunnable.extend(format_problems(views[facts.name]))
+            clashes.extend(misread_formats(views[facts.name]))
             connected.append((position, connectors))
         else:
             functions[facts.name] = Function(

@@ -111,7 +111,8 @@ REFUSED = {
         + json.dumps([{**FILE, "format": "csv"}])
         + "');",
         "InvalidConnectors",
-        'Connector t.f: format is "csv", which is read as JSON; write an object, like {"name": "csv"',
+        'Connector t.f: format is "csv", which is read as JSON; write an object, like '
+        '{"name": "csv"',
         (1, 14),
     ),
     "an unknown column in an aggregate of HAVING": (

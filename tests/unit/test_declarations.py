@@ -211,8 +211,26 @@ REFUSED = {
         + "create function f19(x int) returns int as x;\n"
         + "create view v as select f0(id) as y from t;",
         "ProgramTooLarge",
-        "View 'v' grows to",
+        "View 'v' grows by 46,137,337 expressions once the runtime writes out its calls",
         (22, 13),
+    ),
+    "calls nested in arguments deeper than the runtime writes out": (
+        T
+        + "create function f(x int) returns int as x + 1;\n"
+        + "create view v as select "
+        + "f(" * 65
+        + "id"
+        + ")" * 65
+        + " as y from t;",
+        "NestingTooDeep",
+        "View 'v' makes calls of the program's functions more than 64 deep",
+        (3, 13),
+    ),
+    "a parameter's field": (
+        T + "create function f(p struct<k int>) returns int as p.k;",
+        "UnsupportedSql",
+        "Function 'f' reads 'p.k', a field of parameter 'p', which the runtime does not replace",
+        (2, 51),
     ),
     "a function calling itself": (
         T + "create function f(x int) returns int as f(x);",
@@ -233,8 +251,8 @@ REFUSED = {
         + "create function f70(x int) returns int as x;\n"
         + "create view v as select f0(id) as y from t;",
         "NestingTooDeep",
-        "View 'v' calls 'f0', which makes a chain of 71 calls",
-        (73, 25),
+        "View 'v' makes calls of the program's functions more than 64 deep",
+        (73, 13),
     ),
 }
 
@@ -263,7 +281,17 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
         "create view v as select f(id, amount) as y from t;",
         T + "create function f(x float64) returns float64 as x * 2;\n"  # read as DOUBLE
         "create view v as select f(amount) as y from t;",
-        T + "create function f(p struct<k int>) returns int as p.k;",  # a parameter's field
+        T
+        + "create view v as select id from t where id in ("  # no call: nothing written out
+        + ", ".join(str(i) for i in range(60_000))
+        + ");",
+        T
+        + "create function f(x int) returns int as x + 1;\n"  # 64 deep, as the runtime allows
+        + "create view v as select "
+        + "f(" * 64
+        + "id"
+        + ")" * 64
+        + " as y from t;",
         T + "create function f(x int) returns int as x + (select max(u.id) from t as u);",
         "create table t (id int) with ('connectors' = '"
         + json.dumps([{**FILE, "format": "JSON"}])
@@ -291,10 +319,20 @@ def test_what_is_right_stays_accepted(sql: str) -> None:
 )
 def test_a_backtick_says_names_are_quoted_with_double_quotes(sql: str, at: tuple[int, int]) -> None:
     with pytest.raises(SpindleError) as raised:
-        parse_program(sql)
+        parse_program(sql).refuse_unrunnable()  # a program that parses with one ran with it
     error = raised.value
     assert (error.reason, (error.details["line"], error.details["column"])) == (
         "InvalidProgram",
         at,
     )
     assert 'write "id", not `id`' in error.message
+
+
+def test_a_program_that_ran_with_a_backtick_or_an_empty_format_still_runs() -> None:
+    backtick = T + "create view v as select id` from t;"  # `id AS "`"` to sqlglot, and Spark
+    parse_program(backtick).refuse_unrunnable(references=False)  # a checkpoint's: as it ran
+    with pytest.raises(SpindleError) as raised:
+        parse_program(backtick).refuse_unrunnable()
+    assert 'write "id", not `id`' in raised.value.message
+    empty = [{**FILE, "format": {}}]  # read as JSON, as an absent one is
+    parse_program(f"create table t (id int) with ('connectors' = '{json.dumps(empty)}');")

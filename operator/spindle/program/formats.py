@@ -224,7 +224,7 @@ def misread_formats(relation: Table | View) -> list[Unrunnable]:
     found: list[Unrunnable] = []
     for connector in relation.connectors:
         given = connector.config.get("format")
-        if connector.transport not in ("file_input", "file_output") or connector.format:
+        if connector.transport not in ("file_input", "file_output") or connector.format is not None:
             continue
         if given is None or str(given).lower() == "json":
             continue
@@ -232,7 +232,8 @@ def misread_formats(relation: Table | View) -> list[Unrunnable]:
             Unrunnable.at(
                 relation.position,
                 reason="InvalidConnectors",
-                message=f"Connector {connector.key}: format is {json.dumps(given)}, which is "
+                message=f"Connector {connector.key}: format is "
+                f"{json.dumps(given, default=str)}, which is "
                 'read as JSON; write an object, like {"name": "csv", "config": {...}}',
                 connector=connector.key,
             )

@@ -30,7 +30,7 @@ from spindle.program.model import (
 )
 from spindle.program.properties import flag, property_problems
 from spindle.program.statements import Statement, split
-from spindle.program.syntax import Problem, parsed, unclosed_comment
+from spindle.program.syntax import Problem, backtick, parsed, tokenize, unclosed_comment
 from spindle.program.types import type_problem
 
 DUPLICATE = {"relation": "DuplicateRelation", "function": "DuplicateFunction"}
@@ -149,6 +149,21 @@ def _pathless(statement: Statement, facts: TableFacts | ViewFacts) -> list[Unrun
     ]
 
 
+def _backticked(statement: Statement) -> list[Unrunnable]:
+    """`InvalidProgram` at a backtick the statement parsed with all the same (`syntax.backtick`)."""
+    try:
+        backtick(statement.text, tokenize(statement.text))
+    except Problem as problem:
+        return [
+            Unrunnable.at(
+                statement.locate_line_col(problem.line, problem.col),
+                reason=problem.reason,
+                message=problem.message,
+            )
+        ]
+    return []
+
+
 def _unkeyed(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
     """What of the table's declaration Spindle reads otherwise than written (`misread`, or no
     column at all: `InvalidProgram`), a name of its primary key that is none of its columns
@@ -248,6 +263,8 @@ def parse_program(text: str) -> Program:
     for statement in split(text):
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
+        if "`" in statement.text:  # parsed all the same (`x\`` as an alias): a program that ran
+            clashes.extend(_backticked(statement))
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
         key = f"{namespace}:{facts.name}"
         if key in positions:

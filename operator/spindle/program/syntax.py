@@ -448,6 +448,7 @@ def parse_tokens(text: str, tokens: list[Token]) -> list[exp.Expr | None]:
     except TokenError as error:  # a quoted name read as a type is tokenized again
         raise invalid(f"Syntax error: {error}") from None
     except ParseError as error:
+        backtick(text, tokens)  # the likely cause, said as such
         first = error.errors[0] if error.errors else {}
         description = _described(
             first.get("description") or str(error), first.get("highlight") or ""
@@ -550,9 +551,10 @@ NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 """A name, unquoted or double-quoted; any other token is a string, number or keyword."""
 
 
-def _backticks(text: str, tokens: list[Token]) -> None:
+def backtick(text: str, tokens: list[Token]) -> None:
     """Refuse a backtick, Spark's and MySQL's quote of names, which this SQL (Feldera's) does
-    not have: sqlglot read it as a token of its own, and the error said only 'Unexpected'."""
+    not have: sqlglot reads it as a token of its own, and the error said only 'Unexpected'. A
+    statement that parses with one (an alias of a backtick) is a clash (`program.parse`)."""
     quote = next((t for t in tokens if t.token_type is TokenType.UNKNOWN and t.text == "`"), None)
     if quote is not None:
         raise invalid(
@@ -602,7 +604,6 @@ def parsed(text: str) -> Parsed:
     """Tokenize, parse and normalize one statement; cached by its exact text. The tree is
     shared: never mutate it (copy it first)."""
     tokens = tokenize(text)
-    _backticks(text, tokens)  # a program's; an ad-hoc query is sent to Spark, which has them
     tokens, lateness = lift_lateness(tokens)
     trees = parse_tokens(text, tokens)
     statement = trees[0] if trees else None
@@ -611,6 +612,7 @@ def parsed(text: str) -> Parsed:
     if not _normalized_identifiers(statement):
         stop = _stopping_token(text, tokens)
         if stop is not None:
+            backtick(text, tokens)  # the likely cause, said as such
             said = f"Syntax error: Unexpected '{stop.text}'"
             if stop.text.upper() == "CREATE":  # the next statement, run into this one
                 said += " (each statement ends with ';': is one missing before it?)"

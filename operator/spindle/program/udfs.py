@@ -18,6 +18,7 @@ deeper than `MAX_CALL_DEPTH`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -103,7 +104,6 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
         if (
             isinstance(column.this, exp.Star)
             or (column.name in parameters and not column.table)
-            or column.table in parameters
             or column.find_ancestor(exp.Select) is not None
         ):
             continue
@@ -111,27 +111,29 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
         if where is None:
             continue
         listed = ", ".join(name for name, _ in function.parameters) or "none"
+        of_parameter = column.parts[0].name in parameters
+        problem = (
+            f"reads '{column.sql()}', a field of parameter '{column.parts[0].name}', which the "
+            "runtime does not replace with the argument's (it read the calling view's column "
+            "of that name). Pass the field as the argument instead"
+            if of_parameter
+            else f"reads '{column.sql()}', which is none of its parameters ({listed}): a "
+            "function reads only its parameters. Add it as one, and pass it at each call"
+        )
         yield Unrunnable.at(
             where,
-            reason="UnknownColumn",
-            message=f"Function '{function.name}' reads '{column.sql()}', which is none of its "
-            f"parameters ({listed}): a function reads only its parameters. Add it as one, and "
-            "pass it at each call",
+            reason="UnsupportedSql" if of_parameter else "UnknownColumn",
+            message=f"Function '{function.name}' {problem}",
             function=function.name,
             reference=column.name,
         )
 
 
 def _calls(tree: exp.Expr, functions: Mapping[str, Function]) -> Iterator[exp.Anonymous]:
-    """The calls of the program's functions in `tree`, as the runtime writes them out (`f(a).k`
-    too; not a qualified name's, `db.f(a)`)."""
+    """The calls of the program's functions in `tree`: every call of that name, as the runtime
+    writes them out (`f(a).k`, `t.f(a)` too)."""
     for call in tree.find_all(exp.Anonymous):
-        qualified = isinstance(call.parent, exp.Dot) and call.arg_key == "expression"
-        if (
-            call.name.lower() in functions
-            and not qualified
-            and not isinstance(call.parent, exp.Table)
-        ):
+        if call.name.lower() in functions:
             yield call
 
 
@@ -163,13 +165,13 @@ def _arity(
 
 def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unrunnable]:
     """Functions that call each other in a cycle, once per cycle, at its first function in
-    name order; without one, a view's call that makes a chain of calls deeper than
-    `MAX_CALL_DEPTH`."""
+    name order; without one, a view whose calls nest deeper than `MAX_CALL_DEPTH`, or add more
+    than `MAX_WRITTEN_NODES` expressions, once written out (`written_out`)."""
     graph = {
         name: sorted({c.name.lower() for c in _calls(f.body, functions)})
         for name, f in functions.items()
     }
-    cycles, order = _walk(graph)
+    cycles = _walk(graph)
     for cycle in cycles:
         yield Unrunnable.at(
             functions[cycle[0]].position,
@@ -180,94 +182,124 @@ def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unr
         )
     if cycles:
         return
-    depth: dict[str, int] = {}  # the longest chain of calls a call of each function makes
-    for name in order:  # callees first
-        depth[name] = 1 + max((depth[c] for c in graph[name]), default=0)
     for view in program.views.values():
-        size = written_size(view.query, functions)
-        if size is not None and size > MAX_WRITTEN_NODES:
+        if not any(True for _ in _calls(view.query, functions)):
+            continue
+        written = written_out(view.query, functions)
+        problem = (
+            f"makes calls of the program's functions more than {MAX_CALL_DEPTH} deep, one "
+            "inside another's body or argument; the runtime writes out at most that many. Merge "
+            "some of them"
+            if written is None
+            else f"grows by {written.added:,} expressions once the runtime writes out its calls "
+            "of the program's functions (each call is the function's body, each use of a "
+            f"parameter a copy of its argument); it adds at most {MAX_WRITTEN_NODES:,}. Compute "
+            "the repeated parts once, in a view"
+            if written.added > MAX_WRITTEN_NODES
+            else None
+        )
+        if problem is not None:
             yield Unrunnable.at(
                 view.position,
-                reason="ProgramTooLarge",
-                message=f"View '{view.name}' grows to {size:,} expressions once the runtime "
-                "writes out its calls of the program's functions (each call is the function's "
-                "body, each use of a parameter a copy of its argument); it writes out at most "
-                f"{MAX_WRITTEN_NODES:,}. Compute the repeated parts once, in a view",
+                reason="NestingTooDeep" if written is None else "ProgramTooLarge",
+                message=f"View '{view.name}' {problem}",
                 view=view.name,
             )
-    for view in program.views.values():  # a function no view calls is never written out
-        deepest = max(
-            _calls(view.query, functions), key=lambda c: depth[c.name.lower()], default=None
-        )
-        where = None if deepest is None else program.locate(view.text, text_start(deepest) or 0)
-        if deepest is None or where is None or depth[deepest.name.lower()] <= MAX_CALL_DEPTH:
-            continue
-        yield Unrunnable.at(
-            where,
-            reason="NestingTooDeep",
-            message=f"View '{view.name}' calls '{deepest.name.lower()}', which makes a chain of "
-            f"{depth[deepest.name.lower()]} calls of the program's functions, one inside "
-            f"another's body; the runtime writes out at most {MAX_CALL_DEPTH}. Merge some of them",
-            view=view.name,
-        )
 
 
 MAX_WRITTEN_NODES = 50_000
-"""How many expressions a view's query may have once its calls are written out."""
+"""How many expressions a view's calls of the program's functions may add to its query, once
+the runtime writes them out."""
 
 
-def written_size(tree: exp.Expr, functions: Mapping[str, Function]) -> int | None:
-    """How many expressions `tree` has once the runtime writes out its calls of `functions`
-    (`runtime.translate`: a call is its function's body in a cast, each use of a parameter a
-    cast copy of its argument), without writing them out: each function's size is a constant
-    plus a multiple of each argument's. None when functions call each other in a cycle."""
-    forms: dict[str, tuple[int, dict[str, int]] | None] = {}
-    visiting: set[str] = set()
+@dataclass(frozen=True)
+class Written:
+    """What writing out an expression's calls makes of it (`written_out`)."""
 
-    def form(name: str) -> tuple[int, dict[str, int]] | None:
+    added: int
+    """Expressions the calls add (the bodies, the copies of arguments, the casts)."""
+    levels: int
+    """Calls inside calls, as the runtime writes them out (`MAX_CALL_DEPTH` at most)."""
+
+
+@dataclass
+class _Form:
+    """An expression's size and call levels, in terms of the parameters of the function whose
+    body holds it (a constant, plus per parameter: the copies of its argument, and how many
+    calls deep the deepest copy sits)."""
+
+    size: int = 0
+    levels: int = 0
+    copies: dict[str, int] = field(default_factory=dict)
+    depths: dict[str, int] = field(default_factory=dict)
+
+
+class _Unending(Exception):
+    """Calls that never end (a cycle), or nest deeper than `MAX_CALL_DEPTH`."""
+
+
+def written_out(tree: exp.Expr, functions: Mapping[str, Function]) -> Written | None:
+    """What the runtime makes of `tree` when it writes out its calls of `functions`
+    (`runtime.translate._inline_udfs`: a call is its function's body in a cast, each use of a
+    parameter a cast copy of its argument, and the calls in both are written out in turn),
+    worked out without writing them out. None when the calls never end (a cycle) or nest
+    deeper than `MAX_CALL_DEPTH`."""
+    forms: dict[str, _Form] = {}
+    visiting: list[str] = []
+
+    def form(name: str) -> _Form:
         if name not in forms:
-            if name in visiting:
-                return None
-            visiting.add(name)
+            if name in visiting or len(visiting) > MAX_CALL_DEPTH:
+                raise _Unending
+            visiting.append(name)
             function = functions[name]
-            forms[name] = size(function.body, {p for p, _ in function.parameters})
-            visiting.discard(name)
+            forms[name] = measure(function.body, {p for p, _ in function.parameters})
+            visiting.pop()
         return forms[name]
 
-    def size(node: exp.Expr, parameters: set[str]) -> tuple[int, dict[str, int]] | None:
-        constant, per = 0, dict[str, int]()
-        called = {id(c): c for c in _calls(node, functions)}
+    def measure(node: exp.Expr, parameters: set[str]) -> _Form:
+        found = _Form()
+        called = {id(c) for c in _calls(node, functions)}
         for each in node.walk(prune=lambda n: id(n) in called):
             if isinstance(each, exp.Column) and not each.table and each.name in parameters:
-                constant, per[each.name] = constant + 2, per.get(each.name, 0) + 1
+                found.size += 2
+                found.copies[each.name] = found.copies.get(each.name, 0) + 1
+                found.depths.setdefault(each.name, 0)
             elif id(each) in called:
                 callee = functions[each.name.lower()]
                 body = form(callee.name)
-                if body is None:
-                    return None
-                constant += 3 + body[0]
+                found.size += 3 + body.size
+                found.levels = max(found.levels, 1 + body.levels)
                 arguments = zip(callee.parameters, each.expressions, strict=False)
                 for (parameter, _), argument in arguments:
-                    inner = size(argument, parameters)
-                    if inner is None:
-                        return None
-                    times = body[1].get(parameter, 0)
-                    constant += times * inner[0]
-                    for name, count in inner[1].items():
-                        per[name] = per.get(name, 0) + times * count
+                    times = body.copies.get(parameter, 0)
+                    if times == 0:
+                        continue  # a parameter the body never uses: its argument is dropped
+                    inner, deeper = measure(argument, parameters), 1 + body.depths[parameter]
+                    found.size += times * inner.size
+                    found.levels = max(found.levels, deeper + inner.levels)
+                    for name, count in inner.copies.items():
+                        found.copies[name] = found.copies.get(name, 0) + times * count
+                        depth = deeper + inner.depths[name]
+                        found.depths[name] = max(found.depths.get(name, 0), depth)
             else:
-                constant += 1
-        return constant, per
+                found.size += 1
+        return found
 
-    written = size(tree, set())
-    return None if written is None else written[0]
+    try:
+        written = measure(tree, set())
+    except _Unending:
+        return None
+    if written.levels > MAX_CALL_DEPTH:
+        return None
+    own = sum(1 for _ in tree.walk())
+    return Written(added=written.size - own, levels=written.levels)
 
 
-def _walk(graph: Mapping[str, list[str]]) -> tuple[list[list[str]], list[str]]:
-    """The cycles of a call graph (each once, from its least name, closed: `[f, g, f]`), and
-    its names in post-order (callees first). Depth first without recursion."""
+def _walk(graph: Mapping[str, list[str]]) -> list[list[str]]:
+    """The cycles of a call graph, each once, from its least name, closed: `[f, g, f]`. Depth
+    first without recursion."""
     cycles: set[tuple[str, ...]] = set()
-    order: list[str] = []
     done: set[str] = set()
     for root in graph:
         if root in done:
@@ -276,8 +308,7 @@ def _walk(graph: Mapping[str, list[str]]) -> tuple[list[list[str]], list[str]]:
         pending: list[list[str]] = [list(reversed(graph[root]))]
         while path:
             if not pending[-1]:
-                done.add(path[-1])
-                order.append(path.pop())
+                done.add(path.pop())
                 pending.pop()
                 continue
             callee = pending[-1].pop()
@@ -288,4 +319,4 @@ def _walk(graph: Mapping[str, list[str]]) -> tuple[list[list[str]], list[str]]:
             elif callee not in done:
                 path.append(callee)
                 pending.append(list(reversed(graph[callee])))
-    return [[*cycle, cycle[0]] for cycle in sorted(cycles)], order
+    return [[*cycle, cycle[0]] for cycle in sorted(cycles)]

@@ -23,7 +23,7 @@ from spindle.errors import SpindleError, located
 from spindle.program import Function, Program, Table, View
 from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
-from spindle.program.udfs import MAX_CALL_DEPTH, MAX_WRITTEN_NODES, written_size
+from spindle.program.udfs import MAX_CALL_DEPTH, MAX_WRITTEN_NODES, written_out
 from spindle.program.writable import UNSUPPORTED
 
 
@@ -127,14 +127,17 @@ def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, 
     schemas allow, AVG over DECIMAL fixed, Spark's calls as written (`spark_calls`)."""
     _check_supported(view)
     tree = _owned(as_written(view.query), view.query)  # as parsed: positions within the view
-    size = written_size(tree, program.functions)  # refused when planned; a checkpoint's program
-    if size is None or size > MAX_WRITTEN_NODES:
+    written = written_out(tree, program.functions)  # refused when planned: a checkpoint's
+    if written is None or written.added > MAX_WRITTEN_NODES:
         raise located(
-            reason="ProgramTooLarge",
+            reason="NestingTooDeep" if written is None else "ProgramTooLarge",
             message=f"View '{view.name}' calls the program's functions "
-            + ("in a cycle" if size is None else f"so that it grows to {size:,} expressions")
-            + f"; the runtime writes out at most {MAX_WRITTEN_NODES:,}. Break the cycle, or "
-            "compute the repeated parts once, in a view",
+            + (
+                f"in a cycle, or more than {MAX_CALL_DEPTH} deep"
+                if written is None
+                else f"so that they add {written.added:,} expressions, over {MAX_WRITTEN_NODES:,}"
+            )
+            + ", once written out. Break the cycle, or compute the repeated parts once, in a view",
             line=view.position.line,
             column=view.position.column,
             view=view.name,

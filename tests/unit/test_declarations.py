@@ -197,10 +197,29 @@ REFUSED = {
     ),
     "a call whose field is read": (
         T + "create function f(x int, y int) returns int as x + y;\n"
-        "create view v as select f(id).k as y from t;",
-        "WrongArgumentCount",
-        "View 'v' calls 'f' with 1 argument, and it takes 2",
+        "create view v as select f(id, amount).k as y from t;",
+        "UnsupportedSql",
+        "View 'v' calls 'f' for a field of its result, which its body, written out in its place,",
         (3, 25),
+    ),
+    "a window of a function's call": (
+        T + "create function f(x int) returns int as x + 1;\n"
+        "create view v as select f(id) over (partition by amount) as y from t;",
+        "UnsupportedSql",
+        "View 'v' calls 'f' as a window function (OVER)",
+        (3, 25),
+    ),
+    "a query in a function's body": (  # its columns named as parameters were replaced
+        T + "create function f(id int) returns int as (select max(id) from t);",
+        "UnsupportedSql",
+        "Function 'f' has a query in its body: a function reads only its parameters",
+        (2, 50),
+    ),
+    "a parameter named twice": (
+        T + "create function f(p int, p int) returns int as p;",
+        "DuplicateColumn",
+        "Function 'f' has two parameters named 'p'; rename one",
+        (2, 17),
     ),
     "calls that grow past what the runtime writes out": (
         T
@@ -211,7 +230,7 @@ REFUSED = {
         + "create function f19(x int) returns int as x;\n"
         + "create view v as select f0(id) as y from t;",
         "ProgramTooLarge",
-        "View 'v' grows by 46,137,337 expressions once the runtime writes out its calls",
+        "View 'v': Writing out the calls of the program's functions builds more than 50,000",
         (22, 13),
     ),
     "calls nested in arguments deeper than the runtime writes out": (
@@ -223,7 +242,7 @@ REFUSED = {
         + ")" * 65
         + " as y from t;",
         "NestingTooDeep",
-        "View 'v' makes calls of the program's functions more than 64 deep",
+        "View 'v': The program's functions call each other more than 64 deep",
         (3, 13),
     ),
     "a parameter's field": (
@@ -251,7 +270,7 @@ REFUSED = {
         + "create function f70(x int) returns int as x;\n"
         + "create view v as select f0(id) as y from t;",
         "NestingTooDeep",
-        "View 'v' makes calls of the program's functions more than 64 deep",
+        "View 'v': The program's functions call each other more than 64 deep",
         (73, 13),
     ),
 }
@@ -292,7 +311,6 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
         + "id"
         + ")" * 64
         + " as y from t;",
-        T + "create function f(x int) returns int as x + (select max(u.id) from t as u);",
         "create table t (id int) with ('connectors' = '"
         + json.dumps([{**FILE, "format": "JSON"}])
         + "');",  # read as what it says

@@ -17,13 +17,14 @@ deeper than `MAX_CALL_DEPTH`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from spindle.errors import SpindleError
 from spindle.program.model import Function, Program, Unrunnable
+from spindle.program.spark_calls import as_written
 from spindle.program.statements import text_start
 from spindle.program.syntax import parsed
 
@@ -100,6 +101,26 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
     them: as written), which would read the calling view's column of that name. A parameter's
     field (`p.k`) is the parameter's; a subquery's names are its own, left to Spark."""
     parameters = {name for name, _ in function.parameters}
+    query = function.body.find(exp.Query)
+    if query is not None:  # its columns named as parameters would be replaced too
+        at = program.locate(function.text, text_start(query) or 0) or function.position
+        yield Unrunnable.at(
+            at,
+            reason="UnsupportedSql",
+            message=f"Function '{function.name}' has a query in its body: a function reads "
+            "only its parameters. Read the table in a view, and pass what the function needs",
+            function=function.name,
+        )
+        return
+    repeated = [n for n, _ in function.parameters if n.lower() in _seen_before(function)]
+    if repeated:
+        yield Unrunnable.at(
+            function.position,
+            reason="DuplicateColumn",
+            message=f"Function '{function.name}' has two parameters named '{repeated[0]}'; "
+            "rename one",
+            function=function.name,
+        )
     for column in function.body.find_all(exp.Column):
         if (
             isinstance(column.this, exp.Star)
@@ -129,12 +150,35 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
         )
 
 
+def _seen_before(function: Function) -> set[str]:
+    """The parameter names an earlier parameter of the function has (case-insensitively)."""
+    seen: set[str] = set()
+    again: set[str] = set()
+    for name, _ in function.parameters:
+        (again if name.lower() in seen else seen).add(name.lower())
+    return again
+
+
 def _calls(tree: exp.Expr, functions: Mapping[str, Function]) -> Iterator[exp.Anonymous]:
     """The calls of the program's functions in `tree`: every call of that name, as the runtime
     writes them out (`f(a).k`, `t.f(a)` too)."""
     for call in tree.find_all(exp.Anonymous):
         if call.name.lower() in functions:
             yield call
+
+
+_SHAPES: tuple[tuple[str, Callable[[exp.Anonymous], bool]], ...] = (
+    ("as a window function (OVER)", lambda c: isinstance(c.parent, exp.Window)),
+    ("with DISTINCT", lambda c: any(isinstance(a, exp.Distinct) for a in c.expressions)),
+    ("with a qualifier", lambda c: isinstance(c.parent, exp.Dot) and c.arg_key == "expression"),
+    ("for a field of its result", lambda c: isinstance(c.parent, exp.Dot) and c.arg_key == "this"),
+)
+"""How a call of the program's function can be written that its written-out body cannot take
+the place of (`CAST(...) OVER (...)`, `CAST(DISTINCT a ...)`, `t.CAST(...)`, a field of an INT)."""
+
+
+def _unwritable(call: exp.Anonymous) -> str | None:
+    return next((shape for shape, found in _SHAPES if found(call)), None)
 
 
 def _arity(
@@ -151,7 +195,19 @@ def _arity(
         function = functions[call.name.lower()]
         wanted, given = len(function.parameters), len(call.expressions)
         where = program.locate(text, text_start(call) or 0)
-        if wanted == given or where is None:
+        if where is None:
+            continue
+        shape = _unwritable(call)
+        if shape is not None:
+            yield Unrunnable.at(
+                where,
+                reason="UnsupportedSql",
+                message=f"{kind} '{owner}' calls '{function.name}' {shape}, which its body, "
+                "written out in its place, cannot be; call it plainly (`f(a)`)",
+                **{kind.lower(): owner, "call": function.name},
+            )
+            continue
+        if wanted == given:
             continue
         yield Unrunnable.at(
             where,
@@ -165,8 +221,7 @@ def _arity(
 
 def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unrunnable]:
     """Functions that call each other in a cycle, once per cycle, at its first function in
-    name order; without one, a view whose calls nest deeper than `MAX_CALL_DEPTH`, or add more
-    than `MAX_WRITTEN_NODES` expressions, once written out (`written_out`)."""
+    name order; without one, a view whose calls cannot be written out (`inline_calls`)."""
     graph = {
         name: sorted({c.name.lower() for c in _calls(f.body, functions)})
         for name, f in functions.items()
@@ -183,117 +238,90 @@ def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unr
     if cycles:
         return
     for view in program.views.values():
-        if not any(True for _ in _calls(view.query, functions)):
+        if next(_calls(view.query, functions), None) is None:
             continue
-        written = written_out(view.query, functions)
-        problem = (
-            f"makes calls of the program's functions more than {MAX_CALL_DEPTH} deep, one "
-            "inside another's body or argument; the runtime writes out at most that many. Merge "
-            "some of them"
-            if written is None
-            else f"grows by {written.added:,} expressions once the runtime writes out its calls "
-            "of the program's functions (each call is the function's body, each use of a "
-            f"parameter a copy of its argument); it adds at most {MAX_WRITTEN_NODES:,}. Compute "
-            "the repeated parts once, in a view"
-            if written.added > MAX_WRITTEN_NODES
-            else None
-        )
-        if problem is not None:
+        try:
+            inline_calls(view.query.copy(), functions)
+        except SpindleError as error:
             yield Unrunnable.at(
                 view.position,
-                reason="NestingTooDeep" if written is None else "ProgramTooLarge",
-                message=f"View '{view.name}' {problem}",
+                reason=error.reason,
+                message=f"View '{view.name}': {error.message.rstrip('.')}",
                 view=view.name,
             )
 
 
 MAX_WRITTEN_NODES = 50_000
-"""How many expressions a view's calls of the program's functions may add to its query, once
-the runtime writes them out."""
+"""How many expressions writing out a view's calls may build, all told."""
 
 
-@dataclass(frozen=True)
-class Written:
-    """What writing out an expression's calls makes of it (`written_out`)."""
-
-    added: int
-    """Expressions the calls add (the bodies, the copies of arguments, the casts)."""
-    levels: int
-    """Calls inside calls, as the runtime writes them out (`MAX_CALL_DEPTH` at most)."""
-
-
-@dataclass
-class _Form:
-    """An expression's size and call levels, in terms of the parameters of the function whose
-    body holds it (a constant, plus per parameter: the copies of its argument, and how many
-    calls deep the deepest copy sits)."""
-
-    size: int = 0
-    levels: int = 0
-    copies: dict[str, int] = field(default_factory=dict)
-    depths: dict[str, int] = field(default_factory=dict)
+def inline_calls(tree: exp.Expr, functions: Mapping[str, Function]) -> exp.Expr:
+    """`tree` (owned: it is changed) with each call of one of `functions` written out as the
+    function's body, in a cast to its result type, each use of a parameter a cast copy of the
+    call's argument; the calls in both are written out in turn. What Spark runs (a SQL function
+    of Spark's would be a catalog object). Calls nested more than `MAX_CALL_DEPTH` deep are
+    `NestingTooDeep`; building more than `MAX_WRITTEN_NODES` expressions, all told, is
+    `ProgramTooLarge` (a body that calls the next function twice doubles at each level)."""
+    built = [0]
+    return _inline(tree, functions, depth=0, built=built)
 
 
-class _Unending(Exception):
-    """Calls that never end (a cycle), or nest deeper than `MAX_CALL_DEPTH`."""
+def _inline(
+    tree: exp.Expr, functions: Mapping[str, Function], *, depth: int, built: list[int]
+) -> exp.Expr:
+    if depth > MAX_CALL_DEPTH:
+        raise SpindleError(
+            reason="NestingTooDeep",
+            message=f"The program's functions call each other more than {MAX_CALL_DEPTH} "
+            "deep, in their bodies or arguments (or in a cycle); break the cycle, or merge some "
+            "of them.",
+        )
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else None
+        if name is None or name not in functions:
+            return node
+        function = functions[name]
+        arguments = {  # each as its parameter's type, as Spark's SQL functions take them; a
+            # cast is a call, so `dbl(x + 1)` stays `(x + 1) * 2`, never `x + 1 * 2`
+            parameter: exp.Cast(this=argument.copy(), to=_type(function, declared))
+            for (parameter, declared), argument in zip(
+                function.parameters, node.expressions, strict=False
+            )
+        }
+        body = as_written(function.body)
+        body = body.copy() if body is function.body else body
+        body = body.transform(
+            lambda n: (
+                arguments[n.name].copy()
+                if isinstance(n, exp.Column) and not n.table and n.name in arguments
+                else n
+            )
+        )
+        built[0] += sum(1 for _ in body.walk())
+        if built[0] > MAX_WRITTEN_NODES:
+            raise SpindleError(
+                reason="ProgramTooLarge",
+                message="Writing out the calls of the program's functions builds more than "
+                f"{MAX_WRITTEN_NODES:,} expressions (each call is the function's body, each use "
+                "of a parameter a copy of its argument). Compute the repeated parts once, in a "
+                "view.",
+            )
+        inlined = _inline(body, functions, depth=depth + 1, built=built)
+        return exp.Cast(this=exp.Paren(this=inlined), to=_type(function, function.returns))
+
+    return tree.transform(replace)
 
 
-def written_out(tree: exp.Expr, functions: Mapping[str, Function]) -> Written | None:
-    """What the runtime makes of `tree` when it writes out its calls of `functions`
-    (`runtime.translate._inline_udfs`: a call is its function's body in a cast, each use of a
-    parameter a cast copy of its argument, and the calls in both are written out in turn),
-    worked out without writing them out. None when the calls never end (a cycle) or nest
-    deeper than `MAX_CALL_DEPTH`."""
-    forms: dict[str, _Form] = {}
-    visiting: list[str] = []
-
-    def form(name: str) -> _Form:
-        if name not in forms:
-            if name in visiting or len(visiting) > MAX_CALL_DEPTH:
-                raise _Unending
-            visiting.append(name)
-            function = functions[name]
-            forms[name] = measure(function.body, {p for p, _ in function.parameters})
-            visiting.pop()
-        return forms[name]
-
-    def measure(node: exp.Expr, parameters: set[str]) -> _Form:
-        found = _Form()
-        called = {id(c) for c in _calls(node, functions)}
-        for each in node.walk(prune=lambda n: id(n) in called):
-            if isinstance(each, exp.Column) and not each.table and each.name in parameters:
-                found.size += 2
-                found.copies[each.name] = found.copies.get(each.name, 0) + 1
-                found.depths.setdefault(each.name, 0)
-            elif id(each) in called:
-                callee = functions[each.name.lower()]
-                body = form(callee.name)
-                found.size += 3 + body.size
-                found.levels = max(found.levels, 1 + body.levels)
-                arguments = zip(callee.parameters, each.expressions, strict=False)
-                for (parameter, _), argument in arguments:
-                    times = body.copies.get(parameter, 0)
-                    if times == 0:
-                        continue  # a parameter the body never uses: its argument is dropped
-                    inner, deeper = measure(argument, parameters), 1 + body.depths[parameter]
-                    found.size += times * inner.size
-                    found.levels = max(found.levels, deeper + inner.levels)
-                    for name, count in inner.copies.items():
-                        found.copies[name] = found.copies.get(name, 0) + times * count
-                        depth = deeper + inner.depths[name]
-                        found.depths[name] = max(found.depths.get(name, 0), depth)
-            else:
-                found.size += 1
-        return found
-
+def _type(function: Function, declared: str) -> exp.DataType:
     try:
-        written = measure(tree, set())
-    except _Unending:
-        return None
-    if written.levels > MAX_CALL_DEPTH:
-        return None
-    own = sum(1 for _ in tree.walk())
-    return Written(added=written.size - own, levels=written.levels)
+        return exp.DataType.build(declared)
+    except (SqlglotError, ValueError):  # refused when planned (`_signature`); a checkpoint's
+        raise SpindleError(
+            reason="UnsupportedType",
+            message=f"Function '{function.name}' declares the type '{declared}', which is not a "
+            "SQL type; declare one Spark has (INT, VARCHAR, DECIMAL(10, 2), ...).",
+        ) from None
 
 
 def _walk(graph: Mapping[str, list[str]]) -> list[list[str]]:

@@ -20,10 +20,10 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
 from spindle.errors import SpindleError, located
-from spindle.program import Function, Program, Table, View
+from spindle.program import Program, Table, View
 from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
-from spindle.program.udfs import MAX_CALL_DEPTH, MAX_WRITTEN_NODES, written_out
+from spindle.program.udfs import inline_calls
 from spindle.program.writable import UNSUPPORTED
 
 
@@ -43,40 +43,6 @@ def spark_type(declared: str) -> str:
 def table_ddl_schema(table: Table) -> str:
     """The Spark DDL schema string of a table (`id BIGINT, name STRING`)."""
     return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in table.columns)
-
-
-def _inline_udfs(tree: exp.Expr, functions: Mapping[str, Function], depth: int = 0) -> exp.Expr:
-    if depth > MAX_CALL_DEPTH:  # refused when planned (`program.udfs`); a checkpoint's program
-        raise SpindleError(
-            reason="NestingTooDeep",
-            message=f"The program's functions call each other more than {MAX_CALL_DEPTH} deep "
-            "(or in a cycle); break the cycle, or merge some of them.",
-        )
-
-    def replace(node: exp.Expr) -> exp.Expr:
-        name = node.name.lower() if isinstance(node, exp.Anonymous) else None
-        if name is None or name not in functions:
-            return node
-        function = functions[name]
-        arguments = {  # each as its parameter's type, as Spark's SQL functions take them; a
-            # cast is a call, so `dbl(x + 1)` stays `(x + 1) * 2`, never `x + 1 * 2`
-            parameter: exp.Cast(this=argument.copy(), to=exp.DataType.build(declared))
-            for (parameter, declared), argument in zip(
-                function.parameters, node.expressions, strict=False
-            )
-        }
-        body = _owned(as_written(function.body), function.body)
-        body = body.transform(
-            lambda n: (
-                arguments[n.name].copy()
-                if isinstance(n, exp.Column) and not n.table and n.name in arguments
-                else n
-            )
-        )
-        inlined = _inline_udfs(body, functions, depth + 1)
-        return exp.Cast(this=exp.Paren(this=inlined), to=exp.DataType.build(function.returns))
-
-    return tree.transform(replace)
 
 
 @dataclass(frozen=True)
@@ -127,22 +93,16 @@ def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, 
     schemas allow, AVG over DECIMAL fixed, Spark's calls as written (`spark_calls`)."""
     _check_supported(view)
     tree = _owned(as_written(view.query), view.query)  # as parsed: positions within the view
-    written = written_out(tree, program.functions)  # refused when planned: a checkpoint's
-    if written is None or written.added > MAX_WRITTEN_NODES:
+    try:
+        tree = inline_calls(tree, program.functions)  # refused when planned: a checkpoint's
+    except SpindleError as error:
         raise located(
-            reason="NestingTooDeep" if written is None else "ProgramTooLarge",
-            message=f"View '{view.name}' calls the program's functions "
-            + (
-                f"in a cycle, or more than {MAX_CALL_DEPTH} deep"
-                if written is None
-                else f"so that they add {written.added:,} expressions, over {MAX_WRITTEN_NODES:,}"
-            )
-            + ", once written out. Break the cycle, or compute the repeated parts once, in a view",
+            reason=error.reason,
+            message=f"View '{view.name}': {error.message.rstrip('.')}",
             line=view.position.line,
             column=view.position.column,
             view=view.name,
-        )
-    tree = _inline_udfs(tree, program.functions)
+        ) from None
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )

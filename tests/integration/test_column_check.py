@@ -79,6 +79,15 @@ def spark_failure(spark: Any, program: Program) -> str | None:
     return None
 
 
+def refusal(program: Program) -> str | None:
+    """The message `check` refuses the program with, or None."""
+    try:
+        program.refuse_unrunnable()
+    except SpindleError as error:
+        return error.message
+    return None
+
+
 def check(program: Program) -> str | None:
     try:
         program.refuse_unrunnable()
@@ -110,6 +119,8 @@ def test_no_program_spark_analyzes_is_refused(spark: Any) -> None:
             continue  # a Feldera connector key Spindle refuses: not what Spark analyzes
         if failure is None:
             analyzed += 1
+            if "cannot be stored" in (refusal(program) or ""):
+                continue  # a column name Spark analyzes and Delta refuses: the first step failed
             assert check(program) is None, path.name
         elif check(program) is not None:
             refused += 1

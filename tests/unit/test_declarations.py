@@ -202,7 +202,15 @@ REFUSED = {
         "View 'v' calls 'f' for a field of its result, which its body, written out in its place,",
         (3, 25),
     ),
-    "a window of a function's call": (
+    "a window of a function's call": (  # PARTITION BY f(id) is a plain call
+        T + "create function f(x int) returns int as x + 1;\n"
+        "create view v as select sum(amount) over (partition by f(id)) as s, "
+        "f(id) over (partition by amount) as y from t;",
+        "UnsupportedSql",
+        "View 'v' calls 'f' as a window function (OVER)",
+        (3, 69),
+    ),
+    "a window of a function's call, alone": (
         T + "create function f(x int) returns int as x + 1;\n"
         "create view v as select f(id) over (partition by amount) as y from t;",
         "UnsupportedSql",
@@ -230,7 +238,7 @@ REFUSED = {
         + "create function f19(x int) returns int as x;\n"
         + "create view v as select f0(id) as y from t;",
         "ProgramTooLarge",
-        "View 'v': Writing out the calls of the program's functions builds more than 50,000",
+        "View 'v': Writing out the calls of the program's functions builds more than 200,000",
         (22, 13),
     ),
     "calls nested in arguments deeper than the runtime writes out": (
@@ -354,3 +362,14 @@ def test_a_program_that_ran_with_a_backtick_or_an_empty_format_still_runs() -> N
     assert 'write "id", not `id`' in raised.value.message
     empty = [{**FILE, "format": {}}]  # read as JSON, as an absent one is
     parse_program(f"create table t (id int) with ('connectors' = '{json.dumps(empty)}');")
+
+
+def test_a_function_of_no_sql_type_is_one_problem_not_one_per_view() -> None:
+    sql = (
+        T + "create function f(x int) returns bogus as x;\n"
+        "create view v as select f(id) as y from t;\n"
+        "create view w as select f(amount) as y from t;"
+    )
+    with pytest.raises(SpindleError) as raised:
+        parse_program(sql).refuse_unrunnable()
+    assert raised.value.reason == "UnsupportedType" and "more" not in raised.value.details

@@ -188,5 +188,5 @@ def test_calls_that_would_grow_past_the_limit_are_refused_before_they_are_writte
     with pytest.raises(SpindleError) as raised:
         view_sql(program.views["v"], program, {"t": {"id": "INT"}})
     assert raised.value.reason == "ProgramTooLarge"
-    assert "builds more than 50,000 expressions" in raised.value.message
+    assert "builds more than 200,000 expressions" in raised.value.message
     assert raised.value.details["line"] == 22  # at the view

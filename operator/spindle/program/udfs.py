@@ -38,8 +38,12 @@ def function_problems(program: Program) -> tuple[Unrunnable, ...]:
     functions = program.functions
     found: list[Unrunnable] = []
     typed: dict[str, Function] = {}  # a function with an untyped parameter: that is its problem
+    sound: set[str] = set()  # a function of known types (else that is its problem, once)
     for function in functions.values():
-        found.extend(_signature(program, function))
+        signature = list(_signature(program, function))
+        found.extend(signature)
+        if not signature:
+            sound.add(function.name)
         udf = parsed(function.text).create.this
         if len(udf.expressions) == len(function.parameters):
             typed[function.name] = function
@@ -50,7 +54,7 @@ def function_problems(program: Program) -> tuple[Unrunnable, ...]:
     ]
     for kind, name, text, tree in owners:
         found.extend(_arity(program, typed, kind=kind, owner=name, text=text, tree=tree))
-    found.extend(_cycles(program, functions))
+    found.extend(_cycles(program, functions, sound=sound))
     return tuple(found)
 
 
@@ -168,7 +172,10 @@ def _calls(tree: exp.Expr, functions: Mapping[str, Function]) -> Iterator[exp.An
 
 
 _SHAPES: tuple[tuple[str, Callable[[exp.Anonymous], bool]], ...] = (
-    ("as a window function (OVER)", lambda c: isinstance(c.parent, exp.Window)),
+    (
+        "as a window function (OVER)",
+        lambda c: isinstance(c.parent, exp.Window) and c.arg_key == "this",
+    ),
     ("with DISTINCT", lambda c: any(isinstance(a, exp.Distinct) for a in c.expressions)),
     ("with a qualifier", lambda c: isinstance(c.parent, exp.Dot) and c.arg_key == "expression"),
     ("for a field of its result", lambda c: isinstance(c.parent, exp.Dot) and c.arg_key == "this"),
@@ -219,7 +226,9 @@ def _arity(
         )
 
 
-def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unrunnable]:
+def _cycles(
+    program: Program, functions: Mapping[str, Function], *, sound: set[str]
+) -> Iterator[Unrunnable]:
     """Functions that call each other in a cycle, once per cycle, at its first function in
     name order; without one, a view whose calls cannot be written out (`inline_calls`)."""
     graph = {
@@ -238,7 +247,8 @@ def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unr
     if cycles:
         return
     for view in program.views.values():
-        if next(_calls(view.query, functions), None) is None:
+        called = {c.name.lower() for c in _calls(view.query, functions)}
+        if not called or not called <= sound:  # none; or a type that is already a problem
             continue
         try:
             inline_calls(view.query.copy(), functions)
@@ -251,7 +261,7 @@ def _cycles(program: Program, functions: Mapping[str, Function]) -> Iterator[Unr
             )
 
 
-MAX_WRITTEN_NODES = 50_000
+MAX_WRITTEN_NODES = 200_000
 """How many expressions writing out a view's calls may build, all told."""
 
 

@@ -164,7 +164,7 @@ def _backticked(statement: Statement) -> list[Unrunnable]:
     return []
 
 
-def _unkeyed(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
+def _misdeclared(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
     """What of the table's declaration Spindle reads otherwise than written (`misread`, or no
     column at all: `InvalidProgram`), a name of its primary key that is none of its columns
     (`UnknownColumn`), or that the key names twice (`DuplicateColumn`); names compare
@@ -318,7 +318,7 @@ def parse_program(text: str) -> Program:
             unrunnable.extend(_unstorable(statement, typed, owner=facts.name))
             named = [(offset, name) for offset, name, _ in typed]
             unrunnable.extend(_repeated(statement, named, owner=facts.name))
-            clashes.extend(_unkeyed(statement, facts))
+            clashes.extend(_misdeclared(statement, facts))
             tables[facts.name] = Table(
                 name=facts.name,
                 columns=facts.columns,

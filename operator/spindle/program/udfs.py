@@ -1,18 +1,20 @@
-"""The program's own functions, checked as the runtime inlines them, before anything runs.
+"""The program's own functions: written out in place of their calls, and checked as that is
+done, before anything runs.
 
-The runtime (`runtime.translate`) replaces each call of a function the program declares with its
-body, each parameter with the call's argument cast to the parameter's type, and casts the result
-to the return type. What that cannot do right failed after approval, or ran wrong without a
-word:
-- a parameter or return type Spark has not (`x bogus`): a parse error in the driver, shown as
-  Spindle's own bug; a parameter without a type (`f(x)`) was dropped;
-- a call with more arguments than parameters (the rest dropped) or fewer (the parameter left as
-  a name, read as a column of the calling view);
-- a body that reads a name that is not a parameter: the calling view's column of that name;
-- functions that call each other in a cycle (a chain of calls deeper than the runtime inlines).
-Each is a problem of the program, at the line and column where it is written: `UnsupportedType`,
-`WrongArgumentCount`, `UnknownColumn`, `CyclicFunction` (`NestingTooDeep` for a chain of calls
-deeper than `MAX_CALL_DEPTH`).
+The runtime (`runtime.translate`) writes each call of a function the program declares out as
+its body (`inline_calls`), each parameter replaced by the call's argument cast to the
+parameter's type, the result cast to the return type. The plan runs the same code for each view
+that calls a function, so the two never disagree. What that cannot do right failed after
+approval, or ran wrong without a word, and is a problem of the program, at the line and column
+where it is written:
+- a parameter or return type Spark has not, or none (`UnsupportedType`);
+- a call with more arguments than parameters, or fewer (`WrongArgumentCount`), or in a form its
+  written-out body cannot take (`f(a) OVER`, `f(DISTINCT a)`, `t.f(a)`, `f(a).k`: `UnsupportedSql`);
+- a body that reads a name that is not a parameter (`UnknownColumn`), a parameter's field or a
+  query (`UnsupportedSql`), two parameters of one name (`DuplicateColumn`);
+- functions that call each other in a cycle (`CyclicFunction`), calls nested more than
+  `MAX_CALL_DEPTH` deep (`NestingTooDeep`), or more than `MAX_WRITTEN_NODES` expressions built to
+  write them out (`ProgramTooLarge`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from collections.abc import Callable, Iterator, Mapping
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from spindle.errors import SpindleError
-from spindle.program.model import Function, Program, Unrunnable
+from spindle.errors import SpindleError, located
+from spindle.program.model import Function, Program, Unrunnable, View
 from spindle.program.spark_calls import as_written
 from spindle.program.statements import text_start
 from spindle.program.syntax import parsed
@@ -47,7 +49,7 @@ def function_problems(program: Program) -> tuple[Unrunnable, ...]:
         udf = parsed(function.text).create.this
         if len(udf.expressions) == len(function.parameters):
             typed[function.name] = function
-            found.extend(_outside_names(program, function))
+            found.extend(_body_problems(program, function))
     owners = [
         *(("View", v.name, v.text, v.query) for v in program.views.values()),
         *(("Function", f.name, f.text, f.body) for f in functions.values()),
@@ -88,25 +90,36 @@ def _signature(program: Program, function: Function) -> Iterator[Unrunnable]:
 def _type_problem(type_sql: str | None) -> str | None:
     if type_sql is None:
         return "has no type; give it one (`x INT`)"
-    try:
-        unknown = exp.DataType.build(type_sql).this == exp.DataType.Type.USERDEFINED
-    except (SqlglotError, ValueError):
-        unknown = True
-    if not unknown:
+    built = _built(type_sql)
+    if built is not None and built.this != exp.DataType.Type.USERDEFINED:
         return None
+    return _not_a_type(type_sql)
+
+
+def _built(type_sql: str) -> exp.DataType | None:
+    """The type as the runtime builds it (`_type`), or None when sqlglot cannot."""
+    try:
+        return exp.DataType.build(type_sql)
+    except (SqlglotError, ValueError):
+        return None
+
+
+def _not_a_type(type_sql: str) -> str:
     return (
         f"has type '{type_sql}', which is not a SQL type; declare one Spark has (INT, VARCHAR, "
         "DECIMAL(10, 2), ...)"
     )
 
 
-def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]:
-    """A name in the body that is none of the parameters (compared as the runtime replaces
-    them: as written), which would read the calling view's column of that name. A parameter's
-    field (`p.k`) is the parameter's; a subquery's names are its own, left to Spark."""
+def _body_problems(program: Program, function: Function) -> Iterator[Unrunnable]:
+    """What in the body the runtime cannot write out as written: a query (its columns named as
+    parameters would be replaced too), two parameters of one name, a name that is none of the
+    parameters (compared as the runtime replaces them: as written), which would read the
+    calling view's column of that name, and a parameter's field (`p.k`), which the runtime
+    leaves as the view's `p`."""
     parameters = {name for name, _ in function.parameters}
     query = function.body.find(exp.Query)
-    if query is not None:  # its columns named as parameters would be replaced too
+    if query is not None:
         at = program.locate(function.text, text_start(query) or 0) or function.position
         yield Unrunnable.at(
             at,
@@ -116,21 +129,16 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
             function=function.name,
         )
         return
-    repeated = [n for n, _ in function.parameters if n.lower() in _seen_before(function)]
-    if repeated:
+    repeated = _repeated_parameter(function)
+    if repeated is not None:
         yield Unrunnable.at(
             function.position,
             reason="DuplicateColumn",
-            message=f"Function '{function.name}' has two parameters named '{repeated[0]}'; "
-            "rename one",
+            message=f"Function '{function.name}' has two parameters named '{repeated}'; rename one",
             function=function.name,
         )
     for column in function.body.find_all(exp.Column):
-        if (
-            isinstance(column.this, exp.Star)
-            or (column.name in parameters and not column.table)
-            or column.find_ancestor(exp.Select) is not None
-        ):
+        if isinstance(column.this, exp.Star) or (column.name in parameters and not column.table):
             continue
         where = program.locate(function.text, text_start(column) or 0)
         if where is None:
@@ -154,13 +162,14 @@ def _outside_names(program: Program, function: Function) -> Iterator[Unrunnable]
         )
 
 
-def _seen_before(function: Function) -> set[str]:
-    """The parameter names an earlier parameter of the function has (case-insensitively)."""
+def _repeated_parameter(function: Function) -> str | None:
+    """The first parameter name an earlier parameter has (case-insensitively), or None."""
     seen: set[str] = set()
-    again: set[str] = set()
     for name, _ in function.parameters:
-        (again if name.lower() in seen else seen).add(name.lower())
-    return again
+        if name.lower() in seen:
+            return name
+        seen.add(name.lower())
+    return None
 
 
 def _calls(tree: exp.Expr, functions: Mapping[str, Function]) -> Iterator[exp.Anonymous]:
@@ -251,14 +260,9 @@ def _cycles(
         if not called or not called <= sound:  # none; or a type that is already a problem
             continue
         try:
-            inline_calls(view.query.copy(), functions)
+            inline_view(view, view.query.copy(), functions)
         except SpindleError as error:
-            yield Unrunnable.at(
-                view.position,
-                reason=error.reason,
-                message=f"View '{view.name}': {error.message.rstrip('.')}",
-                view=view.name,
-            )
+            yield Unrunnable.of(error)
 
 
 MAX_WRITTEN_NODES = 200_000
@@ -274,6 +278,20 @@ def inline_calls(tree: exp.Expr, functions: Mapping[str, Function]) -> exp.Expr:
     `ProgramTooLarge` (a body that calls the next function twice doubles at each level)."""
     built = [0]
     return _inline(tree, functions, depth=0, built=built)
+
+
+def inline_view(view: View, tree: exp.Expr, functions: Mapping[str, Function]) -> exp.Expr:
+    """`inline_calls` of view `view`'s query `tree`, its problems located at the view."""
+    try:
+        return inline_calls(tree, functions)
+    except SpindleError as error:
+        raise located(
+            reason=error.reason,
+            message=f"View '{view.name}': {error.message.rstrip('.')}",
+            line=view.position.line,
+            column=view.position.column,
+            view=view.name,
+        ) from None
 
 
 def _inline(
@@ -324,14 +342,14 @@ def _inline(
 
 
 def _type(function: Function, declared: str) -> exp.DataType:
-    try:
-        return exp.DataType.build(declared)
-    except (SqlglotError, ValueError):  # refused when planned (`_signature`); a checkpoint's
+    built = _built(declared)
+    if built is None:  # refused when planned (`_signature`); a checkpoint's
         raise SpindleError(
             reason="UnsupportedType",
-            message=f"Function '{function.name}' declares the type '{declared}', which is not a "
-            "SQL type; declare one Spark has (INT, VARCHAR, DECIMAL(10, 2), ...).",
-        ) from None
+            message=f"Function '{function.name}': a parameter or its result "
+            f"{_not_a_type(declared)}.",
+        )
+    return built
 
 
 def _walk(graph: Mapping[str, list[str]]) -> list[list[str]]:

@@ -23,7 +23,7 @@ from spindle.errors import SpindleError, located
 from spindle.program import Program, Table, View
 from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
-from spindle.program.udfs import inline_calls
+from spindle.program.udfs import inline_view
 from spindle.program.writable import UNSUPPORTED
 
 
@@ -93,16 +93,7 @@ def translated(view: View, program: Program, schemas: Mapping[str, Mapping[str, 
     schemas allow, AVG over DECIMAL fixed, Spark's calls as written (`spark_calls`)."""
     _check_supported(view)
     tree = _owned(as_written(view.query), view.query)  # as parsed: positions within the view
-    try:
-        tree = inline_calls(tree, program.functions)  # refused when planned: a checkpoint's
-    except SpindleError as error:
-        raise located(
-            reason=error.reason,
-            message=f"View '{view.name}': {error.message.rstrip('.')}",
-            line=view.position.line,
-            column=view.position.column,
-            view=view.name,
-        ) from None
+    tree = inline_view(view, tree, program.functions)  # refused when planned: a checkpoint's
     schema = MappingSchema(
         {name: dict(columns) for name, columns in schemas.items()}, dialect="spark"
     )

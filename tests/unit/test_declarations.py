@@ -272,6 +272,48 @@ REFUSED = {
         "Functions call each other in a cycle (f -> g -> f)",
         (3, 17),
     ),
+    "a DEFAULT, which a record without the column read as NULL": (
+        "create table t (id int,\n  n int not null default 5);",
+        "UnsupportedSql",
+        "Table 't': column 'n' has `DEFAULT 5`. Spindle does not fill a default in",
+        (2, 3),
+    ),
+    "a CHECK, which let every row in": (
+        "create table t (id int check (id > 0));",
+        "UnsupportedSql",
+        "column 'id' has `CHECK (id > 0)`. Spindle does not enforce it: a row that fails it",
+        (1, 17),
+    ),
+    "a table's named CHECK": (
+        "create table t (id int, constraint positive check (id > 0));",
+        "UnsupportedSql",
+        "Table 't': the table has `CHECK (id > 0)`. Spindle does not enforce it",
+        (1, 36),
+    ),
+    "a UNIQUE column": (
+        "create table t (id int unique, x int);",
+        "UnsupportedSql",
+        "`UNIQUE`. Spindle does not enforce it: rows with the same value are all ingested",
+        (1, 17),
+    ),
+    "a table's UNIQUE": (
+        "create table t (id int, x int, unique (id, x));",
+        "UnsupportedSql",
+        "the table has `UNIQUE (id, x)`",
+        (1, 40),  # at the first column it names
+    ),
+    "a numbered column": (
+        "create table t (id int generated always as identity, x int);",
+        "UnsupportedSql",
+        "Spindle does not number rows: a record without the column reads as NULL",
+        (1, 17),
+    ),
+    "a collation": (
+        "create table t (id int, s varchar collate nocase);",
+        "UnsupportedSql",
+        "Spindle compares text as Spark does",
+        (1, 25),
+    ),
     "a view's call of a chain deeper than the runtime writes out": (
         T
         + "".join(f"create function f{i}(x int) returns int as f{i + 1}(x);\n" for i in range(70))
@@ -323,6 +365,9 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
         + json.dumps([{**FILE, "format": "JSON"}])
         + "');",  # read as what it says
         'create table "a*b" (id int);',  # a folder can have it
+        "create table d (id int primary key);\n"  # not enforced, as Feldera does not
+        "create table t (id int not null primary key comment 'the id', d int references d(id),"
+        " foreign key (d) references d(id));",
         T  # the runtime wrote out 16 calls deep at most
         + "".join(
             f"create function f{i}(x int) returns int as f{i + 1}(x) + 1;\n" for i in range(20)
@@ -373,3 +418,17 @@ def test_a_function_of_no_sql_type_is_one_problem_not_one_per_view() -> None:
     with pytest.raises(SpindleError) as raised:
         parse_program(sql).refuse_unrunnable()
     assert raised.value.reason == "UnsupportedType" and "more" not in raised.value.details
+
+
+def test_a_checkpoints_program_with_a_constraint_spindle_does_not_apply_runs_as_it_did() -> None:
+    """A DEFAULT, a CHECK or a UNIQUE was ignored without a word, and a pipeline may have run
+    with one: its checkpoint's program runs as it did (the column as declared, no row refused),
+    while a program to run is refused with it."""
+    sql = "create table t (id int unique, n int default 5 check (n > 0), unique (id, n));"
+    program = parse_program(sql)
+    program.refuse_unrunnable(references=False)
+    assert [(c.name, c.type) for c in program.tables["t"].columns] == [("id", "INT"), ("n", "INT")]
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    assert raised.value.reason == "UnsupportedSql"
+    assert len(raised.value.details["more"]) == 3  # all four, each where it is written

@@ -44,10 +44,11 @@ class TableFacts:
     primary_key: tuple[str, ...]
     key_offsets: tuple[int, ...]
     """Where each name of the primary key starts in the statement."""
-    misread: tuple[tuple[int, str], ...]
+    misread: tuple[tuple[int, str, str], ...]
     """What of the declaration Spindle reads otherwise than written, as (where it starts in the
-    statement, what to do): a name without a type (no column), a named key (no key). A program
-    that ran with one ran so, and runs so; a program to run is refused with it."""
+    statement, the reason, what to do): a name without a type (no column), a named key (no
+    key), a constraint Spindle does not apply (`UNAPPLIED`). A program that ran with one ran
+    so, and runs so; a program to run is refused with it."""
     properties: tuple[tuple[str, str], ...]
 
 
@@ -130,6 +131,55 @@ def _keyword_problem(item: exp.Expr) -> Problem:
     )
 
 
+UNAPPLIED: dict[type[exp.Expr], str] = {
+    exp.DefaultColumnConstraint: "Spindle does not fill a default in: a record without the "
+    "column reads as NULL. Remove it, or write COALESCE(column, value) in the views that read "
+    "the column",
+    exp.CheckColumnConstraint: "Spindle does not enforce it: a row that fails it is "
+    "ingested. Remove it, and keep such rows out in a view (WHERE ...)",
+    exp.UniqueColumnConstraint: "Spindle does not enforce it: rows with the same value are "
+    "all ingested. Remove it, or make it the table's PRIMARY KEY (an insert with the key of "
+    "a stored row replaces it)",
+    exp.AutoIncrementColumnConstraint: "Spindle does not number rows: a record without the "
+    "column reads as NULL. Remove it, and give the column in each record",
+    exp.GeneratedAsIdentityColumnConstraint: "Spindle does not number rows: a record "
+    "without the column reads as NULL. Remove it, and give the column in each record",
+    exp.CollateColumnConstraint: "Spindle compares text as Spark does, byte by byte. "
+    "Remove it, and compare LOWER(column) where case should not matter",
+}
+"""Constraints sqlglot reads that Spindle does not apply, and what to do instead: each was
+ignored without a word (a DEFAULT read as NULL, a CHECK let every row in). Other constraints a
+column may carry are refused alike, unless `APPLIED`."""
+
+APPLIED = (
+    exp.NotNullColumnConstraint,
+    exp.PrimaryKeyColumnConstraint,
+    exp.CommentColumnConstraint,
+    exp.Reference,  # a foreign key: not enforced, as Feldera does not enforce one
+    exp.ForeignKey,
+)
+"""Column constraints Spindle reads (NOT NULL, PRIMARY KEY), or that change no row it ingests."""
+
+
+def _unapplied(node: exp.Expr, *, column: str | None) -> str | None:
+    """What to do about a constraint Spindle does not apply; None for one it does."""
+    if isinstance(node, APPLIED):
+        return None
+    what = node.sql(dialect=DIALECT)
+    advice = UNAPPLIED.get(type(node), "Spindle does not apply it. Remove it")
+    where = f"column '{column}' has" if column is not None else "the table has"
+    return f"{where} `{what}`. {advice}"
+
+
+def _table_constraint(item: exp.Expr) -> str | None:
+    """What to do about a table's own constraint Spindle does not apply (`CHECK (...)`,
+    `UNIQUE (a, b)`, named or not); None for another element."""
+    inner = item.expressions[0] if isinstance(item, exp.Constraint) and item.expressions else item
+    if isinstance(inner, exp.CheckColumnConstraint | exp.UniqueColumnConstraint):
+        return _unapplied(inner, column=None)
+    return None
+
+
 def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFacts:
     schema = create.this
     if not isinstance(schema, exp.Schema) or create.expression is not None:
@@ -160,6 +210,8 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
                     primary_key.append(item.name)
                     key_offsets.append(_meta_offset(item.this))
                     nullable = False
+                elif kind is not None and (problem := _unapplied(kind, column=item.name)):
+                    misread.append((_meta_offset(item.this), "UnsupportedSql", problem))
             kind_node = item.args.get("kind")
             if not isinstance(kind_node, exp.DataType):
                 raise invalid(f"column '{item.name}' has no type; give it one")
@@ -173,6 +225,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             misread.append(
                 (
                     _meta_offset(item),
+                    "InvalidProgram",
                     f"the key `CONSTRAINT {item.name} PRIMARY KEY (...)` is not read as the "
                     "table's key (only one written without a constraint name is); write "
                     "`PRIMARY KEY (...)`",
@@ -182,12 +235,15 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             misread.append(
                 (
                     _meta_offset(item),
+                    "InvalidProgram",
                     f"'{item.name}' has no type, so it is no column; give it one "
                     f"(`{item.name} VARCHAR`)",
                 )
             )
         elif _keyword_column(item):
             raise _keyword_problem(item)
+        elif (problem := _table_constraint(item)) is not None:
+            misread.append((_meta_offset(item), "UnsupportedSql", problem))
     pk = set(primary_key)
     columns = [Column(c.name, c.type, False, c.lateness) if c.name in pk else c for c in columns]
     return TableFacts(

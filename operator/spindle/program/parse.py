@@ -173,11 +173,11 @@ def _misdeclared(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
     found = [
         Unrunnable.at(
             statement.locate(offset),
-            reason="InvalidProgram",
+            reason=reason,
             message=f"Table '{facts.name}': {problem}",
             relation=facts.name,
         )
-        for offset, problem in facts.misread
+        for offset, reason, problem in facts.misread
     ]
     if not declared:
         found.append(

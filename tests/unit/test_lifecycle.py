@@ -185,6 +185,43 @@ def test_bootstrapping_until_the_checkpoint_records_it_then_running() -> None:
     assert (done.phase, done.action) == (Phase.RUNNING, Action.NONE)
 
 
+def test_a_bootstrap_driver_that_went_on_stepping_is_running_and_a_new_edit_stops_it() -> None:
+    """A bootstrap driver runs the pipeline once its bootstrap committed, and the checkpoints of
+    its later steps record no bootstrap. It was `Bootstrapping` again from its first step on,
+    for as long as it lived, and an SQL edit, a pause or new settings waited for it forever."""
+    sql_label = spec(V2).sql_fingerprint()
+    driver = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP,
+        generation=2,
+        phase="Running",
+        change_id=CHANGE,
+        program=sql_label,
+        paused=False,
+    )
+    stepped = checkpoint(V2)  # a step after the bootstrap's checkpoint
+    running = decide(observe(driver=driver, checkpoint=stepped, approval=CHANGE))
+    assert (running.phase, running.action, running.reason) == (
+        Phase.RUNNING,
+        Action.NONE,
+        "Running",
+    )
+    v3 = V2.replace("2026-06-10", "2026-06-30")
+    edited = decide(observe(spec=spec(v3), generation=3, driver=driver, checkpoint=stepped))
+    assert (edited.phase, edited.action, edited.reason) == (
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+    )
+    paused = decide(
+        observe(spec=spec(V2, desiredState="Paused"), driver=driver, checkpoint=stepped)
+    )
+    assert (paused.action, paused.reason) == (Action.STOP_DRIVER, "DesiredStateChanged")
+    # an edit while it bootstraps (its checkpoint still holds the old program) waits for it
+    waiting = decide(observe(spec=spec(v3), generation=3, driver=driver, approval=CHANGE))
+    assert (waiting.phase, waiting.action) == (Phase.BOOTSTRAPPING, Action.NONE)
+    assert waiting.message == f"Bootstrapping change {CHANGE}."
+
+
 def test_stopped_desired_state_stops_then_is_stopped() -> None:
     driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
     stopping = decide(observe(spec=spec(desiredState=DesiredState.STOPPED), driver=driver))
@@ -293,7 +330,9 @@ def test_a_new_storage_or_service_account_restarts_the_driver_at_a_checkpoint() 
     for seen in (None, checkpoint(V1)):  # the new location has no checkpoint, or another
         moved = decide(observe(spec=elsewhere, checkpoint=seen, driver=bootstrapping))
         assert (moved.action, moved.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
-    # a bootstrap at the same location finishes first, whatever else changed
+    # a bootstrap (of V1 -> V2) at the same location finishes first, whatever else changed
+    other_account = spec(V2, storage={"uri": "s3://b/one"}, serviceAccountName="driver-2")
+    bootstrapping = replace(bootstrapping, change_id=CHANGE, program=spec(V2).sql_fingerprint())
     kept_on = decide(observe(spec=other_account, checkpoint=checkpoint(V1), driver=bootstrapping))
     assert (kept_on.phase, kept_on.action) == (Phase.BOOTSTRAPPING, Action.NONE)
     unread = spec(V1, storage={"uri": "s3://b/one", "deleteOnPipelineDeletion": True})

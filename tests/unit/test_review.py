@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spindle.api import PipelineSpec
+from spindle.api import Phase, PipelineSpec
 from spindle.checkpoint import Manifest, RateRecord, StateRecord
 from spindle.checkpoint.objects import open_objects
 from spindle.checkpoint.statistics import delta_size, needs_sizes, stored_sizes
@@ -236,8 +236,11 @@ def test_a_restatement_request_awaits_approval_then_is_served_once() -> None:
     assert decision.reason == "AwaitingApproval"
     served = checkpoint.model_copy(update={"restated": "avg_grade@1"})
     assert decide(observed(served, V1, restate="avg_grade@1")).pending_change is None
-    again = decide(observed(served, V1, restate="avg_grade@2"))
-    assert again.pending_change is not None and again.change_id == decision.change_id
+    # asking again is a change of its own: the approval of the last request, left in place,
+    # bootstrapped it at once (with `onBootstrap: replace`, replacing the outputs unasked)
+    again = decide(observed(served, V1, restate="avg_grade@2", approval=decision.change_id))
+    assert again.pending_change is not None and again.change_id != decision.change_id
+    assert (again.phase, again.reason) == (Phase.AWAITING_APPROVAL, "AwaitingApproval")
 
 
 def test_a_restatement_names_views_as_sql_does() -> None:

@@ -236,6 +236,12 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def sql_fingerprint(sql: str) -> str:
+    """A short hash of a program as written (`PipelineSpec.sql_fingerprint`): a driver's, or
+    a checkpoint's, to compare with one."""
+    return _short_hash(sql)
+
+
 OPERATOR_SETTINGS: tuple[tuple[str, str], ...] = (
     (
         r"spark\.master|spark\.submit\.deploymode|spark\.kubernetes\.driver\.master",
@@ -454,7 +460,7 @@ class PipelineSpec(_Model):
 
     def sql_fingerprint(self) -> str:
         """A short hash of `sql` as written: the program a driver was started with."""
-        return _short_hash(self.sql)
+        return sql_fingerprint(self.sql)
 
     def driver_fingerprint(self) -> str:
         """A short hash of what a driver is started with (`spark`, and `retry` once it is not

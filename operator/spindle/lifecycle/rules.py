@@ -29,7 +29,13 @@ from dataclasses import dataclass, replace
 
 from spindle.api import BootstrapPolicy, DesiredState, Phase
 from spindle.api.status import ChangeDiff, PendingChange
-from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, location_of, restate_views
+from spindle.api.types import (
+    APPROVE_ANNOTATION,
+    RESTATE_ANNOTATION,
+    location_of,
+    restate_views,
+    sql_fingerprint,
+)
 from spindle.checkpoint import Manifest
 from spindle.errors import SpindleError
 from spindle.lifecycle.decision import EVICTED, RETRYING, Action, Decision, failed
@@ -103,12 +109,23 @@ def _stopped(s: Situation) -> bool:
 def _bootstrapping(s: Situation) -> bool:
     """A bootstrap driver that has not committed its bootstrap where the spec says the state
     is (at a new storage location it never will: it is restarted there instead; other new
-    settings wait until it has)."""
+    settings wait until it has). Once it has, the driver runs the pipeline, and its later
+    steps' checkpoints record no bootstrap: it is done when the checkpoint's plan no longer
+    gives its change and the checkpoint holds the program it was started with (a spec edited
+    while it bootstraps gives another change from a checkpoint that holds the old program)."""
     if not s.active or s.running.mode is not DriverMode.BOOTSTRAP:
         return False
     placement = s.running.placement
-    return not bootstrapped(s.observed.checkpoint, s.running.change_id) and (
-        placement is None or location_of(placement) == s.observed.spec.location_fingerprint()
+    if placement is not None and location_of(placement) != s.observed.spec.location_fingerprint():
+        return False
+    checkpoint = s.observed.checkpoint
+    if checkpoint is None:
+        return True
+    if bootstrapped(checkpoint, s.running.change_id):
+        return False
+    return s.plan.change_id == s.running.change_id or s.running.program not in (
+        None,
+        sql_fingerprint(checkpoint.program.text),
     )
 
 

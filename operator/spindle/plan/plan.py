@@ -26,11 +26,19 @@ EMPTY_PROGRAM = parse_program("")
 
 
 def change_id(
-    *, old_program_fp: str, new_program_fp: str, runtime: str, restate: tuple[str, ...] = ()
+    *,
+    old_program_fp: str,
+    new_program_fp: str,
+    runtime: str,
+    restate: tuple[str, ...] = (),
+    request: str | None = None,
 ) -> str:
     """Short, stable id of a change: what an approval names. A restatement (views recomputed
-    without an SQL change) is part of it, so approving one never approves the other."""
-    extra = ("restate", *sorted(restate)) if restate else ()
+    without an SQL change) is part of it, so approving one never approves the other, and so is
+    its request's label (`v@2`): a request is served once, and asking again (a new label) is
+    a change of its own, which the approval of the last one, left in place, does not approve."""
+    label = (request or "").partition("@")[2].strip()
+    extra = ("restate", *sorted(restate), *(("label", label) if label else ())) if restate else ()
     return digest("change", old_program_fp, new_program_fp, runtime, *extra)[:12]
 
 
@@ -237,6 +245,7 @@ def make_plan(
             new_program_fp=new_fp.program,
             runtime=f"{runtime}+translation-{TRANSLATION_REVISION}" if revised else runtime,
             restate=restate,
+            request=restate_request,
         ),
         bootstrap=_bootstrap(None if first_start else found),
         runtime=runtime,

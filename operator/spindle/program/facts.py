@@ -189,7 +189,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
     offsets: list[int] = []
     primary_key: list[str] = []
     key_offsets: list[int] = []
-    misread: list[tuple[int, str]] = []
+    misread: list[tuple[int, str, str]] = []
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
             nullable = True

@@ -318,16 +318,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refused(error: Exception, args: argparse.Namespace) -> SpindleError | None:
+    """What the API server's refusal, or its absence, means for the command: a reason and
+    what to do (a traceback before); None for an error that is not about the API server."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from spindle.k8s.cluster import api_message
+
+    where = f"pipeline {args.name!r} in namespace {_namespace(args)}"
+    if isinstance(error, ApiException):
+        if error.status in (401, 403):
+            return SpindleError(
+                reason="ApiRequestForbidden",
+                message=f"The API server refused `kubectl spindle {args.command}` on {where} "
+                f"({error.status}: {api_message(error)}). Ask for the rights it needs (see "
+                "docs/operator.md: the chart's viewer role reads pipelines; approving takes "
+                "patch, and approval.restrictToGroup limits who may approve), or check "
+                "--context.",
+            )
+        return SpindleError(
+            reason="ApiRequestRefused",
+            message=f"The API server refused `kubectl spindle {args.command}` on {where} "
+            f"({error.status}: {api_message(error)}). Run the command again; if it fails "
+            "again, see the API server's message.",
+        )
+    if isinstance(error, HTTPError | OSError):
+        return SpindleError(
+            reason="ApiServerUnreachable",
+            message=f"Cannot reach the API server of the current context ({error}). Check "
+            "that the cluster is up and --kubeconfig/--context name it.",
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parsed(build_parser(), argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         code: int = args.run(args)
         return code
     except SpindleError as error:
-        render.print_error(error, as_json=bool(getattr(args, "json", False)))
+        render.print_error(error, as_json=as_json)
         return 1
     except EOFError:
         print("Not approved (no answer).")
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    except Exception as error:
+        refused = _refused(error, args)
+        if refused is None:
+            raise
+        render.print_error(refused, as_json=as_json)
         return 1
 
 

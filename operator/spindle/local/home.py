@@ -60,13 +60,17 @@ def _write_atomic(path: Path, text: str) -> None:
         temp.write_text(text)
         temp.replace(path)
     except OSError as error:  # a home under /proc, a read-only disk, one full, no permission
-        raise SpindleError(
-            reason="InvalidHome",
-            message=f"Spindle cannot write its local state to {path}: "
-            f"{error.strerror or error}. Name a directory you may write with --home (or "
-            "$SPINDLE_HOME), or free space on its disk.",
-            details={"file": str(path)},
-        ) from None
+        raise _unwritable(path, error) from None
+
+
+def _unwritable(path: Path, error: OSError) -> SpindleError:
+    return SpindleError(
+        reason="InvalidHome",
+        message=f"Spindle cannot write its local state to {path}: "
+        f"{error.strerror or error}. Name a directory you may write with --home (or "
+        "$SPINDLE_HOME), or free space on its disk.",
+        details={"file": str(path)},
+    )
 
 
 RECORD_REMEDY = (
@@ -154,8 +158,30 @@ class LocalPipeline:
     def generation(self) -> int:
         return int(self.record()["generation"])
 
+    @contextlib.contextmanager
+    def _recording(self) -> Iterator[None]:
+        """Hold the lock of `pipeline.json` (`record.lock`, an exclusive `flock`) while the
+        block reads, changes and writes it back: two applies at once each read the same
+        generation, and the first's manifest was lost without a word; a run recording its
+        bootstrap could drop an apply alike."""
+        path = self.directory / "record.lock"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise _unwritable(path, error) from None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
     def save(self, manifest: PipelineManifest) -> int:
         """Record the manifest; the generation grows when the spec changes."""
+        with self._recording():
+            return self._save(manifest)
+
+    def _save(self, manifest: PipelineManifest) -> int:
         document = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
         previous = self.record() if self.exists() else None
         generation = 1
@@ -180,9 +206,10 @@ class LocalPipeline:
         return generation
 
     def update(self, **fields: Any) -> None:
-        record = self.record()
-        record.update(fields)
-        _write_atomic(self.directory / "pipeline.json", json.dumps(record, indent=2))
+        with self._recording():
+            record = self.record()
+            record.update(fields)
+            _write_atomic(self.directory / "pipeline.json", json.dumps(record, indent=2))
 
     # approval --------------------------------------------------------------------------------
 

@@ -487,3 +487,19 @@ def test_under_bootstrap_policy_reject_nothing_offers_or_takes_an_approval(
     capsys.readouterr()
     assert main(["local", "status", "grades", *home]) == 0
     assert "warning: 'students': Spindle does not read property 'colour'" in capsys.readouterr().out
+
+
+def test_a_home_that_cannot_hold_a_servers_files_runs_the_command_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A home where the server's files cannot be made (read-only, full; here `server` is a
+    file) printed an `OSError` traceback for every command that needs Spark: it runs here
+    instead, and says what it says there."""
+    monkeypatch.delenv("SPINDLE_NO_SERVER", raising=False)
+    home = tmp_path / "home"
+    LocalPipeline(home, "grades").save(manifest(V1))
+    (home / "server").write_text("not a directory\n")
+    assert main(["query", "grades", "select 1", "--home", str(home), "--json"]) == 1
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    assert json.loads(out.out)["error_code"] == "CheckpointNotFound"  # as without a server

@@ -23,7 +23,7 @@ from spindle.local.warm import ServerFiles, alive, home_problem, is_server, vers
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import IO, Any
 
 DEFAULT_IDLE_TIMEOUT = 600.0
 START_TIMEOUT = 120.0
@@ -152,47 +152,63 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
     return connection
 
 
-def start(files: ServerFiles, *, idle_timeout: float) -> Connection:
-    """Start the home's server (one, even when several clients try at once) and connect."""
+def start(files: ServerFiles, *, idle_timeout: float) -> Connection | None:
+    """Start the home's server (one, even when several clients try at once) and connect;
+    None when the home cannot hold a server's files (read-only, full: an `OSError` and its
+    traceback before), so the command runs here, and says what it cannot write if it must."""
     import fcntl
-    import subprocess
 
-    files.prepare()
-    with files.lock_path.open("w") as lock:
+    try:
+        files.prepare()
+        lock = files.lock_path.open("w")
+    except OSError:
+        return None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         connection = connect(files)
         if connection is not None:
             return connection
-        files.new_token()
-        _say(
-            f"starting a Spark server for {files.home} (it stops after {idle_timeout:.0f} s "
-            "idle; `spindle local server stop` stops it, --no-server runs without it)"
+        try:
+            files.new_token()
+            log = files.log_path.open("ab")
+        except OSError:
+            return None
+        return _started(files, log, idle_timeout=idle_timeout)
+
+
+def _started(files: ServerFiles, log: IO[bytes], *, idle_timeout: float) -> Connection:
+    """Start the server (its output to `log`, which it closes) and connect, under the lock."""
+    import subprocess
+
+    _say(
+        f"starting a Spark server for {files.home} (it stops after {idle_timeout:.0f} s "
+        "idle; `spindle local server stop` stops it, --no-server runs without it)"
+    )
+    with log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "spindle.cli.warm_server",
+                "--home",
+                str(files.home),
+                "--idle-timeout",
+                str(idle_timeout),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
         )
-        with files.log_path.open("ab") as log:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "spindle.cli.warm_server",
-                    "--home",
-                    str(files.home),
-                    "--idle-timeout",
-                    str(idle_timeout),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline and process.poll() is None:
-            state = files.state()
-            if state is not None and state.get("pid") == process.pid:
-                connection = connect(files)
-                if connection is not None:
-                    return connection
-            time.sleep(0.05)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        state = files.state()
+        if state is not None and state.get("pid") == process.pid:
+            connection = connect(files)
+            if connection is not None:
+                return connection
+        time.sleep(0.05)
     if process.poll() is None:
         process.kill()
     process.wait()
@@ -343,6 +359,8 @@ def route(argv: Sequence[str]) -> int | None:
                 if not needs_spark or not _names_a_pipeline(home, argv):
                     return None  # here: no Spark needed, or `PipelineNotFound` without one
                 connection = start(files, idle_timeout=idle)
+                if connection is None:
+                    return None  # here: the home cannot hold a server's files
             elif connection.busy:
                 if not needs_spark:  # no Spark needed: here, now, rather than after it
                     connection.close()

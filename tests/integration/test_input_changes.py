@@ -523,6 +523,25 @@ def test_a_csv_record_with_more_or_fewer_fields_is_read_as_always(
     assert pipeline.rows("c") == Counter({("a", 1): 1, ("b", None): 1, ("c", 3): 1, ("d", None): 1})
 
 
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_a_file_whose_name_has_glob_characters_is_read_as_that_file(
+    tmp_path: Path, spark: Any, fmt: str
+) -> None:
+    """Spark reads a path with `[` as a pattern: `b[12].json` read `b1.json` again and never
+    its own rows, without a word, and a lone `export[1].json` failed every step as an
+    internal error (the pattern matched no file)."""
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, fmt)
+    head = ["k,v"] if fmt == "csv" else []
+    row = (lambda k, v: f"{k},{v}") if fmt == "csv" else (lambda k, v: {"k": k, "v": v})
+    write_lines(inbox / f"b1.{fmt}", [*head, row("one", 1)], mtime=1_000_000)
+    write_lines(inbox / f"b[12].{fmt}", [*head, row("glob", 99)], mtime=1_000_000)
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("one", 1): 1, ("glob", 99): 1})
+    write_lines(inbox / f"export[1]{{a,b}}*.{fmt}", [*head, row("alone", 7)], mtime=1_000_100)
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("one", 1): 1, ("glob", 99): 1, ("alone", 7): 1})
+
+
 def test_a_file_of_no_rows_counts_none(tmp_path: Path, spark: Any) -> None:
     """A header-only CSV makes no Delta commit: the step read the previous commit's count as
     its own ("2 rows ingested"), and added it to the table's stored rows, which feed the
@@ -737,9 +756,9 @@ def test_appends_to_a_delta_source_upsert_in_commit_order_and_need_their_keys(
     big.union(spark.createDataFrame([(1, "b")], "id int, v string")).write.format("delta").mode(
         "append"
     ).save(source)
-    spark.createDataFrame([(1, "c")], "id int, v string").write.format("delta").mode(
-        "append"
-    ).save(source)
+    spark.createDataFrame([(1, "c")], "id int, v string").write.format("delta").mode("append").save(
+        source
+    )
     pipeline.step()
     assert pipeline.rows("t")[(1, "c")] == 1 and pipeline.rows("t")[(1, "b")] == 0
     spark.createDataFrame([(5, None)], "id int, v string").write.format("delta").mode(

@@ -192,7 +192,7 @@ class FileInput:
         does not parse as the table's columns fails the step, as in `_rows`, never a row of
         NULLs."""
         names = [f.name for f in self.schema.fields]
-        lines = _positioned(spark, spark.read.text(files), files)
+        lines = _positioned(spark, spark.read.text(_literal(files)), files)
         envelope = StructType(
             [
                 StructField("insert", self.schema),
@@ -255,7 +255,8 @@ class FileInput:
         if fmt.name == "json":
             records = _json_records(spark, files, StructType(fields))
         else:
-            records = _positioned(spark, reader.schema(StructType(fields)).load(files), files)
+            read = reader.schema(StructType(fields)).load(_literal(files))
+            records = _positioned(spark, read, files)
         if guarded:
             # a change column's own check says more (`_check`: "has no integer weight")
             rechecked = names if fmt.name == "csv" else None
@@ -347,7 +348,7 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
     """JSON lines as `schema`'s fields (blank lines skipped), `ORDER` by line, keys matched
     with columns as Feldera matches them (`json_keys`); a record that does not parse keeps its
     own text in `CORRUPT`, as Spark's JSON reader keeps it."""
-    return _parsed_json(_positioned(spark, spark.read.text(files), files), schema)
+    return _parsed_json(_positioned(spark, spark.read.text(_literal(files)), files), schema)
 
 
 def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
@@ -497,6 +498,12 @@ SHOWN = 5
 def _in_file(order: int) -> int:
     """A record's 1-based position in its file, from its ORDER (`_positioned`)."""
     return order & ((1 << _FILE_BITS) - 1)
+
+
+def _literal(files: list[str]) -> list[str]:
+    """Listed files as Spark reads them, each the file it names: Spark reads a path with `[`,
+    `{`, `*` or `?` as a glob, so `b[12].json` read `b1.json` again, and its own rows never."""
+    return [storage.literal(f) for f in files]
 
 
 def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:

@@ -137,6 +137,40 @@ def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: A
     assert written == [sorted(map(json.dumps, first)), sorted(map(json.dumps, second))]
 
 
+def test_an_outputs_file_holds_a_rows_deletes_before_its_inserts(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A consumer applies an output file in order, by key (Feldera, a Spindle table with a
+    PRIMARY KEY reading it): an update's insert written before its delete deleted the row. The
+    two came from different partitions of the change, in no order (69 of 200 keys, measured
+    with partitions left uncoalesced, as a larger change leaves them)."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    feldera = {
+        **file_output(out),
+        "format": {"name": "json", "config": {"update_format": "insert_delete"}},
+    }
+    sql = (
+        f"create table t (id int not null primary key, v int) with "
+        f"('connectors' = '{insert_delete(inbox)}');\n"
+        f"create materialized view all_rows with ('connectors' = '{connectors(feldera)}') "
+        "as select id, v from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    keys = range(200)
+    write_lines(inbox / "1.jsonl", [{"insert": {"id": i, "v": 0}} for i in keys], mtime=1_000_000)
+    pipeline.step()
+    write_lines(inbox / "2.jsonl", [{"insert": {"id": i, "v": 1}} for i in keys], mtime=1_000_100)
+    coalescing = spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled")
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        pipeline.step()
+    finally:
+        spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", coalescing)
+    [update] = [p for p in sorted(out.glob("*.jsonl")) if p.name.startswith("00000002-")]
+    kinds = [next(iter(json.loads(line))) for line in update.read_text().splitlines()]
+    assert kinds == ["delete"] * len(keys) + ["insert"] * len(keys)
+
+
 def test_csv_text_goes_through_verbatim_as_rfc_4180_writes_it(tmp_path: Path, spark: Any) -> None:
     """A quote inside a quoted field is written twice, and a quoted field may hold a line
     break (RFC 4180, and Feldera's reader and writer). Spark's defaults read a doubled quote
@@ -493,12 +527,16 @@ def test_an_input_file_gone_after_it_was_listed_is_input_unreadable_under_any_na
     ), refused.message
 
 
-MALFORMED = (
+NOT_VALID = (
     "is not valid JSON for the table's columns (a value not of its column's type, or not a "
-    "record at all): "
+    "record at all"
+)
+MALFORMED = (
+    f'{NOT_VALID}, or a record with no key that names a column: Feldera\'s {{"insert": '
+    '{...}} lines need "update_format": "insert_delete" in the connector\'s format config): '
 )
 """What a JSON record that does not parse says, quoting it (no row of NULLs is ingested)."""
-CSV_MALFORMED = MALFORMED.replace("JSON", "CSV")
+CSV_MALFORMED = NOT_VALID.replace("JSON", "CSV") + "): "
 
 
 def inbox_pipeline(
@@ -608,13 +646,13 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
     ("fmt", "config", "lines", "problem", "said"),
     [
         ("json", {"update_format": "insert_delete"}, ["", '{"upsert": {"k": "a"}}'], "line 2", ""),
-        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1", MALFORMED[:-2]),
+        ("json", {"update_format": "insert_delete"}, ["{not json"], "line 1", NOT_VALID + ")."),
         (
             "json",
             {"update_format": "insert_delete"},
             ['{"insert": {"k": "a", "v": 1}}', '{"insert": {"k": "b", "v": "one"}}'],
             "line 2",
-            MALFORMED[:-2],
+            NOT_VALID + ").",
         ),
         ("csv", {"op_column": "op"}, ["k,v,op", "a,1,insert", "b,2,upsert"], "record 2", ""),
         ("csv", {"weight_column": "w"}, ["k,v,w", "a,1,x"], "record 1", ""),
@@ -655,8 +693,13 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
             {"update_format": "insert_delete"},
             ['{"insert": {"k": "a", "v": 1}} {"insert": {"k": "b", "v": 2}}'],
             "line 1",
-            MALFORMED[:-2],
+            NOT_VALID + ").",
         ),
+        # a record none of whose keys names a column was a row of NULLs: Feldera's lines on a
+        # connector without `update_format` (a delete one more insert), keys spelt otherwise
+        ("json", {}, ['{"insert": {"k": "a", "v": 1}}'], "line 1", MALFORMED),
+        ("json", {}, ['{"k": "a", "v": 1}', '{"key": "b", "value": 2}'], "line 2", MALFORMED),
+        ("json", {}, ["{}"], "line 1", MALFORMED),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

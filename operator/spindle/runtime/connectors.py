@@ -216,7 +216,7 @@ class FileInput:
             parsed,
             "line",
             (
-                (F.col(f"__e.{CORRUPT}").isNotNull() | ~alone, _malformed("json")),
+                (F.col(f"__e.{CORRUPT}").isNotNull() | ~alone, _malformed("json", rows=False)),
                 (inserted & deleted, 'has both "insert" and "delete"; give one per line'),
                 (
                     ~inserted & ~deleted,
@@ -354,13 +354,16 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
 def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
     """`_json_records` of positioned lines of text; a line that is not one record
     (`_one_value`: `{"id": 1}{"id": 2}` was the record 1, the record 2 dropped without a
-    word) is corrupt."""
+    word), or a record none of whose keys names a column (`_names_none`), is corrupt."""
     names = [f.name for f in schema.fields if f.name != CORRUPT]
     lines = lines.where(F.trim("value") != "")
     record = json_keys.respelled(F.col("value"), names)
     parsed = F.from_json(record, schema, {"columnNameOfCorruptRecord": CORRUPT})
     corrupt = F.when(
-        F.col(f"__r.{CORRUPT}").isNotNull() | ~_one_value(record, schema), F.col("value")
+        F.col(f"__r.{CORRUPT}").isNotNull()
+        | ~_one_value(record, schema)
+        | _names_none(record, names),
+        F.col("value"),
     )
     return lines.withColumn("__r", parsed).select(
         *[F.col("__r").getField(n).alias(n) for n in names],
@@ -368,6 +371,16 @@ def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
         "__file",
         ORDER,
     )
+
+
+def _names_none(record: Column, names: list[str]) -> Column:
+    """Whether a JSON object (keys respelled as the columns, `json_keys`) has no key that
+    names a column: Feldera's `{"insert": {...}}` on a connector without `update_format`, or
+    keys of another spelling (`userId` for `user_id`), were each ingested as a row of NULLs,
+    a delete as one more insert."""
+    keys = F.json_object_keys(record)
+    known = F.array_intersect(keys, F.array(*[F.lit(n) for n in names]))
+    return keys.isNotNull() & (F.size(known) == 0)
 
 
 def _one_value(line: Column, schema: StructType) -> Column:
@@ -429,10 +442,19 @@ QUOTED = 200
 """How much of a record that does not parse its error quotes."""
 
 
-def _malformed(fmt: str) -> str:
+def _malformed(fmt: str, *, rows: bool = True) -> str:
+    """What is wrong with a record that does not parse (`rows`: records are rows, not
+    Feldera's `{"insert": ...}` lines)."""
     return (
         f"is not valid {fmt.upper()} for the table's columns (a value not of its column's "
-        "type, or not a record at all)"
+        "type, or not a record at all"
+        + (
+            ", or a record with no key that names a column: Feldera's "
+            '{"insert": {...}} lines need "update_format": "insert_delete" in the '
+            "connector's format config)"
+            if fmt == "json" and rows
+            else ")"
+        )
     )
 
 
@@ -910,7 +932,11 @@ class FileOutput:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
         with _refused("write", self.connector, self.path):
             storage.delete(spark, staging)
-            writer = self._shaped(frame).coalesce(1).write.mode("overwrite").format(self.format)
+            # a row's deletes before its inserts: a consumer that applies the file in order
+            # by a key (Feldera, a Spindle table with a PRIMARY KEY) kept an update's new row
+            # only where its -1 happened to come first (69 of 200 updated keys lost, measured)
+            ordered = frame.coalesce(1).sortWithinPartitions(column("weight"))
+            writer = self._shaped(ordered).write.mode("overwrite").format(self.format)
             if self.format == "csv":
                 writer = writer.options(**CSV_QUOTING, **CSV_VERBATIM)
             writer.option("header", "true").save(staging)

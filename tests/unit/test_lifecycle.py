@@ -222,6 +222,35 @@ def test_a_bootstrap_driver_that_went_on_stepping_is_running_and_a_new_edit_stop
     assert waiting.message == f"Bootstrapping change {CHANGE}."
 
 
+def test_a_bootstrap_driver_not_started_is_started_anew_when_what_it_would_do_changed() -> None:
+    """A bootstrap pod no node takes says to lower its memory; lowering it, or reverting the
+    SQL, changed nothing while the pod waited (only deleting it by hand did). It has done
+    nothing yet: it is stopped, then started with the new settings, or not at all."""
+    wanted = spec(V2, spark={"driver": {"memory": "64Gi"}})
+    stalled = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP,
+        generation=2,
+        phase="Pending",
+        change_id=CHANGE,
+        spark=wanted.driver_fingerprint(),
+        program=wanted.sql_fingerprint(),
+        stalled=("DriverUnschedulable", "No node can take the driver pod."),
+    )
+    waiting = decide(observe(spec=wanted, driver=stalled, approval=CHANGE))
+    assert (waiting.phase, waiting.reason) == (Phase.BOOTSTRAPPING, "DriverUnschedulable")
+    lowered = spec(V2, spark={"driver": {"memory": "2Gi"}})
+    again = decide(observe(spec=lowered, generation=3, driver=stalled, approval=CHANGE))
+    assert (again.action, again.reason) == (Action.STOP_DRIVER, "DriverSettingsChanged")
+    assert again.message.startswith(f"The driver to bootstrap change {CHANGE} has not started")
+    reverted = spec(V1, spark={"driver": {"memory": "64Gi"}})
+    withdrawn = decide(observe(spec=reverted, generation=3, driver=stalled, approval=CHANGE))
+    assert (withdrawn.action, withdrawn.reason) == (Action.STOP_DRIVER, "ProgramChanged")
+    # one that started finishes its bootstrap first, whatever changed meanwhile
+    started = replace(stalled, phase="Running", stalled=None)
+    kept = decide(observe(spec=lowered, generation=3, driver=started, approval=CHANGE))
+    assert (kept.phase, kept.action) == (Phase.BOOTSTRAPPING, Action.NONE)
+
+
 def test_stopped_desired_state_stops_then_is_stopped() -> None:
     driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
     stopping = decide(observe(spec=spec(desiredState=DesiredState.STOPPED), driver=driver))

@@ -118,6 +118,8 @@ def _bootstrapping(s: Situation) -> bool:
     placement = s.running.placement
     if placement is not None and location_of(placement) != s.observed.spec.location_fingerprint():
         return False
+    if _not_started_as_wanted(s):
+        return False
     checkpoint = s.observed.checkpoint
     if checkpoint is None:
         return True
@@ -126,6 +128,18 @@ def _bootstrapping(s: Situation) -> bool:
     return s.plan.change_id == s.running.change_id or s.running.program not in (
         None,
         sql_fingerprint(checkpoint.program.text),
+    )
+
+
+def _not_started_as_wanted(s: Situation) -> bool:
+    """A bootstrap driver whose pod has not started (no node takes it, say) while what it
+    would do changed: new settings (the memory its `DriverUnschedulable` asked to lower), or
+    a spec that no longer gives its change (reverted). It has done nothing, so it is stopped
+    and started anew, or not at all; it held the pipeline until deleted by hand."""
+    return (
+        s.running.mode is DriverMode.BOOTSTRAP
+        and s.running.phase == "Pending"
+        and (_settings_changed(s) or s.plan.change_id != s.running.change_id)
     )
 
 
@@ -279,6 +293,27 @@ RULES: tuple[Rule, ...] = (
         Action.NONE,
         "Bootstrapping",
         lambda s: f"Bootstrapping change {s.running.change_id}.",
+    ),
+    Rule(
+        lambda s: s.active and _not_started_as_wanted(s) and _settings_changed(s),
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "DriverSettingsChanged",
+        lambda s: (
+            f"The driver to bootstrap change {s.running.change_id} has not started, and "
+            "spec.spark, spec.retry, spec.storage or spec.serviceAccountName changed: starting "
+            "it again with the new settings."
+        ),
+    ),
+    Rule(
+        lambda s: s.active and _not_started_as_wanted(s),
+        Phase.STOPPING,
+        Action.STOP_DRIVER,
+        "ProgramChanged",
+        lambda s: (
+            f"The spec no longer gives change {s.running.change_id}: stopping the driver "
+            "that was to bootstrap it, before it started."
+        ),
     ),
     Rule(
         lambda s: s.active and s.plan.needs_approval,

@@ -29,6 +29,24 @@ def test_order_is_modification_time_then_path_and_the_limit_holds() -> None:
     assert plan(offset, listing, window=0, limit=2)[0] == []
 
 
+def test_a_file_dated_ahead_of_the_clock_does_not_skip_the_files_written_until_then() -> None:
+    """One file dated a day ahead (a skewed writer, `touch`) moved the mark there, and every
+    file written during that day was older than the floor: skipped without a word. The mark
+    moves no further than the listing's time; the file dated ahead is taken once."""
+    day, window, now = 86_400_000, 60_000, 1_000_000_000
+    listing = [("ahead", now + day), ("a", now - 10)]
+    files, offset = plan(FileOffset.parse(None), listing, window=window, limit=None, now=now)
+    assert files == ["a", "ahead"]
+    assert offset.mark == now and "ahead" in offset.seen
+    for minute in range(1, 4):  # files written in the hours after it are each taken once
+        now += 60 * minute * 60_000
+        listing.append((f"later{minute}", now - 5))
+        files, offset = plan(offset, listing, window=window, limit=None, now=now)
+        assert files == [f"later{minute}"]
+    stored = FileOffset.parse(offset.to_json())
+    assert plan(stored, listing, window=window, limit=None, now=now + 2 * day)[0] == []
+
+
 def test_a_late_file_within_the_window_is_ingested_one_beyond_it_is_skipped() -> None:
     listing = [("new", 10_000)]
     _, offset = plan(FileOffset.parse(None), listing, window=3000, limit=None)

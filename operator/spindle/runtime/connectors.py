@@ -33,6 +33,7 @@ import datetime
 import functools
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -156,11 +157,13 @@ class FileInput:
         return self.path
 
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
+        now = int(time.time() * 1000)
         files, after = file_offsets.plan(
             file_offsets.FileOffset.parse(offset),
             self._listed(spark),
             window=self.late_ms,
             limit=self.max_files,
+            now=now,
         )
         if not files:
             return None, offset

@@ -77,11 +77,19 @@ class FileOffset:
         lowest = self.lowest(window=window)
         return lowest is None or modified >= lowest
 
-    def after(self, taken: Listing, listing: Listing, *, window: int) -> FileOffset:
-        """The offset once `taken` (new files, in order) is ingested."""
+    def after(
+        self, taken: Listing, listing: Listing, *, window: int, now: int | None = None
+    ) -> FileOffset:
+        """The offset once `taken` (new files, in order) is ingested. The mark moves no
+        further than `now` (ms; the listing's time): one file dated ahead of the clock (a
+        skewed writer, `touch`) moved it there, and every file written until then was older
+        than the floor, skipped without a word. A file dated ahead stays in `seen` until the
+        floor passes its time, so it is not taken twice."""
         if not taken:
             return self
         mark = max([m for _, m in taken] + ([self.mark] if self.mark is not None else []))
+        if now is not None:  # never below the mark it had
+            mark = min(mark, max(now, self.mark if self.mark is not None else now))
         before = self.lowest(window=window)
         floor = mark - window if before is None else max(before, mark - window)
         times = dict(listing)
@@ -95,15 +103,16 @@ class FileOffset:
 
 
 def plan(
-    offset: FileOffset, listing: Listing, *, window: int, limit: int | None
+    offset: FileOffset, listing: Listing, *, window: int, limit: int | None, now: int | None = None
 ) -> tuple[list[str], FileOffset]:
-    """The files one step ingests, oldest first (at most `limit`), and the offset after them."""
+    """The files one step ingests, oldest first (at most `limit`), and the offset after them
+    (`now`: when `listing` was made, in ms, `FileOffset.after`)."""
     new = sorted(
         ((p, m) for p, m in listing if offset.is_new(p, m, window=window)),
         key=lambda item: (item[1], item[0]),
     )
     taken = new[:limit] if limit else new
-    return [p for p, _ in taken], offset.after(taken, listing, window=window)
+    return [p for p, _ in taken], offset.after(taken, listing, window=window, now=now)
 
 
 def between(before: FileOffset, wanted: FileOffset, listing: Listing, *, window: int) -> list[str]:

@@ -70,6 +70,7 @@ SPARK_REASONS = {
 reference checks leave to Spark; `TypeMismatch` and `WrongArgumentCount` only Spark finds); any
 other failure to evaluate a view is `UnsupportedSql`."""
 
+
 def spark_said(error: BaseException) -> str:
     """The first line of Spark's message, without its position in the translated SQL (the
     view's line and column are said instead), as a sentence."""

@@ -503,3 +503,24 @@ def test_a_home_that_cannot_hold_a_servers_files_runs_the_command_here(
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
     assert json.loads(out.out)["error_code"] == "CheckpointNotFound"  # as without a server
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["local", "apply", "-f", "-"],
+        ["local", "apply", "--file=-"],
+        ["local", "apply", "-f-"],
+        ["local", "apply", "-f", "/dev/stdin"],
+        ["local", "apply", "--no-ser", "-f", "m.yaml"],  # argparse takes --no-server so
+        ["query", "grades", "select 1", "--hom", "/elsewhere"],  # and --home so
+        ["local", "status", "grades", "--he"],
+    ],
+)
+def test_standard_input_and_abbreviated_options_keep_the_command_here(argv: list[str]) -> None:
+    """With a server running, `local apply --file=- < m.yaml` failed with "Cannot read -: it
+    is empty" (the server read its own standard input), and `--hom X` went to the default
+    home's server."""
+    assert warm_client._wanted(argv) == (False, False)
+    assert warm_client._wanted(["local", "apply", "-f", "m.yaml"]) == (True, False)
+    assert warm_client._wanted(["query", "grades", "-- a comment\nselect 1"]) == (True, True)

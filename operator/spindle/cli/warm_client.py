@@ -60,11 +60,31 @@ def home_of(argv: Sequence[str]) -> str:
     return os.path.abspath(os.path.expanduser(home))
 
 
+STDIN = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+"""Standard input as a file argument: the server's is not this command's."""
+SEEN = ("--no-server", "--help", "--home", "--idle-timeout")
+"""Long options whose value routing reads: argparse also takes a unique prefix of each."""
+
+
+def _here_only(arg: str) -> bool:
+    """An argument that keeps the command here: help, `--no-server`, standard input in any
+    spelling (`-f-`, `--file=-`: the server read its own, empty, stdin), or an abbreviated
+    option routing would misread (`--no-ser`, `--hom X`: argparse takes them)."""
+    if arg in ("-h", *STDIN) or (arg.startswith("-f") and arg[2:].lstrip("=") in STDIN):
+        return True
+    name, _, value = arg.partition("=")
+    if not name.startswith("--") or len(name) < 3:
+        return False
+    if value in STDIN:
+        return True
+    return name in ("--no-server", "--help") or any(o.startswith(name) and o != name for o in SEEN)
+
+
 def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:
     """(served, needs Spark) for a command line."""
     if not argv or argv[0] not in ("local", "query") or os.environ.get("SPINDLE_NO_SERVER"):
         return False, False
-    if {"-h", "--help", "--no-server", "-"} & set(argv):
+    if any(_here_only(arg) for arg in argv):
         return False, False
     if argv[0] == "query":
         return True, True

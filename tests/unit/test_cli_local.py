@@ -517,10 +517,13 @@ def test_a_home_that_cannot_hold_a_servers_files_runs_the_command_here(
         ["local", "status", "grades", "--he"],
     ],
 )
-def test_standard_input_and_abbreviated_options_keep_the_command_here(argv: list[str]) -> None:
+def test_standard_input_and_abbreviated_options_keep_the_command_here(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With a server running, `local apply --file=- < m.yaml` failed with "Cannot read -: it
     is empty" (the server read its own standard input), and `--hom X` went to the default
     home's server."""
+    monkeypatch.delenv("SPINDLE_NO_SERVER", raising=False)
     assert warm_client._wanted(argv) == (False, False)
     assert warm_client._wanted(["local", "apply", "-f", "m.yaml"]) == (True, False)
     assert warm_client._wanted(["query", "grades", "-- a comment\nselect 1"]) == (True, True)

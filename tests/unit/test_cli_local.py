@@ -527,3 +527,17 @@ def test_standard_input_and_abbreviated_options_keep_the_command_here(
     assert warm_client._wanted(argv) == (False, False)
     assert warm_client._wanted(["local", "apply", "-f", "m.yaml"]) == (True, False)
     assert warm_client._wanted(["query", "grades", "-- a comment\nselect 1"]) == (True, True)
+
+
+def test_ctrl_c_before_a_command_runs_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the command line was routed or parsed printed a traceback (exit -2)."""
+
+    def interrupted(_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(warm_client, "route", interrupted)
+    assert main(["local", "status", "grades"]) == 130
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -20,6 +21,13 @@ from spindle.program import facts, statements
 
 MIN_STATEMENTS = 256
 """Below this, forking costs more than it saves."""
+
+
+def _worker() -> None:
+    """A worker's start: no collector (see `prime`), and Ctrl-C is the parent's
+    to handle (each worker printed a `KeyboardInterrupt` traceback)."""
+    gc.disable()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def worker_count() -> int:
@@ -53,7 +61,7 @@ def prime(programs: Iterable[str], *, workers: int) -> int:
     gc.freeze()
     try:
         with ProcessPoolExecutor(
-            max_workers=len(chunks), mp_context=context, initializer=gc.disable
+            max_workers=len(chunks), mp_context=context, initializer=_worker
         ) as pool:
             results = pool.map(facts.analyze_texts, chunks)
             for chunk, analyzed in zip(chunks, results, strict=True):

@@ -122,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.flush()
     except BrokenPipeError:
         return reader_gone()
+    except KeyboardInterrupt:  # before a command ran (its own ends as 130 too): no traceback
+        return 130
 
 
 SIGPIPE_EXIT = 128 + 13

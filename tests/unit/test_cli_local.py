@@ -541,3 +541,16 @@ def test_ctrl_c_before_a_command_runs_exits_130_without_a_traceback(
     assert main(["local", "status", "grades"]) == 130
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
+
+
+def test_local_status_shows_the_status_in_a_home_it_may_only_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`local status` wrote the status it showed to the home, and failed with `InvalidHome`
+    where it could not (a read-only or full disk; here `status.json` is a directory)."""
+    home = tmp_path / "home"
+    LocalPipeline(home, "grades").save(manifest(V1))
+    (home / "pipelines" / "grades" / "status.json").mkdir(parents=True)
+    assert main(["local", "status", "grades", "--home", str(home), "--no-server"]) == 0
+    out = capsys.readouterr()
+    assert "grades" in out.out and "InvalidHome" not in out.out + out.err

@@ -217,7 +217,11 @@ class LocalBody:
         return Acted(decision)
 
     def record(self, status: PipelineStatus, events: Sequence[Event]) -> None:
-        self.pipeline.save_status(status.to_json())
+        try:
+            self.pipeline.save_status(status.to_json())
+        except SpindleError as error:  # a home it may only read: `local status` still shows
+            if error.reason != "InvalidHome":  # it (a run fails on the files it must write)
+                raise
         shown = {(c.reason, c.message) for c in status.conditions} if self.shown else set()
         for event in events:
             if (event.reason, event.message) not in shown:

@@ -7,7 +7,8 @@ driver's reports all speak the same shape.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import errno
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pydantic is not imported by commands that only read SQL
@@ -30,8 +31,63 @@ class SpindleError(Exception):
         return f"SpindleError(reason={self.reason!r}, message={self.message!r})"
 
 
+def _no_spark(error: Exception) -> bool:
+    root = (getattr(error, "name", None) or "").split(".")[0]
+    return isinstance(error, ModuleNotFoundError) and root in ("pyspark", "py4j", "delta")
+
+
+def _no_jvm(error: Exception) -> bool:
+    return type(error).__name__ == "PySparkRuntimeError" and "JAVA_GATEWAY_EXITED" in str(error)
+
+
+def _refused_by_disk(error: Exception) -> bool:
+    return isinstance(error, OSError) and error.errno in (
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+    )
+
+
+def _disk_message(error: Exception) -> str:
+    assert isinstance(error, OSError)
+    where = f" ({error.filename})" if error.filename else ""
+    return (
+        f"The file system refused a write: {error.strerror}{where}. Free space on the disk, "
+        "or make it writable, then run the command again: nothing half-written was committed."
+    )
+
+
+ENVIRONMENT: tuple[tuple[Callable[[Exception], bool], str, Callable[[Exception], str]], ...] = (
+    (
+        _no_spark,
+        "SparkUnavailable",
+        lambda e: (
+            f"The Spark runtime is not installed here ({e}): install Spindle with it, "
+            "`pip install 'spindle[runtime]'`, or run the command where it is."
+        ),
+    ),
+    (
+        _no_jvm,
+        "SparkUnavailable",
+        lambda _: (
+            "Spark's JVM did not start: Spindle needs a Java 17 runtime. Set JAVA_HOME "
+            "to one, or put its `java` on PATH; what the JVM's launcher printed is above."
+        ),
+    ),
+    (_refused_by_disk, "FileSystemRefused", _disk_message),
+)
+"""Errors of the machine, not of Spindle: (which, reason, what to do). Each was an
+`InternalError`, "This is a Spindle bug"."""
+
+
 def internal(error: Exception) -> SpindleError:
-    """An error no reason covers, as a user sees it: a Spindle bug, with how to report it."""
+    """An error no reason covers, as a user sees it: a Spindle bug, with how to report it;
+    one of the machine's (`ENVIRONMENT`) says what to fix instead."""
+    for which, reason, message in ENVIRONMENT:
+        if which(error):
+            return SpindleError(reason=reason, message=message(error))
     return SpindleError(
         reason="InternalError",
         message=f"Unexpected {type(error).__name__}: {error}. This is a Spindle bug; "

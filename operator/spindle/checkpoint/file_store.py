@@ -78,8 +78,8 @@ class FileStore:
 
     def _path(self, key: str) -> Path:
         path = (self.root / key).resolve()
-        if self.root.resolve() not in (path, *path.parents):
-            raise ValueError(f"key escapes the store: {key}")
+        if self.root.resolve() not in (path, *path.parents):  # `../x` as a checkpoint id: no
+            raise ObjectNotFound(key)  # object of the store has that key
         return path
 
     def read(self, key: str, *, if_none_match: str | None = None) -> Blob:
@@ -103,11 +103,17 @@ class FileStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _temporary(self, path: Path, data: bytes) -> Path:
+        """`data` in a file of its own beside `path`; none is left when writing it fails (a
+        full disk left a partial `.tmp` file at each attempt)."""
         temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with temp.open("wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with temp.open("wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
         return temp
 
     def write(

@@ -172,8 +172,9 @@ def run_here(argv: Sequence[str]) -> int:
     except Exception as error:  # the last line of defence: a clear body, never a traceback
         if os.environ.get("SPINDLE_DEBUG"):
             raise
-        render.print_error(internal(error), as_json=as_json)
-        return 2
+        failed = internal(error)  # or one of the machine's: a user's to fix (exit 1)
+        render.print_error(failed, as_json=as_json)
+        return 2 if failed.reason == "InternalError" else 1
 
 
 if __name__ == "__main__":

@@ -813,6 +813,33 @@ def test_appends_to_a_delta_source_upsert_in_commit_order_and_need_their_keys(
     assert "has no value for 'v', which is NOT NULL" in refused.value.message
 
 
+def test_a_delta_source_created_again_fails_the_step_instead_of_skipping_its_commits(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A source dropped and created again is at a version below the connector's offset: its
+    steps waited without a word, then read only the new table's commits past the old offset
+    (its first rows lost). The step fails saying to reset the connector."""
+    import shutil
+
+    source = str(tmp_path / "lake")
+    rows = "id int, v string"
+    for row in ((1, "a"), (2, "b"), (3, "c")):
+        spark.createDataFrame([row], rows).write.format("delta").mode("append").save(source)
+    lake = {"name": "lake", "transport": {"name": "delta_table_input", "config": {"uri": source}}}
+    sql = f"create table t (id int, v varchar) with ('connectors' = '{connectors(lake)}');"
+    pipeline = Pipeline(spark, tmp_path, sql)
+    pipeline.step()
+    shutil.rmtree(source)
+    spark.createDataFrame([(10, "x")], rows).write.format("delta").save(source)
+    before = pipeline.manifest
+    with pytest.raises(SpindleError) as reset:
+        pipeline.step()
+    assert reset.value.reason == "DeltaInputReset"
+    assert "is at version 0, and this connector read it up to version 2" in reset.value.message
+    assert "Reset the connector (rename it)" in reset.value.message
+    assert pipeline.runtime.store.latest() == before
+
+
 def test_a_delta_delete_needs_only_its_key(spark: Any) -> None:
     """A change data feed's delete or an update's old row carries the row as it was: one
     ingested before NOT NULL was checked failed every retry of the step that removed it."""

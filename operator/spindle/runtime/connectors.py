@@ -571,7 +571,18 @@ class DeltaInput:
         before = -1 if offset is None else int(offset)
         with _refused("read", self.connector, self.uri):
             latest = storage.delta_version(spark, self.uri)
-        if latest <= before:
+        if latest < before:  # it waited without a word, then read the new table's later
+            raise SpindleError(  # commits only, skipping its first ones
+                reason="DeltaInputReset",
+                message=f"Input connector {self.connector}: the Delta table {self.uri} is at "
+                + ("no version (it is gone)" if latest < 0 else f"version {latest}")
+                + f", and this connector read it up to version {before}: it was deleted or "
+                "created again, and what changed since cannot be told. Reset the connector "
+                "(rename it) to read the table again from its first version, or restore the "
+                "table.",
+                details={"connector": self.connector, "uri": self.uri, "version": before},
+            )
+        if latest == before:
             return None, before
         return self.replay(spark, before, latest), latest
 

@@ -410,6 +410,11 @@ def test_status_keeps_transition_times_and_announces_an_ignored_approval_once() 
     second = conclude(decision, again, driver=None, now="t2")
     assert second.status.conditions[0].last_transition_time == "t1"
     assert second.events == ()
+    # the same wrong id, left in place, for another change is announced again
+    v3 = V2.replace("2026-06-10", "2026-06-30")
+    other = replace(again, spec=PipelineSpec(sql=v3), generation=3)
+    third = conclude(decide(other), other, driver=None, now="t3")
+    assert [e.reason for e in third.events] == ["ApprovalIgnored"]
 
 
 def test_a_failure_is_announced_once_per_reason() -> None:

@@ -175,7 +175,13 @@ def _news(decision: Decision, observed: Observation, ignored: Event | None) -> t
     annotation changes), a failure or a driver retrying a step once per new reason."""
     previous = observed.previous
     news: list[Event] = []
-    if ignored and (previous is None or previous.ignored_approval != observed.approval):
+    if ignored and (
+        previous is None
+        or previous.ignored_approval != observed.approval
+        # the same wrong id, left in place, for another change (a revert in Git, say)
+        or previous.pending_change is None
+        or previous.pending_change.id != decision.change_id
+    ):
         news.append(ignored)
     before = previous.conditions[0].reason if previous and previous.conditions else None
     warns = decision.phase is Phase.FAILED or decision.reason in (RETRYING, EVICTED)

@@ -251,6 +251,28 @@ def test_a_bootstrap_driver_not_started_is_started_anew_when_what_it_would_do_ch
     assert (kept.phase, kept.action) == (Phase.BOOTSTRAPPING, Action.NONE)
 
 
+def test_storage_the_operator_could_not_read_leaves_a_running_driver_its_phase() -> None:
+    """The operator's read of the checkpoint timing out made a pipeline whose driver ran on
+    `Failed`, with a Warning Event (Argo CD: Degraded). It keeps the driver's phase, not
+    Ready, saying why; with no driver, or for a problem that does not pass, it fails."""
+    from spindle.lifecycle.observation import Unobservable
+
+    blip = Unobservable("StorageUnavailable", "The checkpoint store did not answer.")
+    driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
+    running = decide(observe(spec=spec(V1), driver=driver, problem=blip))
+    assert (running.phase, running.action, running.ready) == (Phase.RUNNING, Action.NONE, False)
+    assert running.reason == "StorageUnavailable" and "The driver runs on" in running.message
+    report = conclude(
+        running, observe(spec=spec(V1), driver=driver, problem=blip), driver=None, now="t"
+    )
+    assert report.events == ()
+    bootstrap = replace(driver, mode=DriverMode.BOOTSTRAP, change_id=CHANGE)
+    assert decide(observe(driver=bootstrap, problem=blip)).phase is Phase.BOOTSTRAPPING
+    assert decide(observe(spec=spec(V1), problem=blip)).phase is Phase.FAILED
+    missing = Unobservable("SecretNotFound", "No Secret s3-credentials.")
+    assert decide(observe(spec=spec(V1), driver=driver, problem=missing)).phase is Phase.FAILED
+
+
 def test_stopped_desired_state_stops_then_is_stopped() -> None:
     driver = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running")
     stopping = decide(observe(spec=spec(desiredState=DesiredState.STOPPED), driver=driver))

@@ -569,6 +569,25 @@ def _sizes(sizes: Mapping[str, StoredSize] | None) -> tuple[tuple[str, StoredSiz
     return None if sizes is None else tuple(sorted(sizes.items()))
 
 
+PASSING = ("StorageUnavailable",)
+"""Problems of the operator's own observation that pass by themselves (its read of the
+checkpoint timed out): a driver that runs is not failed for them."""
+
+
+def _unobserved_while_running(observed: Observation, driver: ObservedDriver) -> Decision:
+    """A running driver's pipeline the operator could not observe this time: the driver's
+    phase, not Ready, with why (it was `Failed`, with a Warning Event, while the driver ran
+    on; Argo CD showed it Degraded)."""
+    assert observed.problem is not None
+    if driver.mode is DriverMode.BOOTSTRAP:
+        phase = Phase.BOOTSTRAPPING
+    else:
+        phase = Phase.PAUSED if observed.spec.paused else Phase.RUNNING
+    message = f"{observed.problem.message} The driver runs on; the operator reads again shortly."
+    reason = observed.problem.reason
+    return Decision(phase, Action.NONE, ready=False, reason=reason, message=message)
+
+
 def situation(observed: Observation) -> Situation | Decision:
     """The program and plan to decide on, or the failure that prevents them."""
     driver = observed.driver
@@ -576,6 +595,8 @@ def situation(observed: Observation) -> Situation | Decision:
         driver is not None and driver.present
     )  # what cannot be observed does not keep a driver the user stopped
     if observed.problem is not None:
+        if not stop and driver is not None and driver.active and observed.problem.reason in PASSING:
+            return _unobserved_while_running(observed, driver)
         return failed(observed.problem.reason, observed.problem.message, stop=stop)
     pinned = observed.spec.runtime_version
     if pinned is not None and pinned not in SUPPORTED_RUNTIME_VERSIONS:

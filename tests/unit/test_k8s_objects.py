@@ -106,6 +106,23 @@ def test_driver_pod_meets_the_restricted_profile_and_uses_secret_refs() -> None:
     assert carried["generation"] == 3 and carried["spec"]["sql"] == V1
 
 
+def test_a_bootstrap_pod_says_which_checkpoint_its_change_was_planned_from() -> None:
+    pod = driver_pod(
+        pipeline=PIPELINE,
+        spec=_spec(),
+        mode="bootstrap",
+        change_id="abc",
+        settings=SETTINGS,
+        base="00000007-abcdef",
+    )
+    assert pod["metadata"]["annotations"] == {"spindle.dev/checkpoint": "00000007-abcdef"}
+    assert observed_driver(pod).base == "00000007-abcdef"
+    run = driver_pod(
+        pipeline=PIPELINE, spec=_spec(), mode="run", change_id=None, settings=SETTINGS, base="x"
+    )
+    assert "annotations" not in run["metadata"] and observed_driver(run).base is None
+
+
 def test_kubernetes_mode_configures_client_mode_spark() -> None:
     spec = _spec(
         spark={"mode": "kubernetes", "executorInstances": 3, "executor": {"memory": "2Gi"}}

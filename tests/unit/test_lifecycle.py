@@ -222,6 +222,36 @@ def test_a_bootstrap_driver_that_went_on_stepping_is_running_and_a_new_edit_stop
     assert waiting.message == f"Bootstrapping change {CHANGE}."
 
 
+def test_a_bootstrap_is_done_once_the_checkpoint_is_no_longer_the_one_it_started_from() -> None:
+    """A restatement's or a runtime upgrade's bootstrap keeps the program as it was: the
+    checkpoint holds the driver's program before it commits too. The driver's pod says which
+    checkpoint its change was planned from (`ObservedDriver.base`): until another is the
+    latest, an edit waits for it; after, it runs the pipeline."""
+    restating = Observation(
+        spec=spec(V1), generation=2, checkpoint=checkpoint(V1), restate="avg_grade@1"
+    )
+    change = decide(restating).change_id
+    driver = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP,
+        generation=2,
+        phase="Running",
+        change_id=change,
+        program=spec(V1).sql_fingerprint(),
+        base=checkpoint(V1).id,
+        paused=False,
+    )
+    v1_edited = V1 + "\ncreate view extra as select * from avg_grade;\n"
+    for edit in (
+        replace(restating, restate="avg_grade@2"),
+        replace(restating, spec=spec(v1_edited)),
+    ):
+        waiting = decide(replace(edit, driver=driver))
+        assert (waiting.phase, waiting.action) == (Phase.BOOTSTRAPPING, Action.NONE)
+    stepped = checkpoint(V1).model_copy(update={"id": "00000003-bbbbbb", "restated": "avg_grade@1"})
+    done = decide(replace(restating, driver=driver, checkpoint=stepped))
+    assert (done.phase, done.reason) == (Phase.RUNNING, "Running")
+
+
 def test_a_bootstrap_driver_not_started_is_started_anew_when_what_it_would_do_changed() -> None:
     """A bootstrap pod no node takes says to lower its memory; lowering it, or reverting the
     SQL, changed nothing while the pod waited (only deleting it by hand did). It has done

@@ -249,7 +249,13 @@ def test_a_restatement_names_views_as_sql_does() -> None:
     checkpoint = next_checkpoint(None, program=V1)
     folded = decide(observed(checkpoint, V1, restate="AVG_Grade@1"))
     assert folded.pending_change is not None
-    assert folded.change_id == decide(observed(checkpoint, V1, restate="avg_grade@1")).change_id
+    lower = decide(observed(checkpoint, V1, restate="avg_grade@1")).pending_change
+    assert lower is not None and folded.pending_change.diff == lower.diff  # the same views
+    # each spelling is a request of its own, as the checkpoint records the one it served
+    served = checkpoint.model_copy(update={"restated": "avg_grade@1"})
+    for again in ("AVG_Grade@1", "avg_grade@ 1", " avg_grade @1"):
+        respelt = decide(observed(served, V1, restate=again, approval=lower.id))
+        assert respelt.phase is Phase.AWAITING_APPROVAL and respelt.change_id != lower.id
     quoted = V1 + '\ncreate view "Top" as select * from avg_grade;\n'
     checkpoint = next_checkpoint(None, program=quoted)
     assert decide(observed(checkpoint, quoted, restate="Top@1")).pending_change is not None

@@ -44,6 +44,9 @@ LABEL_PROGRAM = "spindle.dev/program"
 MANAGED = {"app.kubernetes.io/managed-by": "spindle", "app.kubernetes.io/name": "spindle-driver"}
 EVICTIONS_ANNOTATION = "spindle.dev/evictions"
 """On a driver pod: how many drivers of the pipeline the cluster stopped in a row before it."""
+BASE_ANNOTATION = "spindle.dev/checkpoint"
+"""On a bootstrap driver pod: the checkpoint its change was planned from
+(`ObservedDriver.base`)."""
 K8S_MASTER = "k8s://https://kubernetes.default.svc"
 RUN_AS = 185  # the spark user of the Spark image
 EXECUTOR_TEMPLATE_ENV = "SPINDLE_EXECUTOR_POD_TEMPLATE"
@@ -239,10 +242,12 @@ def driver_pod(
     settings: DriverSettings,
     preview: str | None = None,
     evictions: int = 0,
+    base: str | None = None,
 ) -> dict[str, Any]:
     """The driver pod for `pipeline` (its API object; `spec` is the validated, defaulted spec);
     with `preview` (a request), the preview pod of the pending change `change_id`; `evictions`:
-    the drivers the cluster stopped in a row before this one (`EVICTIONS_ANNOTATION`)."""
+    the drivers the cluster stopped in a row before this one (`EVICTIONS_ANNOTATION`);
+    `base`: a bootstrap's checkpoint (`BASE_ANNOTATION`)."""
     meta = pipeline["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     image = spec.spark.image or settings.image
@@ -282,6 +287,9 @@ def driver_pod(
     }
     if change_id:
         labels[LABEL_CHANGE] = change_id
+    annotations = {EVICTIONS_ANNOTATION: str(evictions)} if evictions else {}
+    if base is not None and mode == "bootstrap":
+        annotations[BASE_ANNOTATION] = base
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -289,7 +297,7 @@ def driver_pod(
             "name": pod_named,
             "namespace": namespace,
             "labels": labels,
-            **({"annotations": {EVICTIONS_ANNOTATION: str(evictions)}} if evictions else {}),
+            **({"annotations": annotations} if annotations else {}),
             "ownerReferences": [
                 {
                     "apiVersion": API_VERSION,
@@ -567,6 +575,7 @@ def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None
         spark=labels.get(LABEL_SPARK),
         placement=labels.get(LABEL_PLACEMENT),
         program=labels.get(LABEL_PROGRAM),
+        base=(meta.get("annotations") or {}).get(BASE_ANNOTATION),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
         lingering=stuck,
         stalled=None if stuck else _stalled(pod, now),

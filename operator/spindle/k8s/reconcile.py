@@ -532,6 +532,7 @@ class PipelineBody:
             change_id=change_id,
             settings=settings,
             evictions=stopped.in_a_row if stopped is not None else 0,
+            base=self.checkpoint.id if self.checkpoint is not None else None,
         )
         assert wanted["metadata"]["name"] == name
         # finished drivers of earlier runs make way (all asked, then waited for if need be)

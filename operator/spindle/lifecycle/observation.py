@@ -52,6 +52,10 @@ class ObservedDriver:
     program: str | None = None
     """The fingerprint of the SQL it was started with (`PipelineSpec.sql_fingerprint`); None:
     it follows the spec."""
+    base: str | None = None
+    """A bootstrap driver's: the checkpoint its change was planned from. Once the latest
+    checkpoint is another, its bootstrap committed (the later steps' checkpoints record no
+    bootstrap); None: not known (a driver started before it was recorded)."""
     lingering: bool = False
     """Failed, yet not ended: its pod waits for what it cannot get (an image the kubelet
     retries pulling), and would start if it came, so stopping deletes it too."""

@@ -110,9 +110,11 @@ def _bootstrapping(s: Situation) -> bool:
     """A bootstrap driver that has not committed its bootstrap where the spec says the state
     is (at a new storage location it never will: it is restarted there instead; other new
     settings wait until it has). Once it has, the driver runs the pipeline, and its later
-    steps' checkpoints record no bootstrap: it is done when the checkpoint's plan no longer
-    gives its change and the checkpoint holds the program it was started with (a spec edited
-    while it bootstraps gives another change from a checkpoint that holds the old program)."""
+    steps' checkpoints record no bootstrap: it is done once the checkpoint is no longer the
+    one its change was planned from (`ObservedDriver.base`). For a driver that does not say
+    which (started before it was recorded): once the checkpoint's plan no longer gives its
+    change and the checkpoint holds the program it was started with (a spec edited while it
+    bootstraps gives another change from a checkpoint that holds the old program)."""
     if not s.active or s.running.mode is not DriverMode.BOOTSTRAP:
         return False
     placement = s.running.placement
@@ -125,6 +127,8 @@ def _bootstrapping(s: Situation) -> bool:
         return True
     if bootstrapped(checkpoint, s.running.change_id):
         return False
+    if s.running.base is not None:  # committed once the checkpoint is no longer its base
+        return checkpoint.id == s.running.base
     return s.plan.change_id == s.running.change_id or s.running.program not in (
         None,
         sql_fingerprint(checkpoint.program.text),

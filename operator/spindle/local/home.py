@@ -301,6 +301,7 @@ class LocalPipeline:
             reason=data.get("reason"),
             message=data.get("message"),
             retrying=data.get("retrying"),
+            base=data.get("base"),
         )
 
     def set_driver(self, **fields: Any) -> None:

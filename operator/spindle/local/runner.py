@@ -152,7 +152,8 @@ class LocalBody:
         stop = run.stop or threading.Event()
         pipeline.mark_running()
         driver = {"generation": self.generation, "change_id": decision.change_id}
-        pipeline.set_driver(mode=mode.value, phase="Running", **driver)
+        base = self.checkpoint.id if self.checkpoint is not None else None
+        pipeline.set_driver(mode=mode.value, phase="Running", base=base, **driver)
         examined = (self.generation, pipeline.restate)
 
         def superseded() -> str | None:

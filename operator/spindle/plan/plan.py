@@ -35,10 +35,12 @@ def change_id(
 ) -> str:
     """Short, stable id of a change: what an approval names. A restatement (views recomputed
     without an SQL change) is part of it, so approving one never approves the other, and so is
-    its request's label (`v@2`): a request is served once, and asking again (a new label) is
-    a change of its own, which the approval of the last one, left in place, does not approve."""
-    label = (request or "").partition("@")[2].strip()
-    extra = ("restate", *sorted(restate), *(("label", label) if label else ())) if restate else ()
+    its request as written (`v@2`): a request is served once (the checkpoint records it as
+    written), and asking again (a new label, another spelling) is a change of its own, which
+    the approval of the last one, left in place, does not approve."""
+    extra = (
+        ("restate", *sorted(restate), *(("request", request) if request else ())) if restate else ()
+    )
     return digest("change", old_program_fp, new_program_fp, runtime, *extra)[:12]
 
 

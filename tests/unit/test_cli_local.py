@@ -554,3 +554,13 @@ def test_local_status_shows_the_status_in_a_home_it_may_only_read(
     assert main(["local", "status", "grades", "--home", str(home), "--no-server"]) == 0
     out = capsys.readouterr()
     assert "grades" in out.out and "InvalidHome" not in out.out + out.err
+
+
+def test_a_descriptor_of_this_process_keeps_the_command_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`-f <(envsubst < p.yaml)` passes `/dev/fd/63`, which the server opened as its own."""
+    monkeypatch.delenv("SPINDLE_NO_SERVER", raising=False)
+    for path in ("/dev/fd/63", "/proc/self/fd/7"):
+        assert warm_client._wanted(["local", "apply", "-f", path]) == (False, False)
+        assert warm_client._wanted(["local", "apply", f"--file={path}"]) == (False, False)

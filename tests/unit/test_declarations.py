@@ -308,6 +308,12 @@ REFUSED = {
         "Spindle does not number rows: a record without the column reads as NULL",
         (1, 17),
     ),
+    "a computed column": (
+        "create table t (id int, twice int generated always as (id * 2));",
+        "UnsupportedSql",
+        "Spindle does not compute columns of tables. Remove it, and compute the value in a view",
+        (1, 25),
+    ),
     "a collation": (
         "create table t (id int, s varchar collate nocase);",
         "UnsupportedSql",
@@ -365,6 +371,7 @@ def test_a_declaration_spindle_would_misread_is_refused_where_it_is_written(
         + json.dumps([{**FILE, "format": "JSON"}])
         + "');",  # read as what it says
         'create table "a*b" (id int);',  # a folder can have it
+        "create table n (id int default null, m int null default null);",  # what it reads as
         "create table d (id int primary key);\n"  # not enforced, as Feldera does not
         "create table t (id int not null primary key comment 'the id', d int references d(id),"
         " foreign key (d) references d(id));",

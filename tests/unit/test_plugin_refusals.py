@@ -55,6 +55,8 @@ class _Server(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.endswith("/pipelines/hidden"):
             self._send(403, _forbidden("get denied"))
+        elif self.path.endswith("/pipelines/expired"):
+            self._send(401, {"kind": "Status", "message": "Unauthorized", "code": 401})
         elif self.path.endswith("/pipelines/broken"):
             self._send(500, {"kind": "Status", "message": "etcdserver: timeout", "code": 500})
         else:
@@ -121,3 +123,11 @@ def test_an_api_server_that_is_not_there_is_unreachable(
     error = json.loads(capsys.readouterr().out)
     assert error["error_code"] == "ApiServerUnreachable"
     assert "Check that the cluster is up" in error["message"]
+
+
+def test_credentials_the_api_server_does_not_accept_say_to_log_in_again(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "expired", "--kubeconfig", str(kubeconfig)]) == 1
+    printed = " ".join(capsys.readouterr().err.split())
+    assert "error ApiRequestUnauthorized:" in printed and "Log in again" in printed

@@ -25,7 +25,7 @@ from typing import Any
 
 from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION
 from spindle.cli import cluster_query, render
-from spindle.cli.main import own_usage, parsed
+from spindle.cli.main import own_usage, parsed, reader_gone
 from spindle.errors import SpindleError
 
 
@@ -328,7 +328,15 @@ def _refused(error: Exception, args: argparse.Namespace) -> SpindleError | None:
 
     where = f"pipeline {args.name!r} in namespace {_namespace(args)}"
     if isinstance(error, ApiException):
-        if error.status in (401, 403):
+        if error.status == 401:
+            return SpindleError(
+                reason="ApiRequestUnauthorized",
+                message=f"The API server did not accept the credentials of the current "
+                f"context for `kubectl spindle {args.command}` on {where} (401: "
+                f"{api_message(error)}). Log in again (a token may have expired), or check "
+                "--kubeconfig/--context.",
+            )
+        if error.status == 403:
             return SpindleError(
                 reason="ApiRequestForbidden",
                 message=f"The API server refused `kubectl spindle {args.command}` on {where} "
@@ -343,7 +351,7 @@ def _refused(error: Exception, args: argparse.Namespace) -> SpindleError | None:
             f"({error.status}: {api_message(error)}). Run the command again; if it fails "
             "again, see the API server's message.",
         )
-    if isinstance(error, HTTPError | OSError):
+    if isinstance(error, HTTPError | OSError) and not isinstance(error, BrokenPipeError):
         return SpindleError(
             reason="ApiServerUnreachable",
             message=f"Cannot reach the API server of the current context ({error}). Check "
@@ -367,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `kubectl spindle status x | head`: the reader left
+        return reader_gone()
     except Exception as error:
         refused = _refused(error, args)
         if refused is None:

@@ -66,11 +66,19 @@ SEEN = ("--no-server", "--help", "--home", "--idle-timeout")
 """Long options whose value routing reads: argparse also takes a unique prefix of each."""
 
 
+def _this_process(path: str) -> bool:
+    """A file only this process can open: one of its descriptors (`-f <(envsubst < p.yaml)`
+    passes `/dev/fd/63`, which the server opened as its own)."""
+    return path.startswith(("/dev/fd/", "/proc/self/fd/", "/dev/stdin"))
+
+
 def _here_only(arg: str) -> bool:
     """An argument that keeps the command here: help, `--no-server`, standard input in any
     spelling (`-f-`, `--file=-`: the server read its own, empty, stdin), or an abbreviated
     option routing would misread (`--no-ser`, `--hom X`: argparse takes them)."""
     if arg in ("-h", *STDIN) or (arg.startswith("-f") and arg[2:].lstrip("=") in STDIN):
+        return True
+    if _this_process(arg.partition("=")[2] if arg.startswith("-") else arg):
         return True
     name, _, value = arg.partition("=")
     if not name.startswith("--") or len(name) < 3:

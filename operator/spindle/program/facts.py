@@ -151,6 +151,9 @@ UNAPPLIED: dict[type[exp.Expr], str] = {
 ignored without a word (a DEFAULT read as NULL, a CHECK let every row in). Other constraints a
 column may carry are refused alike, unless `APPLIED`."""
 
+COMPUTED = "Spindle does not compute columns of tables. Remove it, and compute the value in a view"
+"""`GENERATED ALWAYS AS (expression)`, which sqlglot reads as an identity with an expression."""
+
 APPLIED = (
     exp.NotNullColumnConstraint,
     exp.PrimaryKeyColumnConstraint,
@@ -165,8 +168,14 @@ def _unapplied(node: exp.Expr, *, column: str | None) -> str | None:
     """What to do about a constraint Spindle does not apply; None for one it does."""
     if isinstance(node, APPLIED):
         return None
+    if isinstance(node, exp.DefaultColumnConstraint) and isinstance(node.this, exp.Null):
+        return None  # `DEFAULT NULL`: what a record without the column reads as
     what = node.sql(dialect=DIALECT)
     advice = UNAPPLIED.get(type(node), "Spindle does not apply it. Remove it")
+    if isinstance(node, exp.GeneratedAsIdentityColumnConstraint) and node.args.get("expression"):
+        advice = (
+            "Spindle does not compute columns of tables. Remove it, and compute the value in a view"
+        )
     where = f"column '{column}' has" if column is not None else "the table has"
     return f"{where} `{what}`. {advice}"
 

@@ -700,6 +700,13 @@ def test_a_csv_file_whose_first_line_is_not_the_header_fails_when_it_is_left_uns
         ("json", {}, ['{"insert": {"k": "a", "v": 1}}'], "line 1", MALFORMED),
         ("json", {}, ['{"k": "a", "v": 1}', '{"key": "b", "value": 2}'], "line 2", MALFORMED),
         ("json", {}, ["{}"], "line 1", MALFORMED),
+        (
+            "json",
+            {"update_format": "insert_delete"},
+            ['{"insert": {"k": "a", "v": 1}}', '{"delete": {"key": "a"}}'],
+            "line 2",
+            "has a row with no key that names a column (a row of NULLs)",
+        ),
     ],
 )
 def test_a_bad_record_is_a_user_error_naming_it(

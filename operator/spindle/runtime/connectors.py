@@ -225,6 +225,12 @@ class FileInput:
                     ~inserted & ~deleted,
                     'is neither {"insert": {...}} nor {"delete": {...}}',
                 ),
+                (
+                    _names_none(F.get_json_object(record, "$.insert"), names)
+                    | _names_none(F.get_json_object(record, "$.delete"), names),
+                    "has a row with no key that names a column (a row of NULLs); spell its "
+                    "keys as the table's columns",
+                ),
                 *((missing(c), _null_in(c)) for c in self.not_null),
             ),
         )

@@ -3,6 +3,7 @@ cut, so `checkpoints show` can take them; nothing is cut when the output is not 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,26 @@ def test_checkpoint_ids_are_whole_when_the_output_is_not_a_terminal(
     assert [row[1] for row in listed] == [m.parent or "-" for m in reversed(committed)]
     assert main(["checkpoints", "show", uri, listed[-1][0]]) == 0  # the id as printed works
     assert f"Checkpoint {committed[0].id}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damaged", [0, 1, 2], ids=["oldest", "middle", "latest"])
+def test_a_damaged_checkpoint_is_named_and_the_others_still_listed(
+    history: tuple[str, list[Manifest]], capsys: pytest.CaptureFixture[str], damaged: int
+) -> None:
+    """One damaged manifest failed the whole listing, saying to pick an older checkpoint
+    with `spindle checkpoints list`: the command that had just failed."""
+    uri, committed = history
+    bad = committed[damaged]
+    (Path(uri.removeprefix("file://")) / "checkpoints" / bad.id / "manifest.json").write_text("{")
+    assert main(["checkpoints", "list", uri, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    good = [m.id for m in reversed(committed) if m.id != bad.id]
+    assert [entry["id"] for entry in listed if "unreadable" not in entry] == good
+    [unreadable] = [entry for entry in listed if "unreadable" in entry]
+    assert unreadable["id"] == bad.id and "CheckpointUnreadable" not in unreadable["unreadable"]
+    assert main(["checkpoints", "list", uri]) == 0
+    out = capsys.readouterr()
+    assert f"checkpoint {bad.id} cannot be read" in " ".join(out.err.split())
 
 
 def test_an_empty_root_says_what_a_pipelines_root_is(

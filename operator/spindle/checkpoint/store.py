@@ -159,6 +159,24 @@ class CheckpointStore:
         """The latest checkpoint and its ancestors, newest first (as far as they still exist)."""
         return list(self._walk())
 
+    def survey(self) -> tuple[list[Manifest], dict[str, str]]:
+        """Every checkpoint stored, newest first, and those that cannot be read (id: why):
+        one listing of `checkpoints/`, for when `history` cannot walk past a damaged one."""
+        readable: list[Manifest] = []
+        damaged: dict[str, str] = {}
+        for item in self.objects.scan("checkpoints/"):
+            parts = item.key.split("/")
+            if len(parts) != 3 or parts[2] != "manifest.json":
+                continue
+            try:
+                readable.append(self.get(parts[1]))
+            except SpindleError as error:
+                if error.reason == "CheckpointNotFound":  # collected meanwhile
+                    continue
+                damaged[parts[1]] = error.message
+        readable.sort(key=lambda m: (m.sequence, m.created_at), reverse=True)
+        return readable, damaged
+
     def _walk(self, start: Manifest | None = None) -> Iterator[Manifest]:
         current = self.latest() if start is None else start
         while current is not None:

@@ -25,10 +25,22 @@ def _summary(manifest: Manifest) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    history = open_store(args.uri).history()
+    store = open_store(args.uri)
+    damaged: dict[str, str] = {}
+    try:
+        history = store.history()
+    except SpindleError as error:  # a damaged one: list what can be read, and name it
+        if error.reason != "CheckpointUnreadable":
+            raise
+        history, damaged = store.survey()
     if args.json:
-        render.print_json([_summary(m) for m in history])
+        unreadable = [{"id": i, "unreadable": why} for i, why in sorted(damaged.items())]
+        render.print_json([*(_summary(m) for m in history), *unreadable])
         return 0
+    for checkpoint_id, why in sorted(damaged.items()):
+        render.console(stderr=True).print(
+            f"checkpoint {checkpoint_id} cannot be read: {why}", markup=False
+        )
     if not history:
         render.console().print(
             f"No checkpoints at {args.uri}. A pipeline's root is <storage uri>/<namespace>/"

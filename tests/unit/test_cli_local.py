@@ -564,3 +564,27 @@ def test_a_descriptor_of_this_process_keeps_the_command_here(
     for path in ("/dev/fd/63", "/proc/self/fd/7"):
         assert warm_client._wanted(["local", "apply", "-f", path]) == (False, False)
         assert warm_client._wanted(["local", "apply", f"--file={path}"]) == (False, False)
+
+
+def test_an_apply_whose_status_cannot_be_observed_says_it_was_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With storage it cannot read (no credentials), `local apply` printed only the error,
+    though the manifest was recorded: a user applied it again, or thought it lost."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "m.yaml"
+    storage = {"uri": "s3://bucket/prefix", "endpoint": "http://127.0.0.1:9"}
+    document = {
+        "apiVersion": "spindle.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "g"},
+        "spec": {"sql": "create table t (id int);", "storage": storage},
+    }
+    path.write_text(yaml.safe_dump(document))
+    home = tmp_path / "home"
+    assert main(["local", "apply", "-f", str(path), "--home", str(home), "--no-server"]) == 1
+    out = capsys.readouterr()
+    assert "pipeline/g applied (generation 1); its status cannot be observed now:" in out.out
+    assert "error StorageRequestRejected" in out.err
+    assert LocalPipeline(home, "g").generation == 1

@@ -110,7 +110,15 @@ def cmd_apply(args: argparse.Namespace) -> int:
     manifest, origin = read_manifest_at(args.file)
     pipeline = _pipeline(args, manifest.metadata.name)
     generation = pipeline.save(manifest)
-    status, decision = runner.status(pipeline, say=_say, shown=True)
+    try:
+        status, decision = runner.status(pipeline, say=_say, shown=True)
+    except SpindleError:  # its storage, say: what failed follows, but the apply is recorded
+        if not args.json:
+            render.console().print(
+                f"pipeline/{pipeline.name} applied (generation {generation}); its status "
+                "cannot be observed now:"
+            )
+        raise
     if args.json:
         render.print_json(status.to_json())
     else:

@@ -580,6 +580,22 @@ def test_a_file_whose_name_has_glob_characters_is_read_as_that_file(
     assert pipeline.rows("c") == Counter({("one", 1): 1, ("glob", 99): 1, ("alone", 7): 1})
 
 
+def test_a_file_whose_name_has_a_colon_is_refused_saying_to_rename_it(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Hadoop lists `2024-01-01T10:00:00.json` but cannot read it: the step was
+    `InputUnreadable`, retried forever with the advice to wait for its writer."""
+    inbox, pipeline = inbox_pipeline(spark, tmp_path, "json")
+    write_lines(inbox / "2024-01-01T10:00:00.json", [{"k": "a", "v": 1}], mtime=1_000_000)
+    with pytest.raises(SpindleError) as refused:
+        pipeline.step()
+    assert refused.value.reason == "InputFileNameUnsupported"
+    assert "has a ':' in its name" in refused.value.message and "Rename it" in refused.value.message
+    (inbox / "2024-01-01T10:00:00.json").rename(inbox / "2024-01-01T10-00-00.json")
+    pipeline.step()
+    assert pipeline.rows("c") == Counter({("a", 1): 1})
+
+
 def test_a_file_of_no_rows_counts_none(tmp_path: Path, spark: Any) -> None:
     """A header-only CSV makes no Delta commit: the step read the previous commit's count as
     its own ("2 rows ingested"), and added it to the table's stored rows, which feed the

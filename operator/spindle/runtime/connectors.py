@@ -167,7 +167,23 @@ class FileInput:
         )
         if not files:
             return None, offset
+        self._nameable(files)
         return self.read(spark, files), after.to_json()
+
+    def _nameable(self, files: list[str]) -> None:
+        """Refuse a file whose name has a colon (`2024-01-01T10:00:00.json`): Hadoop lists it
+        but cannot read a path with one (`URISyntaxException`), which was `InputUnreadable`
+        retried forever, advising to wait for a writer that had finished."""
+        for file in files:
+            name = unquote(file.rsplit("/", 1)[-1])
+            if ":" in name:
+                raise SpindleError(
+                    reason="InputFileNameUnsupported",
+                    message=f"Input connector {self.connector}: the file {file} has a ':' in "
+                    "its name, which Spark's file systems cannot read. Rename it (a '-' or "
+                    "'_' for each ':'); nothing of this step was ingested.",
+                    details={"connector": self.connector, "file": file},
+                )
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         files = file_offsets.between(

@@ -863,6 +863,29 @@ def test_a_delta_source_created_again_fails_the_step_instead_of_skipping_its_com
     assert pipeline.runtime.store.latest() == before
 
 
+def test_a_change_data_feed_turned_on_after_a_delete_says_to_reset_the_connector(
+    tmp_path: Path, spark: Any
+) -> None:
+    """`DeltaInputNotAppendOnly` says to turn the feed on; one turned on after the DELETE has
+    no changes for it, and the step failed as an internal error (`DELTA_MISSING_CHANGE_DATA`)."""
+    source = str(tmp_path / "lake")
+    spark.createDataFrame([(1,), (2,)], "id long").write.format("delta").save(source)
+    lake = {"name": "lake", "transport": {"name": "delta_table_input", "config": {"uri": source}}}
+    sql = f"create table t (id bigint) with ('connectors' = '{connectors(lake)}');"
+    pipeline = Pipeline(spark, tmp_path, sql)
+    pipeline.step()
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE id = 1")
+    with pytest.raises(SpindleError) as first:
+        pipeline.step()
+    assert first.value.reason == "DeltaInputNotAppendOnly"
+    spark.sql(f"ALTER TABLE delta.`{source}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    with pytest.raises(SpindleError) as later:
+        pipeline.step()
+    assert later.value.reason == "DeltaInputNotAppendOnly"
+    assert "its change data feed was turned on only later" in later.value.message
+    assert "Reset the connector (rename it)" in later.value.message
+
+
 def test_a_delta_delete_needs_only_its_key(spark: Any) -> None:
     """A change data feed's delete or an update's old row carries the row as it was: one
     ingested before NOT NULL was checked failed every retry of the step that removed it."""

@@ -879,6 +879,25 @@ def _refusal(action: Action, connector: str, location: str, error: BaseException
     )
 
 
+def _feed_turned_on_later(deltas: list[DeltaInput]) -> SpindleError:
+    """A Delta source's commit after the offset removed or rewrote rows, and its change data
+    feed, read for them, was turned on after that commit (Delta says which versions, not which
+    table): the step failed as an internal error."""
+    which = (
+        f"Input connector {deltas[0].connector}: the Delta table {deltas[0].uri}"
+        if len(deltas) == 1
+        else "A delta_table_input's Delta table"
+    )
+    return SpindleError(
+        reason="DeltaInputNotAppendOnly",
+        message=f"{which} removed or rewrote rows (DELETE, UPDATE, MERGE or overwrite) after "
+        "the connector's offset, and its change data feed was turned on only later, so "
+        "Spindle cannot tell which rows left. Reset the connector (rename it) to read the "
+        "table again from its current version.",
+        details={"connectors": [d.connector for d in deltas]},
+    )
+
+
 def unreadable_file(
     spark: SparkSession, inputs: Iterable[Input], error: BaseException
 ) -> SpindleError | None:
@@ -888,6 +907,8 @@ def unreadable_file(
     not parse (`_whole`) is `InvalidInputRecord`, quoting it and naming its line (no retry makes
     it parse). None for any other error."""
     sources = {source.connector: source for source in inputs}
+    if "DELTA_MISSING_CHANGE_DATA" in str(error):
+        return _feed_turned_on_later([s for s in sources.values() if isinstance(s, DeltaInput)])
     match semantics.raised(error, MALFORMED):
         case [connector, file, *text] if isinstance(source := sources.get(connector), FileInput):
             quoted = "\t".join(text)

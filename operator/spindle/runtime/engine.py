@@ -169,7 +169,8 @@ class Runtime:
         to read a file or a record; None otherwise, or when the inputs cannot be made (the
         error then stands as it is)."""
         raised = (semantics.raised(error, marker) for marker in (MALFORMED, INCOMPLETE))
-        if semantics.failed_file(error) is None and all(r is None for r in raised):
+        feed = "DELTA_MISSING_CHANGE_DATA" in str(error)  # a Delta input's, read lazily
+        if semantics.failed_file(error) is None and all(r is None for r in raised) and not feed:
             return None
         try:
             inputs = [source for _, source in self._inputs(program).values()]

@@ -173,9 +173,7 @@ def _unapplied(node: exp.Expr, *, column: str | None) -> str | None:
     what = node.sql(dialect=DIALECT)
     advice = UNAPPLIED.get(type(node), "Spindle does not apply it. Remove it")
     if isinstance(node, exp.GeneratedAsIdentityColumnConstraint) and node.args.get("expression"):
-        advice = (
-            "Spindle does not compute columns of tables. Remove it, and compute the value in a view"
-        )
+        advice = COMPUTED
     where = f"column '{column}' has" if column is not None else "the table has"
     return f"{where} `{what}`. {advice}"
 

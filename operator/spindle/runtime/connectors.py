@@ -211,7 +211,7 @@ class FileInput:
         does not parse as the table's columns fails the step, as in `_rows`, never a row of
         NULLs."""
         names = [f.name for f in self.schema.fields]
-        lines = _positioned(spark, spark.read.text(_literal(files)), files)
+        lines = _positioned(spark, spark.read.text, files)
         envelope = StructType(
             [
                 StructField("insert", self.schema),
@@ -280,8 +280,7 @@ class FileInput:
         if fmt.name == "json":
             records = _json_records(spark, files, StructType(fields))
         else:
-            read = reader.schema(StructType(fields)).load(_literal(files))
-            records = _positioned(spark, read, files)
+            records = _positioned(spark, reader.schema(StructType(fields)).load, files)
         if guarded:
             # a change column's own check says more (`_check`: "has no integer weight")
             rechecked = names if fmt.name == "csv" else None
@@ -339,7 +338,7 @@ class FileInput:
         if self.format.name != "json" or self.format.update_format == "insert_delete":
             return None
         try:
-            lines = _positioned(spark, spark.read.text([storage.literal(file)]), [file])
+            lines = _positioned(spark, spark.read.text, [file])
             schema = StructType([*self._fields(), StructField(CORRUPT, StringType())])
             bad = _parsed_json(lines, schema).where(column(CORRUPT).isNotNull())
             first = [_in_file(int(r[ORDER])) for r in bad.orderBy(ORDER).limit(SHOWN).collect()]
@@ -373,7 +372,7 @@ def _json_records(spark: SparkSession, files: list[str], schema: StructType) -> 
     """JSON lines as `schema`'s fields (blank lines skipped), `ORDER` by line, keys matched
     with columns as Feldera matches them (`json_keys`); a record that does not parse keeps its
     own text in `CORRUPT`, as Spark's JSON reader keeps it."""
-    return _parsed_json(_positioned(spark, spark.read.text(_literal(files)), files), schema)
+    return _parsed_json(_positioned(spark, spark.read.text, files), schema)
 
 
 def _parsed_json(lines: DataFrame, schema: StructType) -> DataFrame:
@@ -511,7 +510,7 @@ def _line_of(spark: SparkSession, file: str, quoted: str) -> int | None:
     `QUOTED` characters), read again only once a record failed, so the error can say where it
     is; None when the file cannot be read again or no line matches (it changed meanwhile)."""
     try:
-        lines = _positioned(spark, spark.read.text([storage.literal(file)]), [file])
+        lines = _positioned(spark, spark.read.text, [file])
         found = (
             lines.where(F.substring("value", 1, QUOTED) == F.lit(quoted))
             .select(F.min(ORDER).alias("first"))
@@ -547,15 +546,14 @@ def _in_file(order: int) -> int:
     return order & ((1 << _FILE_BITS) - 1)
 
 
-def _literal(files: list[str]) -> list[str]:
-    """Listed files as Spark reads them, each the file it names: Spark reads a path with `[`,
-    `{`, `*` or `?` as a glob, so `b[12].json` read `b1.json` again, and its own rows never."""
-    return [storage.literal(f) for f in files]
-
-
-def _positioned(spark: SparkSession, frame: DataFrame, files: list[str]) -> DataFrame:
-    """`frame` (read from `files`) with ORDER (file index in `files`, then the 1-based
-    position in its file) and `__file` (the file's path, URL-encoded as Spark names it)."""
+def _positioned(
+    spark: SparkSession, read: Callable[[list[str]], DataFrame], files: list[str]
+) -> DataFrame:
+    """`files` as `read` reads them, each the file it names (Spark reads a path with `[`, `{`,
+    `*` or `?` as a glob: `b[12].json` read `b1.json` again, and its own rows never), with
+    ORDER (file index in `files`, then the 1-based position in its file) and `__file` (the
+    file's path, URL-encoded as Spark names it)."""
+    frame = read([storage.literal(f) for f in files])
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     encoded = [jvm.org.apache.hadoop.fs.Path(f).toUri().toString() for f in files]
@@ -879,6 +877,11 @@ def _refusal(action: Action, connector: str, location: str, error: BaseException
     )
 
 
+MISSING_FEED = "DELTA_MISSING_CHANGE_DATA"
+"""Delta's error for a change data feed read for versions it was not on for (read lazily, so
+it fails the step's job: `unreadable_file` turns it into `DeltaInputNotAppendOnly`)."""
+
+
 def _feed_turned_on_later(deltas: list[DeltaInput]) -> SpindleError:
     """A Delta source's commit after the offset removed or rewrote rows, and its change data
     feed, read for them, was turned on after that commit (Delta says which versions, not which
@@ -907,7 +910,7 @@ def unreadable_file(
     not parse (`_whole`) is `InvalidInputRecord`, quoting it and naming its line (no retry makes
     it parse). None for any other error."""
     sources = {source.connector: source for source in inputs}
-    if "DELTA_MISSING_CHANGE_DATA" in str(error):
+    if MISSING_FEED in str(error):
         return _feed_turned_on_later([s for s in sources.values() if isinstance(s, DeltaInput)])
     match semantics.raised(error, MALFORMED):
         case [connector, file, *text] if isinstance(source := sources.get(connector), FileInput):

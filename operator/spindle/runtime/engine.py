@@ -58,6 +58,7 @@ from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.connectors import (
     INCOMPLETE,
     MALFORMED,
+    MISSING_FEED,
     ORDER,
     Input,
     make_input,
@@ -169,7 +170,7 @@ class Runtime:
         to read a file or a record; None otherwise, or when the inputs cannot be made (the
         error then stands as it is)."""
         raised = (semantics.raised(error, marker) for marker in (MALFORMED, INCOMPLETE))
-        feed = "DELTA_MISSING_CHANGE_DATA" in str(error)  # a Delta input's, read lazily
+        feed = MISSING_FEED in str(error)  # a Delta input's, read lazily
         if semantics.failed_file(error) is None and all(r is None for r in raised) and not feed:
             return None
         try:

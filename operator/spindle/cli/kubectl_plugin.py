@@ -326,29 +326,29 @@ def _refused(error: Exception, args: argparse.Namespace) -> SpindleError | None:
 
     from spindle.k8s.cluster import api_message
 
-    where = f"pipeline {args.name!r} in namespace {_namespace(args)}"
     if isinstance(error, ApiException):
+        request = (
+            f"`kubectl spindle {args.command}` on pipeline {args.name!r} in namespace "
+            f"{_namespace(args)} ({error.status}: {api_message(error)})"
+        )
         if error.status == 401:
             return SpindleError(
                 reason="ApiRequestUnauthorized",
                 message=f"The API server did not accept the credentials of the current "
-                f"context for `kubectl spindle {args.command}` on {where} (401: "
-                f"{api_message(error)}). Log in again (a token may have expired), or check "
+                f"context for {request}. Log in again (a token may have expired), or check "
                 "--kubeconfig/--context.",
             )
         if error.status == 403:
             return SpindleError(
                 reason="ApiRequestForbidden",
-                message=f"The API server refused `kubectl spindle {args.command}` on {where} "
-                f"({error.status}: {api_message(error)}). Ask for the rights it needs (see "
+                message=f"The API server refused {request}. Ask for the rights it needs (see "
                 "docs/operator.md: the chart's viewer role reads pipelines; approving takes "
                 "patch, and approval.restrictToGroup limits who may approve), or check "
                 "--context.",
             )
         return SpindleError(
             reason="ApiRequestRefused",
-            message=f"The API server refused `kubectl spindle {args.command}` on {where} "
-            f"({error.status}: {api_message(error)}). Run the command again; if it fails "
+            message=f"The API server refused {request}. Run the command again; if it fails "
             "again, see the API server's message.",
         )
     if isinstance(error, HTTPError | OSError) and not isinstance(error, BrokenPipeError):

@@ -60,30 +60,29 @@ def home_of(argv: Sequence[str]) -> str:
     return os.path.abspath(os.path.expanduser(home))
 
 
-STDIN = ("-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
-"""Standard input as a file argument: the server's is not this command's."""
 SEEN = ("--no-server", "--help", "--home", "--idle-timeout")
 """Long options whose value routing reads: argparse also takes a unique prefix of each."""
 
 
 def _this_process(path: str) -> bool:
-    """A file only this process can open: one of its descriptors (`-f <(envsubst < p.yaml)`
-    passes `/dev/fd/63`, which the server opened as its own)."""
-    return path.startswith(("/dev/fd/", "/proc/self/fd/", "/dev/stdin"))
+    """A file argument only this process can open: standard input (`-`, `/dev/stdin`), or one
+    of its descriptors (`-f <(envsubst < p.yaml)` passes `/dev/fd/63`). The server read its
+    own, empty, standard input, or opened its own descriptor."""
+    return path == "-" or path.startswith(("/dev/fd/", "/proc/self/fd/", "/dev/stdin"))
 
 
 def _here_only(arg: str) -> bool:
-    """An argument that keeps the command here: help, `--no-server`, standard input in any
-    spelling (`-f-`, `--file=-`: the server read its own, empty, stdin), or an abbreviated
-    option routing would misread (`--no-ser`, `--hom X`: argparse takes them)."""
-    if arg in ("-h", *STDIN) or (arg.startswith("-f") and arg[2:].lstrip("=") in STDIN):
+    """An argument that keeps the command here: help, `--no-server`, a file only this process
+    can open in any spelling (`-f -`, `-f-`, `--file=-`), or an abbreviated option routing
+    would misread (`--no-ser`, `--hom X`: argparse takes them)."""
+    if arg == "-h" or _this_process(arg):
         return True
-    if _this_process(arg.partition("=")[2] if arg.startswith("-") else arg):
-        return True
+    if arg.startswith("-f"):
+        return _this_process(arg[2:].lstrip("="))
     name, _, value = arg.partition("=")
     if not name.startswith("--") or len(name) < 3:
         return False
-    if value in STDIN:
+    if _this_process(value):
         return True
     return name in ("--no-server", "--help") or any(o.startswith(name) and o != name for o in SEEN)
 

@@ -104,9 +104,10 @@ class Pipeline:
         return found
 
 
-def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: Any) -> None:
-    """`"update_format": "insert_delete"` on a JSON file output: Feldera's lines, an update
-    as a delete of the old row and an insert of the new one."""
+def feldera_in_and_out(spark: Any, tmp_path: Path, query: str) -> tuple[Path, Path, Pipeline]:
+    """A keyed table `t (id, v)` fed Feldera's insert/delete lines from `tmp_path/in`, and a
+    view of `query` whose output writes them to `tmp_path/out`: the inbox, the outbox and the
+    pipeline."""
     inbox, out = tmp_path / "in", tmp_path / "out"
     feldera = {
         **file_output(out),
@@ -115,10 +116,15 @@ def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: A
     sql = (
         f"create table t (id int not null primary key, v int) with "
         f"('connectors' = '{insert_delete(inbox)}');\n"
-        f"create materialized view big with ('connectors' = '{connectors(feldera)}') "
-        "as select id, v from t where v > 1;"
+        f"create materialized view fed with ('connectors' = '{connectors(feldera)}') as {query};"
     )
-    pipeline = Pipeline(spark, tmp_path, sql)
+    return inbox, out, Pipeline(spark, tmp_path, sql)
+
+
+def test_a_json_output_can_write_felderas_insert_delete(tmp_path: Path, spark: Any) -> None:
+    """`"update_format": "insert_delete"` on a JSON file output: Feldera's lines, an update
+    as a delete of the old row and an insert of the new one."""
+    inbox, out, pipeline = feldera_in_and_out(spark, tmp_path, "select id, v from t where v > 1")
     first = [{"insert": {"id": 1, "v": 5}}, {"insert": {"id": 2, "v": 7}}]
     write_lines(inbox / "1.jsonl", first, mtime=1_000_000)
     pipeline.step()
@@ -144,18 +150,7 @@ def test_an_outputs_file_holds_a_rows_deletes_before_its_inserts(
     PRIMARY KEY reading it): an update's insert written before its delete deleted the row. The
     two came from different partitions of the change, in no order (69 of 200 keys, measured
     with partitions left uncoalesced, as a larger change leaves them)."""
-    inbox, out = tmp_path / "in", tmp_path / "out"
-    feldera = {
-        **file_output(out),
-        "format": {"name": "json", "config": {"update_format": "insert_delete"}},
-    }
-    sql = (
-        f"create table t (id int not null primary key, v int) with "
-        f"('connectors' = '{insert_delete(inbox)}');\n"
-        f"create materialized view all_rows with ('connectors' = '{connectors(feldera)}') "
-        "as select id, v from t;"
-    )
-    pipeline = Pipeline(spark, tmp_path, sql)
+    inbox, out, pipeline = feldera_in_and_out(spark, tmp_path, "select id, v from t")
     keys = range(200)
     write_lines(inbox / "1.jsonl", [{"insert": {"id": i, "v": 0}} for i in keys], mtime=1_000_000)
     pipeline.step()

@@ -538,6 +538,25 @@ def test_a_driver_pod_refuses_a_change_that_moved_after_approval() -> None:
     assert decide_start(done, bootstrap_of=CHANGE).mode is DriverMode.RUN
 
 
+def test_a_driver_that_refused_a_moved_change_leaves_the_new_change_to_approve() -> None:
+    """The pod says "Approve the pending change instead": the pipeline awaits that approval
+    (it stayed Failed until a restartNonce), and bootstraps it once approved."""
+    refused = ObservedDriver(
+        mode=DriverMode.BOOTSTRAP,
+        generation=2,
+        phase="Failed",
+        change_id="0123456789ab",
+        reason="ChangeMoved",
+        message="This driver was started to bootstrap change 0123456789ab, ...",
+    )
+    waiting = decide(observe(driver=refused, approval="0123456789ab"))
+    assert (waiting.phase, waiting.reason) == (Phase.AWAITING_APPROVAL, "AwaitingApproval")
+    approved = decide(observe(driver=refused, approval=CHANGE))
+    assert (approved.phase, approved.action) == (Phase.BOOTSTRAPPING, Action.START_BOOTSTRAP)
+    disagreeing = decide(observe(driver=replace(refused, change_id=CHANGE), approval=CHANGE))
+    assert (disagreeing.phase, disagreeing.reason) == (Phase.FAILED, "ChangeMoved")
+
+
 def test_a_restatement_asked_before_the_first_checkpoint_is_served_by_the_first_start() -> None:
     """The first start computes every view and records the request as served: it used to wait
     for that checkpoint, then ask to approve restating what the start had just computed."""

@@ -12,7 +12,8 @@ The first rule whose `when` holds wins. In order:
    (`StepRetrying`) while the driver waits to retry a step that storage refused.
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes
    (`spec.restartNonce` changes it without changing anything else) or, locally, until the
-   user runs the pipeline again (`restart_requested`).
+   user runs the pipeline again (`restart_requested`). A bootstrap that refused a change that
+   moved (`ChangeMoved`) did nothing: the new change is decided on as below.
 5. No checkpoint yet, or nothing changed: start a run (no approval needed).
 6. A change the plan refuses: `Failed` (`LatenessNotBootstrappable`, `TableNotMaterialized`).
 7. `bootstrapPolicy: reject`: `Stopped` (`BootstrapRejected`), checkpoint untouched.
@@ -187,9 +188,19 @@ def _failed_here(s: Situation) -> bool:
         driver is not None
         and driver.phase == "Failed"
         and driver.reason != EVICTED  # the cluster stopped it: started again
+        and not _moved_on(s)
         and (driver.generation == s.observed.generation)
         and not s.observed.restart_requested
     )
+
+
+def _moved_on(s: Situation) -> bool:
+    """A bootstrap driver that refused its change (`ChangeMoved`: a step or a restatement
+    request moved it after approval) when the plan now gives another: it did nothing, so the
+    pipeline awaits the approval of the change it now has, as its message says (it stayed
+    `Failed` until a `restartNonce`). One whose change the plan still gives stays failed: the
+    driver and the operator disagree, and starting it again would refuse again."""
+    return s.running.reason == "ChangeMoved" and s.running.change_id != s.change
 
 
 def _evicted(s: Situation) -> bool:

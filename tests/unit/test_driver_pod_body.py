@@ -12,6 +12,7 @@ import pytest
 from spindle.api import PipelineSpec
 from spindle.checkpoint.store import open_store
 from spindle.cli.main import main
+from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.lifecycle.observation import Observation
 from tests.unit.test_lifecycle import V1, V2, checkpoint
@@ -78,6 +79,27 @@ def test_a_preview_of_a_change_that_moved_reports_it_without_starting_spark(
         checkpoint_id,
         "r-1",
     )
+
+
+def test_a_preview_of_a_restatement_evaluates_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the request (`--restate`), the pod plans the restatement the operator asked it to
+    preview, and goes on to evaluate it (it used to report every one as `ChangeMoved`)."""
+    seeded(tmp_path / "storage")
+
+    def spark(**_: object) -> None:
+        raise SpindleError(reason="SparkOpened", message="the preview went on to evaluate")
+
+    monkeypatch.setattr("spindle.runtime.pod.open_runtime", spark)
+    request = "avg_grade@1"
+    restating = Observation(
+        spec=PipelineSpec(sql=V1), generation=2, checkpoint=checkpoint(V1), restate=request
+    )
+    change = decide(restating).change_id
+    arguments = ["--change-id", change, "--preview-request", change, "--restate", request]
+    failure = driver(tmp_path, monkeypatch, V1, "--mode", "preview", *arguments)
+    assert failure["reason"] == "SparkOpened"
 
 
 def test_a_run_of_a_change_awaiting_approval_is_refused_with_its_reason(

@@ -15,6 +15,7 @@ import pytest
 from spindle.api import PipelineSpec
 from spindle.api.crd import crd, render
 from spindle.api.status import PipelineStatus
+from spindle.api.types import RESTATE_ANNOTATION as RESTATE
 from spindle.k8s.operator import configure
 from spindle.k8s.pods import DriverSettings, current_pod, driver_pod, observed_driver, pod_name
 from spindle.lifecycle import Observation, conclude, decide
@@ -566,6 +567,26 @@ def test_a_users_request_reaches_the_driver_as_written() -> None:
     assert command[command.index("--restate") + 1] == "v@$$$$x$$(HOME)"
     command = _preview_pod("abc@$1")["spec"]["containers"][0]["command"]
     assert command[command.index("--preview-request") + 1] == "abc@$$1"
+
+
+def test_a_preview_of_a_restatement_plans_the_restatement() -> None:
+    """Without the request, the preview pod planned no change and refused every preview of a
+    restatement as a change that moved."""
+    pipeline = {**PIPELINE, "metadata": {**PIPELINE["metadata"], "annotations": {RESTATE: "v@1"}}}
+    previewing = driver_pod(
+        pipeline=pipeline,
+        spec=_spec(),
+        mode="preview",
+        change_id="a",
+        settings=SETTINGS,
+        preview="a",
+    )
+    command = previewing["spec"]["containers"][0]["command"]
+    assert command[command.index("--restate") + 1] == "v@1"
+    running = driver_pod(
+        pipeline=pipeline, spec=_spec(), mode="run", change_id=None, settings=SETTINGS
+    )
+    assert "--restate" not in running["spec"]["containers"][0]["command"]
 
 
 ENDED, STARTED, CREATED = "2026-12-02T03:00:00Z", "2026-12-02T02:50:00Z", "2026-12-02T02:00:00Z"

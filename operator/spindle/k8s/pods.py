@@ -256,9 +256,9 @@ def driver_pod(
         command += ["--change-id", change_id, "--preview-request", _literal(preview)]
     if mode == "bootstrap" and change_id:
         command += ["--change-id", change_id, "--approved-by", _approver(meta, spec, change_id)]
-        restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
-        if restate:
-            command += ["--restate", _literal(restate)]
+    restate = (meta.get("annotations") or {}).get(RESTATE_ANNOTATION)
+    if restate and change_id and (mode == "bootstrap" or preview is not None):
+        command += ["--restate", _literal(restate)]  # else it plans another change than asked
     if spec.spark.mode == "kubernetes":
         command += ["--master", K8S_MASTER]
     else:

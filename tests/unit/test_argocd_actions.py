@@ -51,7 +51,7 @@ def reconciled(tmp_path: Path, *, running: bool) -> dict[str, Any]:
     """A Pipeline as the operator leaves it: Running on v1, or AwaitingApproval for v2."""
     cluster = FakeCluster()
     driver = DriverSettings(image="spindle:test", termination_grace_seconds=120)
-    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=driver))  # type: ignore[arg-type]
+    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
     if running:
         cluster.apply("grades", spec(tmp_path, V1))
         reconciler.reconcile("default", "grades")
@@ -149,7 +149,7 @@ def test_restart_is_offered_once_the_latest_specs_driver_failed_and_bumps_only_t
 ) -> None:
     cluster = FakeCluster()
     driver = DriverSettings(image="spindle:test", termination_grace_seconds=120)
-    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=driver))  # type: ignore[arg-type]
+    reconciler = Reconciler(cluster=cluster, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
     cluster.apply("grades", spec(tmp_path, V1))
     reconciler.reconcile("default", "grades")
     cluster.set_pod_phase("grades-g1-driver", "Failed")

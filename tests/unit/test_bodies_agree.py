@@ -31,7 +31,7 @@ def operator_status(spec: dict[str, Any]) -> dict[str, Any]:
     cluster.apply("grades", spec)
     reconciler = Reconciler(
         cluster=cluster,  # type: ignore[arg-type]
-        settings=Settings(driver=DriverSettings(image="spindle:test")),
+        settings=Settings(driver=DriverSettings(image="spindle:test"), shared_files=True),
     )
     reconciler.reconcile("default", "grades")
     return without_times(cluster.status("grades"))
@@ -87,7 +87,7 @@ def test_a_restatement_gives_the_same_status_locally_and_in_the_operator(
     cluster.annotate("grades", "spindle.dev/restate", "avg_grade")
     reconciler = Reconciler(
         cluster=cluster,  # type: ignore[arg-type]
-        settings=Settings(driver=DriverSettings(image="spindle:test")),
+        settings=Settings(driver=DriverSettings(image="spindle:test"), shared_files=True),
     )
     reconciler.reconcile("default", "grades")
     operator = without_times(cluster.status("grades"))

@@ -73,7 +73,7 @@ class Harness:
 
 def harness(clock: Clock, cluster: FakeCluster | None = None) -> Harness:
     cluster = cluster or FakeCluster()
-    settings = Settings(driver=DriverSettings(image="spindle:test"))
+    settings = Settings(driver=DriverSettings(image="spindle:test"), shared_files=True)
     metrics = Metrics(clock=lambda: clock.now)
     operator = Operator(settings=settings, namespaces=None, metrics=metrics)
     operator.leading = True  # what start() does without leader election

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from spindle.api.types import StorageSpec
 from spindle.checkpoint.store import CheckpointStore, open_store
 from spindle.k8s.pods import EVICTIONS_ANNOTATION, DriverSettings
 from spindle.k8s.reconcile import Reconciler, Settings
@@ -32,7 +33,7 @@ def cluster() -> FakeCluster:
 @pytest.fixture
 def reconciler(cluster: FakeCluster) -> Reconciler:
     driver = DriverSettings(image="spindle:test", termination_grace_seconds=GRACE)
-    return Reconciler(cluster=cluster, settings=Settings(driver=driver))  # type: ignore[arg-type]
+    return Reconciler(cluster=cluster, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
 
 
 def spec(tmp_path: Path, sql: str, **fields: Any) -> dict[str, Any]:
@@ -138,6 +139,33 @@ def test_an_invalid_spec_fails_with_one_warning_event(
     assert "spec.runtimeVersion" in cluster.status("grades")["conditions"][0]["message"]
     reconciler.reconcile("default", "grades")
     assert cluster.take_calls() == []
+
+
+@pytest.mark.parametrize(
+    ("storage", "named"),
+    [
+        ({"uri": "file:///var/spindle"}, "spec.storage.uri"),
+        ({"uri": "/var/spindle"}, "spec.storage.uri"),
+        ({"uri": "s3://b/p", "startFrom": "file:///old/default/grades#00000001-a"}, "startFrom"),
+        (None, "--default-storage-uri"),
+    ],
+)
+def test_local_storage_on_a_cluster_fails_before_any_driver_starts(
+    cluster: FakeCluster, storage: dict[str, str] | None, named: str
+) -> None:
+    """The operator and the driver pods each have a file system: the operator never saw the
+    driver's checkpoints, and restarted every edit without approval."""
+    default = StorageSpec(uri="file:///var/spindle")
+    settings = Settings(driver=DriverSettings(image="spindle:test"), default_storage=default)
+    reconciler = Reconciler(cluster=cluster, settings=settings)  # type: ignore[arg-type]
+    cluster.apply("grades", {"sql": V1} | ({"storage": storage} if storage else {}))
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [
+        ("event", "Warning", "StorageNotShared"),
+        ("write_status", "Failed"),
+    ]
+    message = cluster.status("grades")["conditions"][0]["message"]
+    assert named in message and "s3://bucket/prefix" in message
 
 
 def test_a_missing_secret_fails_without_touching_pods(

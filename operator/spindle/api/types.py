@@ -143,8 +143,8 @@ class RetentionSpec(_Model):
 
 class StorageSpec(_Model):
     uri: str = Field(
-        description="Checkpoint and state location, e.g. s3://bucket/prefix or file:///path "
-        "(a local path is absolute). "
+        description="Checkpoint and state location, e.g. s3://bucket/prefix; file:///path "
+        "(absolute) only with `spindle local`: the operator refuses it (StorageNotShared). "
         "The pipeline's data lives under <uri>/<namespace>/<name>/."
     )
     endpoint: str | None = Field(

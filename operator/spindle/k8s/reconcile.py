@@ -27,6 +27,7 @@ from spindle.api import DesiredState, PipelineSpec, StorageSpec
 from spindle.api.status import DriverStatus, PipelineStatus
 from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION, RESTATE_ANNOTATION
 from spindle.checkpoint import Manifest, PipelineRef
+from spindle.checkpoint.blobs import local_path
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
 from spindle.checkpoint.retry import RetryPolicy
@@ -95,6 +96,9 @@ def inputs(pipeline: dict[str, Any]) -> Inputs:
 class Settings:
     driver: DriverSettings
     default_storage: StorageSpec | None = None
+    shared_files: bool = False
+    """Whether the operator and its driver pods see one file system (tests of the operator's
+    body, on one machine): only then may a pipeline keep its state in local storage."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,8 @@ class Reconciler:
         spec = _validated(PipelineSpec, pipeline.get("spec") or {}, where="spec.")
         if spec.storage is None:
             spec = spec.model_copy(update={"storage": self.storage_of(pipeline)})
+        if not self.settings.shared_files:
+            _refuse_local(spec.storage, default=(pipeline.get("spec") or {}).get("storage") is None)
         return spec
 
     def storage_of(self, pipeline: dict[str, Any]) -> StorageSpec:
@@ -366,6 +372,25 @@ def _driver_status(pod: dict[str, Any] | None) -> DriverStatus | None:
     return DriverStatus(
         name=meta["name"], mode=meta.get("labels", {}).get(LABEL_MODE, "run"), phase=phase
     )
+
+
+def _refuse_local(storage: StorageSpec | None, *, default: bool) -> None:
+    """Local storage (`file:///path`) on a cluster: the operator and each driver pod have a
+    file system of their own, so the operator never saw a driver's checkpoint, and planned
+    each edit as if the pipeline had none (it restarted without approval)."""
+    if storage is None:
+        return
+    where = "the operator's --default-storage-uri" if default else "spec.storage.uri"
+    for named, uri in ((where, storage.uri), ("spec.storage.startFrom", storage.start_from)):
+        if uri is not None and local_path(uri.partition("#")[0]) is not None:
+            raise SpindleError(
+                reason="StorageNotShared",
+                message=f"{named} {uri!r} is a path on one machine, and on a cluster the "
+                "operator and each driver pod have a file system of their own: keep the "
+                "pipeline's state in object storage (s3://bucket/prefix, with "
+                "spec.storage.endpoint for S3-compatible storage). Local storage is for "
+                "`spindle local`.",
+            )
 
 
 def _previous(pipeline: dict[str, Any]) -> PipelineStatus | None:

@@ -504,6 +504,7 @@ def test_a_deleted_driver_is_stalled_only_a_minute_past_its_grace_period() -> No
         now = ends + datetime.timedelta(seconds=past)
         driver = observed_driver(pod, now=now)
         assert (driver.stalled is not None) == stalled, past
+        assert driver.ending
     reason, message = observed_driver(pod, now=ends + datetime.timedelta(minutes=5)).stalled or (
         "",
         "",

@@ -142,6 +142,23 @@ def test_running_driver_is_running_or_paused() -> None:
     assert paused.phase is Phase.PAUSED
 
 
+def test_a_driver_deleted_by_someone_else_is_stopping_and_the_operators_stops_keep_why() -> None:
+    """A driver pod deleted with `kubectl delete pod` (or drained) showed Running, Ready,
+    until it was gone; a stop the operator asked for keeps the reason it was asked for."""
+    running = ObservedDriver(mode=DriverMode.RUN, generation=2, phase="Running", ending=True)
+    deleted = decide(observe(spec=spec(V1), driver=running))
+    assert (deleted.phase, deleted.action, deleted.ready) == (Phase.STOPPING, Action.NONE, False)
+    assert deleted.reason == "DriverDeleted" and "next driver starts" in deleted.message
+    bootstrapping = replace(running, mode=DriverMode.BOOTSTRAP, change_id=CHANGE)
+    ended = decide(observe(driver=bootstrapping, approval=CHANGE))
+    assert (ended.phase, ended.reason) == (Phase.STOPPING, "DriverDeleted")
+    assert "bootstrap starts again" in ended.message
+    stopped = decide(observe(spec=spec(V1), driver=replace(running, generation=1)))
+    assert (stopped.phase, stopped.reason) == (Phase.STOPPING, "DriverDeleted")
+    edited = decide(observe(driver=running))
+    assert (edited.phase, edited.reason) == (Phase.STOPPING, "ProgramChanged")
+
+
 def test_a_driver_waiting_to_retry_a_step_is_running_and_not_ready_with_a_warning_once() -> None:
     """A retrying driver is still the pipeline's driver (`Running`, nothing to act on), but
     the status no longer says all is well: `StepRetrying`, with the driver's own line when the

@@ -110,6 +110,26 @@ def test_a_bootstrap_the_policy_allows_records_the_policy_as_its_approver(
     assert command[command.index("--approved-by") + 1] == "spec.bootstrapPolicy: allow"
 
 
+def test_a_driver_pod_deleted_by_hand_is_stopping_until_gone_then_started_again(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+    ends = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=GRACE)
+    pod = cluster.pods[("default", "grades-g1-driver")]
+    pod["metadata"]["deletionTimestamp"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("write_status", "Stopping")]  # no second delete
+    assert cluster.status("grades")["conditions"][0]["reason"] == "DriverDeleted"
+    cluster.pods.clear()  # its kubelet ended it
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("create_pod", "grades-g1-driver"), ("write_status", "Pending")]
+
+
 def test_a_program_change_stops_the_running_driver_gracefully(
     cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:

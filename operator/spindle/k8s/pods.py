@@ -578,6 +578,7 @@ def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None
         base=(meta.get("annotations") or {}).get(BASE_ANNOTATION),
         retrying="" if phase == "Running" and _unready_since_ready(pod) else None,
         lingering=stuck,
+        ending=bool(meta.get("deletionTimestamp")),
         stalled=None if stuck else _stalled(pod, now),
     )
 

@@ -59,6 +59,8 @@ class ObservedDriver:
     lingering: bool = False
     """Failed, yet not ended: its pod waits for what it cannot get (an image the kubelet
     retries pulling), and would start if it came, so stopping deletes it too."""
+    ending: bool = False
+    """Asked to end (its pod deleted): it stops at a checkpoint, and is gone shortly."""
     stalled: tuple[str, str] | None = None
     """(reason, message) of a driver that neither starts nor ends by itself while nothing
     changes: no node can take its pod, or its node does not end it once deleted. Not a

@@ -9,7 +9,8 @@ The first rule whose `when` holds wins. In order:
    against that checkpoint); a driver started paused (or not) when desiredState now says
    otherwise is restarted, and so is one started with other `spec.spark` settings (resources,
    image, mode, conf) or `spec.retry`; otherwise `Running` (or `Paused`), not Ready
-   (`StepRetrying`) while the driver waits to retry a step that storage refused.
+   (`StepRetrying`) while the driver waits to retry a step that storage refused. A driver
+   deleted by someone else (`kubectl delete pod`) is `Stopping` (`DriverDeleted`) until gone.
 4. The driver of this generation failed: `Failed` with its reason, until the spec changes
    (`spec.restartNonce` changes it without changing anything else) or, locally, until the
    user runs the pipeline again (`restart_requested`). A bootstrap that refused a change that
@@ -295,6 +296,17 @@ RULES: tuple[Rule, ...] = (
         "Stopping the driver gracefully.",
     ),
     Rule(_stopped, Phase.STOPPED, Action.NONE, "Stopped", "desiredState is Stopped."),
+    Rule(  # the operator ends a bootstrap only when desiredState says Stopped (above)
+        lambda s: _bootstrapping(s) and s.running.ending,
+        Phase.STOPPING,
+        Action.NONE,
+        "DriverDeleted",
+        lambda s: (
+            f"The driver bootstrapping change {s.running.change_id} is being deleted, not by "
+            "Spindle (kubectl delete pod, a node drain): once it is gone, the bootstrap starts "
+            "again while its approval stays."
+        ),
+    ),
     Rule(
         lambda s: _bootstrapping(s) and s.running.stalled is not None,
         Phase.BOOTSTRAPPING,
@@ -365,6 +377,14 @@ RULES: tuple[Rule, ...] = (
         "DriverSettingsChanged",
         "spec.spark, spec.retry, spec.storage or spec.serviceAccountName changed: restarting "
         "the driver at a checkpoint with the new settings.",
+    ),
+    Rule(  # after the rules that stop a driver: their reasons say why it ends
+        lambda s: s.active and s.running.ending,
+        Phase.STOPPING,
+        Action.NONE,
+        "DriverDeleted",
+        "The driver is being deleted, not by Spindle (kubectl delete pod, a node drain): it "
+        "stops at a checkpoint, and the next driver starts once it is gone.",
     ),
     Rule(
         lambda s: s.active and s.running.stalled is not None,

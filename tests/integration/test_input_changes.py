@@ -937,9 +937,24 @@ def test_a_parquet_column_of_another_type_is_a_user_error_not_retried(
         pipeline.step()
     assert failed.value.reason == "InvalidInputRecord", failed.value.message
     assert "a column of file:" in failed.value.message
-    said = "('id') holds Parquet INT64 values, which the table's column of INT does not read"
-    assert f"{said}: declare the column BIGINT" in failed.value.message, failed.value.message
+    said = "('id') holds BIGINT values (Parquet INT64), which the table's column of INT does not"
+    assert f"{said} read: declare the column BIGINT" in failed.value.message, failed.value.message
     assert pipeline.rows("t") == Counter()
+
+
+def test_a_parquet_decimal_is_advised_as_the_decimal_it_is(tmp_path: Path, spark: Any) -> None:
+    """Parquet stores a DECIMAL(6, 3) as INT32: the advice came from that, and said INT."""
+    inbox = tmp_path / "in"
+    spark.sql("select cast(1.5 as decimal(6,3)) as v").coalesce(1).write.parquet(str(inbox / "1"))
+    sql = (
+        "create table t (v varchar) with "
+        f"('connectors' = '{connectors(file_input('in', inbox, 'parquet'))}');"
+    )
+    with pytest.raises(SpindleError) as failed:
+        Pipeline(spark, tmp_path, sql).step()
+    said = "('v') holds DECIMAL(6, 3) values (Parquet INT32), which the table's column of VARCHAR"
+    assert said in failed.value.message, failed.value.message
+    assert "declare the column DECIMAL(6, 3)" in failed.value.message
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from spindle.api import Phase
 from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.program import parse_program
-from spindle.program.types import STORED_TYPES, stored_type
+from spindle.program.types import STORED_TYPES, declared_for, stored_type
 from tests.unit.test_columns import diff_refusal
 from tests.unit.test_lifecycle import observe, spec
 
@@ -149,3 +149,24 @@ def test_a_column_declared_twice_is_refused_at_its_second_declaration() -> None:
     assert error.message.startswith(
         "Table 't' declares column 'id' twice (first at line 2); rename"
     )
+
+
+@pytest.mark.parametrize(
+    ("spark_type", "declared"),
+    [
+        ("int", "INT"),
+        ("bigint", "BIGINT"),
+        ("string", "VARCHAR"),
+        ("binary", "VARBINARY"),
+        ("timestamp_ntz", "TIMESTAMP"),
+        ("decimal(6,3)", "DECIMAL(6, 3)"),
+        ("array<int>", None),
+        ("struct<a:int>", None),
+    ],
+)
+def test_what_to_declare_for_a_type_spark_reads(spark_type: str, declared: str | None) -> None:
+    """A file's column type, as a message advises declaring it: what is advised is stored
+    (a DECIMAL stored as an INT32 in Parquet was advised as INT, which cannot hold 1.5)."""
+    assert declared_for(spark_type) == declared
+    if declared is not None:
+        assert stored_type(declared) is not None

@@ -109,3 +109,33 @@ def type_problem(declared: str) -> str | None:
             _name(upper), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
         )
     return f"Spindle cannot store type {shown}; {instead}"
+
+
+DECLARED_FOR: dict[str, str] = {
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "int": "INT",
+    "bigint": "BIGINT",
+    "boolean": "BOOLEAN",
+    "float": "REAL",
+    "double": "DOUBLE",
+    "string": "VARCHAR",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP",
+    "binary": "VARBINARY",
+}
+"""The type to declare for a column Spark reads as each of its types (by `simpleString`); a
+decimal is declared as itself."""
+
+_SPARK_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+
+
+def declared_for(spark_type: str) -> str | None:
+    """The SQL type to declare for values Spark reads as `spark_type` (a `simpleString`:
+    `bigint`, `decimal(6,3)`), as a message tells a user to write it; None for one Spindle
+    cannot store (a struct, an array)."""
+    decimal = _SPARK_DECIMAL.match(spark_type)
+    if decimal:
+        return f"DECIMAL({decimal.group(1)}, {decimal.group(2)})"
+    return DECLARED_FOR.get(spark_type)

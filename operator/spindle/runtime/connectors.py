@@ -70,6 +70,7 @@ from spindle.program.formats import (
 from spindle.program.formats import invalid_record as _invalid_record
 from spindle.program.locations import location
 from spindle.program.transports import TRANSPORTS, whole_number
+from spindle.program.types import declared_for
 from spindle.runtime import file_offsets, json_keys, semantics, storage
 from spindle.runtime.change_sql import WEIGHT
 from spindle.runtime.zsets import column
@@ -845,23 +846,41 @@ PARQUET_TYPES = {
     "BOOLEAN": "BOOLEAN",
     "BINARY": "VARCHAR",
 }
-"""The SQL type that holds each Parquet physical type's values, for what to declare."""
+"""The SQL type that holds each Parquet physical type's values, for what to declare when the
+file's own schema cannot be read."""
 
 
-def _parquet_type(source: FileInput, file: str, found: re.Match[str]) -> SpindleError:
+def _file_type(spark: SparkSession, file: str, name: str) -> str | None:
+    """The type to declare for column `name` as the Parquet file's schema has it (its logical
+    type: a DECIMAL(6, 3) is an INT32 to Parquet), from its footer; None when unread."""
+    try:
+        fields = spark.read.parquet(storage.literal(file)).schema.fields
+    except Exception:
+        return None
+    found = next((f.dataType for f in fields if f.name == name), None)
+    return None if found is None else declared_for(found.simpleString())
+
+
+def _parquet_type(
+    spark: SparkSession, source: FileInput, file: str, found: re.Match[str]
+) -> SpindleError:
     """`InvalidInputRecord` for a Parquet file whose column is of another type than the
     table's: the file is not wrong and no retry reads it otherwise (it was retried as a file
     half written, then called corrupt)."""
     name, physical = found["column"], found["physical"]
     declared = next((f.dataType for f in source.schema.fields if f.name == name), None)
-    table = declared.simpleString().upper() if declared is not None else "another type"
-    instead = PARQUET_TYPES.get(physical)
+    table = (declared_for(declared.simpleString()) if declared is not None else None) or (
+        "another type"
+    )
+    has = _file_type(spark, unquote(file), name)
+    instead = has or PARQUET_TYPES.get(physical)
     return _invalid_record(
         connector=source.connector,
         file=unquote(file),
         unit="column",
-        problem=f"('{name}') holds Parquet {physical} values, which the table's column of "
-        f"{table} does not read: declare the column "
+        problem=f"('{name}') holds "
+        + (f"{has} values (Parquet {physical})" if has else f"Parquet {physical} values")
+        + f", which the table's column of {table} does not read: declare the column "
         + (f"{instead}" if instead else "as the file has it")
         + ", or write the file with the column's type",
     )
@@ -953,7 +972,7 @@ def unreadable_file(
         if storage.within(failed, source.location):
             typed = _PARQUET_TYPE.search(str(error))
             if typed is not None and isinstance(source, FileInput):
-                return _parquet_type(source, failed, typed)
+                return _parquet_type(spark, source, failed, typed)
             header = semantics.csv_header_mismatch(error)
             if header is not None and isinstance(source, FileInput):
                 return _invalid_record(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -200,8 +201,31 @@ def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str)
                 ask(sql)
             assert refusal.value.reason == reason, sql
         assert ask(query)["rows"] == rows  # still there, unchanged
+        for head in ("Content-Length: -5", "Content-Length: x"):
+            assert raw(server.port, head, b"") == "InvalidQuery"
+        assert raw(server.port, "Content-Length: 3", b"[1]") == "InvalidQuery"  # was a 500
+        with pytest.raises(SpindleError) as late:
+            exchange(
+                socket.create_connection(("127.0.0.1", server.port)), query, timeout=1e-6, limit=9
+            )
+        assert late.value.reason == "QueryTimedOut" and "--timeout" in late.value.message
+        assert ask(query)["rows"] == rows  # the answer it could not send is not in the way
     finally:
-        server.stop()
+        idle = socket.create_connection(("127.0.0.1", server.port))  # a port-forward left open
+        stopping = threading.Thread(target=server.stop)
+        stopping.start()
+        stopping.join(60)  # it waited for the idle connection's request, for ever
+        idle.close()
+    assert not stopping.is_alive()
+
+
+def raw(port: int, header: str, body: bytes) -> str:
+    """The error code of a request the client would not send."""
+    with socket.create_connection(("127.0.0.1", port)) as connection:
+        head = f"POST /query HTTP/1.0\r\n{header}\r\n\r\n".encode()
+        connection.sendall(head + body)
+        answer = b"".join(iter(lambda: connection.recv(65536), b""))
+    return str(json.loads(answer.split(b"\r\n\r\n", 1)[1])["error_code"])
 
 
 def test_wrong_approval_names_the_pending_id(

@@ -5,6 +5,7 @@ BIGINT: 3,000,000,000 survives; DATETIME is a TIMESTAMP; DECIMAL(p) has scale 0)
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ COLUMNS: list[tuple[str, str, Any, Any]] = [  # name, declared, JSON value, valu
 
 
 def test_every_accepted_type_stores_its_value(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inputs = tmp_path / "in"
     inputs.mkdir()
@@ -56,3 +57,13 @@ def test_every_accepted_type_stores_its_value(
     [row] = cli.json("query", "kinds", "SELECT * FROM v")
     read = {name: (float(v) if name in ("whole", "frac") else v) for name, v in row.items()}
     assert read == {n: (float(r) if n in ("whole", "frac") else r) for n, _, _, r in COLUMNS}
+    # PySpark gives a timestamp in the querying process's zone: it is shown as stored (UTC)
+    with monkeypatch.context() as zone:
+        zone.setenv("TZ", "America/New_York")
+        time.tzset()
+        try:
+            [again] = cli.json("query", "kinds", "SELECT at, array(at3) AS at3s FROM v")
+        finally:
+            zone.undo()
+            time.tzset()
+    assert again == {"at": "2025-01-02T03:04:05", "at3s": ["2025-01-02T03:04:05.123000"]}

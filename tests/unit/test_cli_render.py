@@ -42,6 +42,20 @@ def test_null_is_shown_as_null_and_values_as_they_are(capsys: pytest.CaptureFixt
     assert '"name": null' in capsys.readouterr().out  # JSON keeps null
 
 
+def test_a_table_shows_control_characters_escaped_and_nested_values_as_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stored string with an escape sequence retitled or recoloured the user's terminal;
+    nested values and booleans showed Python's repr (`{'a': None}`, `True`)."""
+    rows: list[dict[str, Any]] = [
+        {"s": "\x1b]0;owned\x07red\x1b[31m", "m": {"a": None, "b": [1]}, "f": True},
+    ]
+    print_rows(rows, as_json=False)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert _cells(out)[1] == ("\\x1b]0;owned\\x07red\\x1b[31m", '{"a": null, "b": [1]}', "true")
+
+
 def test_a_count_of_one_or_none_reads_as_english(capsys: pytest.CaptureFixture[str]) -> None:
     """`(1 rows)`, and a blank line of a table without columns above `(0 rows)`."""
     print_rows([{"id": 6}], as_json=False)

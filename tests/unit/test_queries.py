@@ -3,7 +3,10 @@ refused otherwise before anything reaches Spark or leaves the user's machine."""
 
 from __future__ import annotations
 
+import datetime
 import json
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -11,7 +14,13 @@ from spindle.cli.cluster_query import driver_of
 from spindle.cli.kubectl_plugin import main as kubectl_spindle
 from spindle.errors import SpindleError
 from spindle.program import parse_program
-from spindle.program.queries import MAX_QUERY_ROWS, check_query, query_failed, row_limit
+from spindle.program.queries import (
+    MAX_QUERY_ROWS,
+    check_query,
+    plain,
+    query_failed,
+    row_limit,
+)
 
 RELATIONS = {"grades", "avg_grade_enriched", "Mixed"}
 
@@ -22,6 +31,11 @@ ACCEPTED = [
     ("WITH g AS (SELECT * FROM grades) SELECT * FROM g UNION ALL SELECT * FROM grades", None),
     ("SELECT 'a;b' AS s FROM grades WHERE x IN (SELECT x FROM grades) -- ; DROP", None),
     ("TABLE grades", "SELECT * FROM grades"),
+    # calls as written, as in a view (sqlglot wrote a DATE_TRUNC of a date, and LIKE swapped)
+    (
+        "select date_trunc('hour', d) as h, like(x, 'a%') as l from grades",
+        "SELECT DATE_TRUNC('HOUR', d) AS h, x LIKE 'a%' AS l FROM grades",
+    ),
 ]
 
 NOT_READ_ONLY = [
@@ -263,3 +277,26 @@ def test_kubectl_spindle_takes_its_connection_flags_before_or_after_the_command(
     argv = flags + command if where == "before" else command + flags
     args = build_parser().parse_args(argv)
     assert (args.kubeconfig, args.context, args.namespace) == ("/k", "c", "ns")
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (Decimal("-1E-10"), "-0.0000000001"),
+        (Decimal("0E-8"), "0.00000000"),
+        (Decimal("97.00"), "97.00"),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-Infinity"),
+        (1.5, 1.5),
+        (datetime.timedelta(days=1), "P1D"),
+        (datetime.timedelta(seconds=-1), "-PT1S"),
+        (datetime.timedelta(0), "PT0S"),
+        (datetime.timedelta(days=1, hours=2, minutes=3, seconds=4.5), "P1DT2H3M4.5S"),
+        ([datetime.timedelta(minutes=5), None], ["PT5M", None]),
+    ],
+)
+def test_an_answers_values_are_json_as_written_without_exponents(value: Any, shown: Any) -> None:
+    """`--json` printed DECIMAL as `-1.00E-10`, wrote bare NaN (not JSON), and failed on an
+    interval as "a Spindle bug"."""
+    assert plain(value) == shown
+    json.dumps(plain(value), allow_nan=False)

@@ -47,6 +47,13 @@ def exchange(sock: Any, sql: str, *, timeout: float, limit: int) -> dict[str, An
         connection.request("POST", "/query", data, {"Content-Type": "application/json"})
         response = connection.getresponse()
         body: dict[str, Any] = json.loads(response.read() or b"{}")
+    except TimeoutError:
+        raise SpindleError(
+            reason="QueryTimedOut",
+            message=f"The driver did not answer within {timeout:g} s. It answers one query at "
+            "a time and finishes each it started, this one too (or an earlier one still "
+            "running): narrow the query (WHERE, LIMIT), or give it longer with --timeout.",
+        ) from None
     finally:
         connection.close()
     if response.status != 200:

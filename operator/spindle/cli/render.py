@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -227,8 +228,20 @@ def preview_tables(preview: dict[str, Any], *, change_id: str) -> list[Table | s
     return tables
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Characters a terminal acts on (escape sequences retitle it, recolour it, move the cursor):
+a stored string holds them as data, and a table shows each as a backslash, x and its hex."""
+
+
 def _cell(value: Any) -> str:
-    return "NULL" if value is None else str(value)
+    """A value (`program.queries.plain`) as a table shows it: NULL, true and false as SQL
+    writes them, a list or map as JSON, control characters escaped."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def print_preview(
@@ -341,7 +354,7 @@ def print_rows(
         columns = list(rows[0]) if rows else []
     table = Table(show_header=True)
     for column in columns:
-        table.add_column(escape(column))
+        table.add_column(escape(_cell(column)))
     for row in rows:  # NULL as NULL (not `None`, a string's text); values are not markup
         table.add_row(*(escape(_cell(row.get(c))) for c in columns))
     out = console()

@@ -10,6 +10,7 @@ difference between the two parsers cannot smuggle a second statement or a comman
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from spindle.program.dialect import DIALECT
 from spindle.program.model import Program
 from spindle.program.statements import split, text_start
 from spindle.program.syntax import Problem, parse_tokens, tokenize
-from spindle.program.writable import unwritable_call
+from spindle.program.writable import spark_sql, unwritable_call
 
 REACHES_OUT = frozenset({"reflect", "java_method", "try_reflect"})
 """Spark functions that call Java methods: a query could end or change the process."""
@@ -59,7 +60,9 @@ class QueryCheck:
 
     @property
     def spark_sql(self) -> str:
-        return self.tree.sql(dialect="spark")
+        """As a view's: the calls as written (sqlglot rewrites some into others that Spark
+        runs with other results: `date_trunc('hour', ts)` as a DATE, `like(a, b)` swapped)."""
+        return spark_sql(self.tree)
 
 
 @dataclass(frozen=True)
@@ -221,12 +224,18 @@ def _name_in(sql: str, name: str) -> int | None:
 
 
 def plain(value: Any) -> Any:
-    """A row value as JSON holds it: DECIMAL as its exact text (no digit lost), dates in
-    ISO 8601, bytes as hex; maps, lists and tuples value by value."""
+    """A row value as JSON holds it: DECIMAL as its exact text in positional notation (no digit
+    lost, no exponent), dates in ISO 8601, an interval as an ISO 8601 duration, bytes as hex,
+    a NaN or an infinity as the text Spark reads back (`'NaN'`, `'Infinity'`: JSON has no
+    such numbers); maps, lists and tuples value by value."""
     if isinstance(value, Decimal):
-        return str(value)
+        return format(value, "f")
     if isinstance(value, datetime.date | datetime.datetime):
         return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return duration(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, bytes | bytearray):
         return value.hex()
     if isinstance(value, Mapping):
@@ -234,3 +243,17 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
+
+
+def duration(value: datetime.timedelta) -> str:
+    """An interval as ISO 8601 writes it (`P1DT2H3M4.5S`, `-PT1S`)."""
+    micros = abs(value) // datetime.timedelta(microseconds=1)
+    days, rest = divmod(micros, 86_400_000_000)
+    hours, rest = divmod(rest, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds = f"{rest // 1_000_000}.{rest % 1_000_000:06d}".rstrip("0").rstrip(".")
+    time = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n) + (
+        f"{seconds}S" if rest or not (days or hours or minutes) else ""
+    )
+    sign = "-" if value < datetime.timedelta(0) else ""
+    return f"{sign}P{f'{days}D' if days else ''}{'T' + time if time else ''}"

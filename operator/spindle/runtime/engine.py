@@ -66,6 +66,7 @@ from spindle.runtime.connectors import (
     unreadable_file,
 )
 from spindle.runtime.maintain import Views, copy_delta, spark_types, table_schema, write_whole
+from spindle.runtime.rows import collect as rows_of
 from spindle.runtime.zsets import column
 from spindle.versions import RUNTIME_VERSION
 
@@ -888,7 +889,7 @@ class Runtime:
         try:
             frame = self.spark.sql(checked.spark_sql)
             columns = answer_columns(frame.columns, sql=sql)
-            rows = frame.limit(limit + 1).collect()
+            rows = rows_of(frame, limit=limit + 1)
         except SpindleError:
             raise
         except Exception as error:  # a file lost under the query, else the query's own failure

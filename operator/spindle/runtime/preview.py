@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spindle.checkpoint import Manifest, StateRecord
@@ -32,6 +32,7 @@ from spindle.plan.preview import (
 )
 from spindle.program.queries import plain
 from spindle.runtime.engine import Runtime, refuse_unless_allowed
+from spindle.runtime.rows import collect
 
 _IN_BEFORE, _IN_AFTER = "__in_before", "__in_after"
 
@@ -312,9 +313,9 @@ def _keyed(pair: _Pair, keys: Sequence[str]) -> ViewPreview:
             ),
             changed_samples=tuple(
                 Changed(before=_row(after.columns, r[width:]), after=_row(after.columns, r[:width]))
-                for r in _collect(
+                for r in collect(
                     joined.filter(changed).orderBy(*ordered).select(*side["a"], *side["b"]),
-                    samples,
+                    limit=samples,
                 )
             ),
         )
@@ -340,10 +341,6 @@ def _row(columns: Sequence[str], values: Sequence[object]) -> dict[str, object]:
     return dict(zip(columns, (plain(v) for v in values), strict=True))
 
 
-def _collect(frame: DataFrame, samples: int) -> list[Row]:
-    return frame.limit(samples).collect() if samples > 0 else []
-
-
 def _rows(frame: DataFrame, columns: Sequence[str], samples: int) -> tuple[dict[str, object], ...]:
     ordered = frame.orderBy(*frame.columns) if frame.columns else frame
-    return tuple(_row(columns, row) for row in _collect(ordered, samples))
+    return tuple(_row(columns, row) for row in collect(ordered, limit=samples))

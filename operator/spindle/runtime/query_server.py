@@ -30,6 +30,11 @@ from spindle.wording import counted
 
 LOOPBACK = "127.0.0.1"
 
+REQUEST_SECONDS = 30.0
+"""How long the server waits for a request's bytes: it answers one query at a time, and a
+connection left open without one (a port-forward's) held every later query, and the pod's
+stop."""
+
 
 def answer(runtime: Runtime, sql: str, *, limit: int = MAX_QUERY_ROWS) -> dict[str, Any]:
     """The first `limit` rows of `sql` over the latest committed checkpoint, whether it has
@@ -67,20 +72,30 @@ class QueryServer(Served):
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_SECONDS  # a connection that sends nothing holds no one up
+
             def do_POST(self) -> None:
                 code, body = server.respond(self.path, self._body())
-                reply(self, code, json.dumps(body, default=str).encode(), "application/json")
+                try:
+                    reply(self, code, json.dumps(body, default=str).encode(), "application/json")
+                except OSError:  # the client left (its --timeout): nothing to answer
+                    server.say("query answer not sent: the client had gone")
 
-            def _body(self) -> bytes | None:
-                length = int(self.headers.get("Content-Length") or 0)
-                return None if length > MAX_PROGRAM_BYTES else self.rfile.read(length)
+            def _body(self) -> bytes | int | None:
+                """The request's body; None when too large, a negative number when its
+                length is not a length."""
+                said = self.headers.get("Content-Length") or "0"
+                length = int(said) if said.isdigit() else -1
+                if length < 0 or length > MAX_PROGRAM_BYTES:
+                    return None if length > 0 else -1
+                return self.rfile.read(length)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None  # `respond` says one line per query
 
         return Handler
 
-    def respond(self, path: str, body: bytes | None) -> tuple[int, dict[str, Any]]:
+    def respond(self, path: str, body: bytes | int | None) -> tuple[int, dict[str, Any]]:
         try:
             if path != "/query":
                 raise SpindleError(reason="NotFound", message="POST /query is all there is.")
@@ -89,8 +104,12 @@ class QueryServer(Served):
                     reason="QueryTooLarge",
                     message=f"The query is larger than {MAX_PROGRAM_BYTES} bytes.",
                 )
+            if isinstance(body, int):
+                raise SpindleError(
+                    reason="InvalidQuery", message="Content-Length is not a length in bytes."
+                )
             request = json.loads(body)
-            sql = request.get("sql")
+            sql = request.get("sql") if isinstance(request, dict) else None
             if not isinstance(sql, str):
                 raise SpindleError(reason="InvalidQuery", message='Send {"sql": "SELECT ..."}.')
             limit = row_limit(request.get("limit", MAX_QUERY_ROWS))

@@ -25,8 +25,12 @@ class Served:
         self.thread.start()
         return self
 
-    def stop(self) -> None:
-        self.http.shutdown()
+    def stop(self, *, wait: float = 5.0) -> None:
+        """Stop serving within `wait` seconds: a request still being answered (a long query)
+        is left to its daemon thread, and does not hold the driver's exit."""
+        ending = threading.Thread(target=self.http.shutdown, daemon=True)
+        ending.start()
+        ending.join(wait)
         self.http.server_close()
 
 

@@ -259,6 +259,7 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
         return kube.kubectl("auth", "can-i", *args, "--as", account, check=False).startswith("yes")
 
     assert can("create", "pods", "-n", "default")
+    assert not can("get", "pods", "-n", "default")  # it lists and watches its drivers
     assert can("patch", "pipelines.spindle.dev", "--subresource=status", "-n", "default")
     assert can("get", "secrets", "-n", "default")
     assert not can("list", "secrets", "-n", "default")
@@ -270,6 +271,21 @@ def test_the_operator_holds_only_its_own_rights(kube: Any, operator: Operator) -
     assert can("update", "pipelines.spindle.dev", "--subresource=finalizers", "-n", "default")
     assert can("create", "events", "-n", "default")
     assert not can("patch", "events", "-n", "default")
+
+
+def test_a_namespace_without_pipelines_or_drivers_lists_none(kube: Any, crd: None) -> None:
+    """The API server answers an empty metadata-only list with `"items": null`: the re-list
+    failed on it, and the operator went unhealthy and restarted every two minutes where a
+    namespace it watches had no Pipeline (a fresh install's)."""
+    from kubernetes import config
+
+    from spindle.k8s.cluster import Cluster
+
+    namespace = kube.namespace("empty")
+    cluster = Cluster(config.new_client_from_config(str(kube.kubeconfig)))
+    assert cluster.pipelines([namespace]) == []
+    assert cluster.driver_pods(namespace, "none") == []
+    kube.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
 def test_an_unreadable_input_fails_the_driver_with_its_reason_and_a_restart_nonce_retries(

@@ -148,7 +148,7 @@ class Cluster:
                     GROUP, VERSION, PLURAL, _preload_content=False, _headers=metadata
                 )
             )
-            return list(body["items"])
+            return list(body.get("items") or [])  # null when there are none
         items: list[dict[str, Any]] = []
         for namespace in namespaces:
             body = _json(
@@ -156,7 +156,7 @@ class Cluster:
                     GROUP, VERSION, namespace, PLURAL, _preload_content=False, _headers=metadata
                 )
             )
-            items.extend(body["items"])
+            items.extend(body.get("items") or [])
         return items
 
     def write_status(self, pipeline: dict[str, Any], status: dict[str, Any]) -> None:
@@ -205,7 +205,7 @@ class Cluster:
             floor, body = None, self._pods(namespace, selector, None)
         version = body["metadata"]["resourceVersion"]
         self.pod_versions.saw(namespace, name, version, consistent=floor is None)
-        return list(body["items"])
+        return list(body.get("items") or [])
 
     def _pods(self, namespace: str, selector: str, floor: str | None) -> Any:
         """A LIST of pods: not older than `floor`, or a consistent read (None)."""

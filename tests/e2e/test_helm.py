@@ -104,6 +104,10 @@ def test_lint_and_template(helm: Path) -> None:
         (["leaderElection.enabled=off"], 'must be auto, true or false (got "off")'),
         (["watchNamespaces=team-a"], "watchNamespaces must be a list, e.g. --set 'watchNamespaces"),
         (["leaderElection.leaseDurationSeconds=5"], "retryPeriodSeconds < renewDeadlineSeconds <"),
+        # values the operator would refuse at its start, and crash-loop on
+        (["leaderElection.retryPeriodSeconds=0"], "0 < retryPeriodSeconds"),
+        (["defaultStorage.endpoint=minio:9000"], "defaultStorage.endpoint must be a URL"),
+        (["defaultStorage.uri=file:///data"], "defaultStorage.uri must be object storage"),
     ):
         args = [a for value in values for a in ("--set", value)]
         refused = run_helm(helm, None, "template", "spindle", str(CHART), *args, check=False)
@@ -190,10 +194,10 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
 
         # Editing a Pipeline is no way to run another image, or as another service account
         # (a server-side dry run: admission runs, nothing is stored).
-        def admitted(**spec: Any) -> str:
+        def admitted(*flags: str, **spec: Any) -> str:
             document = grades("v1", space, name="elsewhere", **spec)
             document["metadata"]["namespace"] = space.name
-            dry = ("apply", "--dry-run=server", "-f", "-")
+            dry = ("apply", "--dry-run=server", *flags, "-f", "-")
             return kube.kubectl(*dry, input=yaml.safe_dump(document), check=False)
 
         said = "spec.spark.image registry.example/miner:1 is not an image this cluster"
@@ -209,6 +213,10 @@ def test_install_reconcile_under_the_charts_rbac_and_approval_policy(
             serviceAccountName="spindle-s3-driver",
         )
         assert "created (server dry run)" in allowed, allowed
+        # an explicit null is the default, as the CRD and the operator read it (it was a 422
+        # "no such overload" from the policy's expression)
+        nulls = admitted("--server-side", spark={"image": None}, serviceAccountName=None)
+        assert "serverside-applied (server dry run)" in nulls, nulls
         # a Pipeline made before the policy keeps its image through other updates (its
         # deletion's finalizer removal is one), and cannot take another disallowed one
         kube.kubectl("label", "pipeline", "older", "-n", space.name, "team=data")

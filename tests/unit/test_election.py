@@ -205,3 +205,18 @@ def test_two_candidates_never_act_at_once_and_leadership_moves() -> None:
     # The check can fail: the model does elect leaders, and pauses do force takeovers.
     assert total_led > 300 * 400 * 0.5
     assert total_takeovers > 100
+
+
+@pytest.mark.parametrize(("duration", "written"), [(15.0, 15), (10.4, 11), (0.2, 1)])
+def test_the_lease_says_a_duration_no_shorter_than_the_leaders(
+    duration: float, written: int
+) -> None:
+    """The Lease holds whole seconds: 10.4 was written as 10, while the leader acted for up
+    to its renew deadline of 10.3 s, so another could take it over while it still led."""
+    from spindle.k8s.leader import _body
+
+    record = Record(
+        holder=ME, duration=duration, acquired=WALL, renewed=WALL, transitions=0, version=""
+    )
+    spec = _body(name="l", namespace="n", record=record)["spec"]
+    assert spec["leaseDurationSeconds"] == written

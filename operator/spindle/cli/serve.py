@@ -9,6 +9,8 @@ import socket
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
+
 from spindle.api import StorageSpec
 from spindle.errors import SpindleError
 
@@ -23,14 +25,24 @@ def _default_storage(args: argparse.Namespace) -> StorageSpec | None:
             "accessKeyId": {"name": secret, "key": "accessKeyId"},
             "secretAccessKey": {"name": secret, "key": "secretAccessKey"},
         }
-    return StorageSpec.model_validate(
-        {
-            "uri": args.default_storage_uri,
-            "endpoint": args.default_storage_endpoint,
-            "region": args.default_storage_region,
-            "credentials": credentials,
-        }
-    )
+    try:
+        return StorageSpec.model_validate(
+            {
+                "uri": args.default_storage_uri,
+                "endpoint": args.default_storage_endpoint,
+                "region": args.default_storage_region,
+                "credentials": credentials,
+            }
+        )
+    except ValidationError as error:  # the chart's defaultStorage values: the operator exits
+        problem = error.errors()[0]
+        flag = f"--default-storage-{problem['loc'][0]}" if problem["loc"] else "--default-storage"
+        raise SpindleError(
+            reason="InvalidArguments",
+            message=f"{flag}: {problem['msg']} (chart value defaultStorage."
+            f"{problem['loc'][0] if problem['loc'] else 'uri'}); an endpoint is a URL "
+            "(http://host:port).",
+        ) from None
 
 
 def _election(args: argparse.Namespace) -> Any:

@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ def _body(*, name: str, namespace: str, record: Record) -> dict[str, Any]:
         "metadata": metadata,
         "spec": {
             "holderIdentity": record.holder,
-            "leaseDurationSeconds": max(1, round(record.duration)),
+            "leaseDurationSeconds": max(1, math.ceil(record.duration)),  # never shorter
             "acquireTime": _micro(record.acquired),
             "renewTime": _micro(record.renewed),
             "leaseTransitions": record.transitions,

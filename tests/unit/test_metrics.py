@@ -188,6 +188,30 @@ def test_a_deleted_pipeline_leaves_no_series(run: Harness, tmp_path: Path) -> No
     assert run.value("spindle_checkpoint_age_seconds", **GRADES) is None
 
 
+def test_series_of_a_pipeline_a_re_list_no_longer_has_go_and_a_standby_serves_none(
+    run: Harness, tmp_path: Path
+) -> None:
+    """A DELETED event that came while the pipeline's reconcile ran was undone when that
+    reconcile recorded its outcome, and the series stayed until a restart; a reconcile that
+    outlived its process's leadership put its pipeline's series back on a standby (counted
+    twice on a dashboard's sum, beside the leader's)."""
+    seed(tmp_path, V1)
+    run.cluster.apply("grades", spec(tmp_path, V1))
+    run.reconcile()
+    run.cluster.set_pod_phase("grades-g1-driver", "Running")
+    run.reconcile()
+    run.operator.metrics.keep({KEY})
+    assert run.value("spindle_pipelines", phase="Running") == 1.0
+    run.operator.metrics.keep(set())  # the re-list found it gone
+    assert run.value("spindle_pipelines", phase="Running") == 0.0
+    assert run.value("spindle_checkpoint_age_seconds", **GRADES) is None
+    run.operator._stop_leading()
+    assert run.operator.reconciler is not None
+    run.operator.reconciler.reconcile("default", "grades")  # one already in its thread
+    assert run.value("spindle_pipelines", phase="Running") == 0.0
+    assert run.value("spindle_leader") == 0.0
+
+
 def test_a_failing_reconcile_is_timed_as_an_error(run: Harness, tmp_path: Path) -> None:
     run.cluster.apply("grades", spec(tmp_path, V1))
     run.cluster.refuse_pod_list = 500  # not a refusal for good: the worker retries it

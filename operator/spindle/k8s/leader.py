@@ -142,6 +142,9 @@ class Elector:
     _observed: Observed | None = None
     _renewed_at: float | None = None
     _deadline: asyncio.TimerHandle | None = None
+    _attempting: asyncio.Future[None] | None = None
+    """The attempt in flight: a campaign cancelled mid-write leaves its write to land, and
+    `release` waits for it."""
 
     async def run(self) -> None:
         log.info(
@@ -151,8 +154,11 @@ class Elector:
             self.store.name,
         )
         while True:
+            self._attempting = asyncio.ensure_future(self._attempt())
             try:
-                await self._attempt()
+                await asyncio.shield(self._attempting)
+            except asyncio.CancelledError:
+                raise
             except Exception as error:  # the API server is unreachable or refused: try again
                 log.warning("leader election: attempt failed: %s", error)
             self._check()
@@ -212,15 +218,22 @@ class Elector:
 
     async def release(self) -> None:
         """On a clean shutdown (the campaign stopped): stop acting, then give the lease up if
-        it is still ours, so that a standby need not wait for it to expire."""
+        it is still ours, so that a standby need not wait for it to expire. A write the
+        campaign had in flight lands first: a take or a renewal landing after the release
+        held the lease for a process that was gone (the standby waited for it to expire)."""
+        attempting = self._attempting
+        if attempting is not None and not attempting.done():
+            await asyncio.wait({attempting}, timeout=self.timing.renew_deadline)
+        if attempting is not None and attempting.done() and not attempting.cancelled():
+            attempting.exception()  # retrieved: it was said by the campaign, or is moot
         if self._deadline is not None:
             self._deadline.cancel()
-        was_leading, self._renewed_at = self.leading, None
-        if was_leading:
+        held, self._renewed_at = self._renewed_at is not None, None
+        if self.leading:
             self.leading = False
             log.info("leader election: %s stopped leading (shutting down)", self.identity)
             self.on_stop()
-        if not was_leading:
+        if not held:
             return
         try:
             record = await asyncio.to_thread(self.store.read)

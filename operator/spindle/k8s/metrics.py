@@ -121,6 +121,15 @@ class Metrics:
             self._seen.pop(key, None)
             self._bootstrapped.pop(key, None)
 
+    def keep(self, keys: set[Key]) -> None:
+        """A re-list's pipelines: any other is gone, its series too (a DELETED event that
+        came while its reconcile ran was undone when that reconcile recorded its outcome)."""
+        with self._lock:
+            for key in [k for k in self._seen if k not in keys]:
+                del self._seen[key]
+            for key in [k for k in self._bootstrapped if k not in keys]:
+                del self._bootstrapped[key]
+
     def bootstrapped(
         self, key: Key, *, checkpoint_id: str, finished_at: datetime.datetime, seconds: float
     ) -> None:

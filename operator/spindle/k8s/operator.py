@@ -266,8 +266,16 @@ class Operator:
         log.info("spindle operator: %s, health and metrics on :%d", self._scope(), self.port)
 
     async def stop(self) -> None:
-        """Workers first, then the lease is released (a standby takes over at once)."""
+        """Workers first, then the campaign ends, then the lease is released (a standby takes
+        over at once). A renewal still in flight when the lease was released re-took it, and
+        the standby waited the lease out, or this process started leading again."""
         self._stop_leading()
+        campaign = [t for t in self._tasks if t.get_name() == "leader-election"]
+        for task in campaign:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._stop_leading()  # the campaign, ended mid-renewal, may have started it again
         if self.elector is not None:
             await self.elector.release()
         tasks = [*self._tasks, *([self._checking] if self._checking else [])]
@@ -344,6 +352,8 @@ class Operator:
         self._pods[(meta["namespace"], meta["name"])] = _driver_seen(pod)
 
     def _outcome(self, namespace: str, name: str, outcome: Outcome) -> None:
+        if not self.leading:  # a reconcile that outlived this process's leadership
+            return  # (a standby serves no pipeline's series: the leader does)
         key, checkpoint = (namespace, name), outcome.checkpoint
         at = checkpoint.created_at if checkpoint else None
         self.metrics.observed(key, Seen(phase=outcome.phase, since=outcome.since, checkpoint_at=at))
@@ -482,6 +492,7 @@ class Operator:
                     if self.offer(item, relisted=True):
                         checks.append(key)
                 self.watchdog.listed(versions)
+                self.metrics.keep(set(versions))
                 if checks and (self._checking is None or self._checking.done()):
                     self._checking = asyncio.create_task(self._check(checks), name="checks")
             except Exception:

@@ -167,7 +167,8 @@ def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str)
     from spindle.runtime.query_server import QueryServer
 
     runtime = runner.open_runtime(LocalPipeline(home, "grades"), report=lambda *_, **__: None)
-    server = QueryServer(runtime, port=0, say=lambda _: None).start()
+    said: list[str] = []
+    server = QueryServer(runtime, port=0, say=said.append).start()
 
     def ask(sql: str, limit: int = MAX_QUERY_ROWS) -> dict[str, Any]:
         connection = socket.create_connection(("127.0.0.1", server.port))
@@ -210,6 +211,16 @@ def served_by_a_driver(home: Path, query: str, rows: list[Any], checkpoint: str)
             )
         assert late.value.reason == "QueryTimedOut" and "--timeout" in late.value.message
         assert ask(query)["rows"] == rows  # the answer it could not send is not in the way
+        # a query whose client left (its --timeout) is cancelled, not run to its end
+        heavy = json.dumps({"sql": "SELECT count(*) AS n FROM " + ", ".join(["grades"] * 12)})
+        with socket.create_connection(("127.0.0.1", server.port)) as leaving:
+            head = f"POST /query HTTP/1.0\r\nContent-Length: {len(heavy)}\r\n\r\n"
+            leaving.sendall(head.encode() + heavy.encode())
+        assert ask(query)["rows"] == rows  # it held every later query for hours
+        *_, group = [line.split()[4].rstrip("):") for line in said if "cancelled" in line]
+        tracker = runtime.spark.sparkContext.statusTracker()
+        ended = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        assert any(job is not None and job.status == "FAILED" for job in ended), ended  # cancelled
     finally:
         idle = socket.create_connection(("127.0.0.1", server.port))  # a port-forward left open
         stopping = threading.Thread(target=server.stop)

@@ -50,9 +50,8 @@ def exchange(sock: Any, sql: str, *, timeout: float, limit: int) -> dict[str, An
     except TimeoutError:
         raise SpindleError(
             reason="QueryTimedOut",
-            message=f"The driver did not answer within {timeout:g} s. It answers one query at "
-            "a time and finishes each it started, this one too (or an earlier one still "
-            "running): narrow the query (WHERE, LIMIT), or give it longer with --timeout.",
+            message=f"The driver did not answer within {timeout:g} s, and cancels the query "
+            "now: narrow it (WHERE, LIMIT), or give it longer with --timeout.",
         ) from None
     finally:
         connection.close()

@@ -15,10 +15,16 @@ body.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import select
+import socket
+import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Self
+
+from pyspark.sql import SparkSession
 
 from spindle.errors import SpindleError
 from spindle.program import parse_program
@@ -54,6 +60,55 @@ def answer(runtime: Runtime, sql: str, *, limit: int = MAX_QUERY_ROWS) -> dict[s
     }
 
 
+class Abandonment:
+    """While a query is answered, watches its connection: once the client has closed it (its
+    `--timeout` passed), the query's Spark jobs are cancelled. The server answers one query at
+    a time, and an abandoned one held every later query, and the steps' share of the driver,
+    until it ended by itself."""
+
+    _groups = itertools.count()
+
+    def __init__(self, connection: socket.socket, spark: SparkSession) -> None:
+        self.connection, self.spark = connection, spark
+        self.group = f"spindle-query-{next(self._groups)}"
+        self.gone = False
+        self._done = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="query-client", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._watcher.join()
+
+    def _closed(self) -> bool:
+        """Whether the client closed its end (nothing more to read, ever)."""
+        readable, _, _ = select.select([self.connection], [], [], WATCH_SECONDS)
+        if not readable:
+            return False
+        try:
+            more = self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:  # reset
+            return True
+        if more:  # bytes past the request: not a close, and not looked at again at once
+            self._done.wait(WATCH_SECONDS)
+        return not more
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if not self.gone and self._closed():
+                self.gone = True
+            if self.gone:
+                self.spark.sparkContext.cancelJobGroup(self.group)
+                self._done.wait(WATCH_SECONDS)
+
+
+WATCH_SECONDS = 0.5
+"""How often a query's connection is looked at, and its jobs cancelled once it is closed."""
+
+
 class QueryServer(Served):
     """An HTTP server on 127.0.0.1 in a daemon thread, answering with `answer`."""
 
@@ -75,9 +130,15 @@ class QueryServer(Served):
             timeout = REQUEST_SECONDS  # a connection that sends nothing holds no one up
 
             def do_POST(self) -> None:
-                code, body = server.respond(self.path, self._body())
+                body = self._body()
+                with Abandonment(self.connection, server.runtime.spark) as left:
+                    code, answered = server.respond(self.path, body, group=left.group)
+                if left.gone:
+                    server.say(f"query cancelled (job group {left.group}): the client had gone")
+                    return
+                data = json.dumps(answered, default=str).encode()
                 try:
-                    reply(self, code, json.dumps(body, default=str).encode(), "application/json")
+                    reply(self, code, data, "application/json")
                 except OSError:  # the client left (its --timeout): nothing to answer
                     server.say("query answer not sent: the client had gone")
 
@@ -95,7 +156,20 @@ class QueryServer(Served):
 
         return Handler
 
-    def respond(self, path: str, body: bytes | int | None) -> tuple[int, dict[str, Any]]:
+    def respond(
+        self, path: str, body: bytes | int | None, *, group: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer to one request; its Spark jobs run in job `group`, if given."""
+        context = self.runtime.spark.sparkContext
+        if group is not None:
+            context.setJobGroup(group, "spindle query", interruptOnCancel=True)
+        try:
+            return self._respond(path, body)
+        finally:
+            if group is not None:
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _respond(self, path: str, body: bytes | int | None) -> tuple[int, dict[str, Any]]:
         try:
             if path != "/query":
                 raise SpindleError(reason="NotFound", message="POST /query is all there is.")

@@ -217,8 +217,13 @@ class Runtime:
         for name, table in program.tables.items():
             path = f"state/tables/{name}@0"
             empty = self.spark.createDataFrame([], table_schema(table))
-            empty.write.format("delta").mode("overwrite").save(self.uri(path))
-            state[name] = StateRecord(kind="table", path=path, version=0, rows=0)
+            # a first start that failed (or was killed) after this write left the table with
+            # the old program's columns: the new one's replace them, as any rewrite does
+            empty.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+                self.uri(path)
+            )
+            version = storage.delta_version(self.spark, self.uri(path))
+            state[name] = StateRecord(kind="table", path=path, version=version, rows=0)
         reader = self.views(program)
         for name, view in program.views.items():
             with semantics.evaluating(view, version=self.runtime_version):
@@ -789,25 +794,25 @@ class Runtime:
                 continue
             path = f"{location}/tables/{name}@{sequence}"
             schema = table_schema(program.tables[name])
+            kept = StateRecord(kind="table", path=path, version=0, rows=0)
             if name in plan.tables_to_evolve:
                 old = manifest.state[name]
                 frame = storage.read_delta(self.spark, self.uri(old.path), old.version, schema)
-                for column in schema.fields:
-                    if column.name not in frame.columns:
-                        frame = frame.withColumn(column.name, F.lit(None).cast(column.dataType))
-                frame = frame.select(*[f.name for f in schema.fields])
+                for field in schema.fields:
+                    if field.name not in frame.columns:
+                        frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))
+                # a Z-set's weights too: without them, every insert and delete it stored of a
+                # key or a deleted row was a live row again
+                weights = [column(WEIGHT)] if old.layout == "zset" else []
+                frame = frame.select(*[column(f.name) for f in schema.fields], *weights)
+                kept = kept.model_copy(update={"rows": old.rows, "layout": old.layout})
             else:
                 frame = self.spark.createDataFrame([], schema)
             frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
                 self.uri(path)
             )
-            evolved_rows = manifest.state[name].rows if name in plan.tables_to_evolve else 0
-            state[name] = StateRecord(
-                kind="table",
-                path=path,
-                version=storage.delta_version(self.spark, self.uri(path)),
-                rows=evolved_rows,
-            )
+            version = storage.delta_version(self.spark, self.uri(path))
+            state[name] = kept.model_copy(update={"version": version})
 
     def _evaluate_views(
         self,

@@ -1161,3 +1161,25 @@ def test_a_first_start_that_failed_leaves_nothing_in_the_way_of_the_fixed_progra
     stored = storage.read_delta(spark, fixed.runtime.uri(record.path), record.version, _empty())
     assert [f.dataType.simpleString() for f in stored.schema.fields] == ["bigint", "string"]
     assert fixed.rows("t") == Counter()
+
+
+def test_a_table_removed_and_added_again_does_not_ingest_its_old_inserts_again(
+    tmp_path: Path, spark: Any
+) -> None:
+    """`spindle local execute` batches stay under `inputs/<table>/`: a change that removed the
+    table dropped its offset, and one that added it again ingested them a second time."""
+    from spindle.local.adhoc import write_batch
+
+    keep = "create table keep (id int) with ('materialized' = 'true');\n"
+    again = keep + "create table u (id int) with ('materialized' = 'true');\n"
+    pipeline = Pipeline(spark, tmp_path, again)
+    write_batch(pipeline.runtime.store.objects, "u", [{"id": 1}, {"id": 2}])
+    pipeline.step()
+    assert pipeline.rows("u") == Counter({(1,): 1, (2,): 1})
+    pipeline.bootstrap(keep)
+    pipeline.bootstrap(again)
+    pipeline.step()
+    assert pipeline.rows("u") == Counter()
+    write_batch(pipeline.runtime.store.objects, "u", [{"id": 3}])
+    pipeline.step()
+    assert pipeline.rows("u") == Counter({(3,): 1})

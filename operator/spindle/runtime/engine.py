@@ -263,6 +263,9 @@ class Runtime:
         for name in program.tables:
             key = f"{name}.{ADHOC}"
             records[key] = (keep or {}).get(key) or ConnectorRecord(direction="input", offset=None)
+        for key, record in (keep or {}).items():  # a removed table's batches stay in inputs/:
+            if key.endswith(f".{ADHOC}") and key not in records:  # added again, it ingested
+                records[key] = record  # them again; its offset stays, to resume from
         return records
 
     def _manifest(

@@ -1183,7 +1183,3 @@ def test_a_table_removed_and_added_again_does_not_ingest_its_old_inserts_again(
     write_batch(pipeline.runtime.store.objects, "u", [{"id": 3}])
     pipeline.step()
     assert pipeline.rows("u") == Counter({(3,): 1})
-    # a breaking change empties the table, which reads its sources again: its inserts too
-    pipeline.bootstrap(again.replace("u (id int)", "u (id bigint)"))
-    pipeline.step()
-    assert pipeline.rows("u") == Counter({(1,): 1, (2,): 1, (3,): 1})

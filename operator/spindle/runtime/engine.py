@@ -726,8 +726,9 @@ class Runtime:
         self._discard_uncommitted(plan.old, sequence)
         state_rows_read = self._stored_rows_read(plan, manifest)
         state, rows_written = self.evaluate_change(plan, manifest)
-        # a truncated table reads its sources again, its ad-hoc inserts too (they were lost)
-        reset = {*plan.connectors_to_reset, *(f"{t}.{ADHOC}" for t in plan.tables_to_truncate)}
+        # an emptied table's ad-hoc offset stays: its batches were checked against its old
+        # columns (and may be a removed namesake's), so they are not read again
+        reset = set(plan.connectors_to_reset)
         keep = {k: v for k, v in manifest.connectors.items() if k not in reset}
         connectors = self._fresh_connectors(program, keep)
         record = BootstrapRecord(

@@ -73,6 +73,7 @@ class Abandonment:
         self.group = f"spindle-query-{next(self._groups)}"
         self.gone = False
         self._done = threading.Event()
+        self._wake, self._woken = socket.socketpair()  # ends the watcher's wait at once
         self._watcher = threading.Thread(target=self._watch, name="query-client", daemon=True)
 
     def __enter__(self) -> Self:
@@ -81,12 +82,18 @@ class Abandonment:
 
     def __exit__(self, *_: object) -> None:
         self._done.set()
+        self._wake.send(b"!")  # the answer waited up to WATCH_SECONDS for the watcher
         self._watcher.join()
+        self._wake.close()
+        self._woken.close()
 
     def _closed(self) -> bool:
-        """Whether the client closed its end (nothing more to read, ever)."""
-        readable, _, _ = select.select([self.connection], [], [], WATCH_SECONDS)
-        if not readable:
+        """Whether the client closed its end (nothing more to read, ever). A client that only
+        shuts its sending side (`nc -N`) reads as gone too: `kubectl spindle query` never
+        does."""
+        watched = [self.connection, self._woken]
+        readable, _, _ = select.select(watched, [], [], WATCH_SECONDS)
+        if self.connection not in readable:
             return False
         try:
             more = self.connection.recv(1, socket.MSG_PEEK)

@@ -16,6 +16,10 @@ from spindle.cli.main import main
             ["--default-storage-uri", "s3://b/p", "--default-storage-endpoint", "minio:9000"],
             "--default-storage-endpoint",
         ),
+        (
+            ["--default-storage-uri", "s3://b/p", "--default-storage-secret", "Bad Name!"],
+            "--default-storage-secret: String should match pattern",
+        ),
         (["--leader-election", "--lease-namespace", "s", "--retry-period", "0"], "retry"),
         (["--leader-election", "--lease-duration", "10", "--renew-deadline", "12"], "renew"),
     ],

@@ -34,14 +34,14 @@ every template that reads them includes this first. */ -}}
 {{- fail "leaderElection.enabled=false needs replicas: 1 (two operators must never both reconcile)" -}}
 {{- end -}}
 {{- $l := .Values.leaderElection -}}
-{{- if not (and (gt (int $l.retryPeriodSeconds) 0) (lt (int $l.retryPeriodSeconds) (int $l.renewDeadlineSeconds)) (lt (int $l.renewDeadlineSeconds) (int $l.leaseDurationSeconds))) -}}
+{{- if not (and (gt (float64 $l.retryPeriodSeconds) 0.0) (lt (float64 $l.retryPeriodSeconds) (float64 $l.renewDeadlineSeconds)) (lt (float64 $l.renewDeadlineSeconds) (float64 $l.leaseDurationSeconds))) -}}
 {{- fail (printf "leaderElection needs 0 < retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds (got %v, %v, %v)" $l.retryPeriodSeconds $l.renewDeadlineSeconds $l.leaseDurationSeconds) -}}
 {{- end -}}
 {{- with .Values.defaultStorage -}}
 {{- if and .endpoint (not (regexMatch "^https?://[^\\s/?#]+(/\\S*)?$" (toString .endpoint))) -}}
 {{- fail (printf "defaultStorage.endpoint must be a URL, e.g. http://minio.storage:9000 (got %q)" (toString .endpoint)) -}}
 {{- end -}}
-{{- if and .uri (not (hasPrefix "s3://" (toString .uri))) (not (hasPrefix "s3a://" (toString .uri))) -}}
+{{- if and .uri (not (regexMatch "^(?i)s3a?://" (toString .uri))) -}}
 {{- fail (printf "defaultStorage.uri must be object storage, s3://bucket/prefix: the operator and its driver pods do not share a file system (got %q)" (toString .uri)) -}}
 {{- end -}}
 {{- end -}}

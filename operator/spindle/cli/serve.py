@@ -14,6 +14,9 @@ from pydantic import ValidationError
 from spindle.api import StorageSpec
 from spindle.errors import SpindleError
 
+NAMED = {"credentials": ("secret", "secretName")}
+"""A `StorageSpec` field's flag and chart value, where they are named otherwise."""
+
 
 def _default_storage(args: argparse.Namespace) -> StorageSpec | None:
     if not args.default_storage_uri:
@@ -36,12 +39,13 @@ def _default_storage(args: argparse.Namespace) -> StorageSpec | None:
         )
     except ValidationError as error:  # the chart's defaultStorage values: the operator exits
         problem = error.errors()[0]
-        flag = f"--default-storage-{problem['loc'][0]}" if problem["loc"] else "--default-storage"
+        field = str(problem["loc"][0]) if problem["loc"] else "uri"
+        flag, value = NAMED.get(field, (field, field))
+        hint = "; an endpoint is a URL (http://host:port)" if field == "endpoint" else ""
         raise SpindleError(
             reason="InvalidArguments",
-            message=f"{flag}: {problem['msg']} (chart value defaultStorage."
-            f"{problem['loc'][0] if problem['loc'] else 'uri'}); an endpoint is a URL "
-            "(http://host:port).",
+            message=f"--default-storage-{flag}: {problem['msg']} (chart value "
+            f"defaultStorage.{value}){hint}.",
         ) from None
 
 

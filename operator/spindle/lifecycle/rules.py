@@ -383,8 +383,9 @@ RULES: tuple[Rule, ...] = (
         Phase.STOPPING,
         Action.NONE,
         "DriverDeleted",
-        "The driver is being deleted, not by Spindle (kubectl delete pod, a node drain): it "
-        "stops at a checkpoint, and the next driver starts once it is gone.",
+        "The driver is being deleted (kubectl delete pod, a node drain, or a restart Spindle "
+        "asked for that the spec no longer needs): it stops at a checkpoint, and the next "
+        "driver starts once it is gone.",
     ),
     Rule(
         lambda s: s.active and s.running.stalled is not None,

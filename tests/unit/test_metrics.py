@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,9 +201,12 @@ def test_series_of_a_pipeline_a_re_list_no_longer_has_go_and_a_standby_serves_no
     run.reconcile()
     run.cluster.set_pod_phase("grades-g1-driver", "Running")
     run.reconcile()
-    run.operator.metrics.keep({KEY})
+    run.operator.metrics.keep({KEY}, listed_at=time.monotonic())
     assert run.value("spindle_pipelines", phase="Running") == 1.0
-    run.operator.metrics.keep(set())  # the re-list found it gone
+    before = time.monotonic() - 3600  # a list taken before it was recorded: it is newer
+    run.operator.metrics.keep(set(), listed_at=before)
+    assert run.value("spindle_pipelines", phase="Running") == 1.0
+    run.operator.metrics.keep(set(), listed_at=time.monotonic())  # the re-list found it gone
     assert run.value("spindle_pipelines", phase="Running") == 0.0
     assert run.value("spindle_checkpoint_age_seconds", **GRADES) is None
     run.operator._stop_leading()

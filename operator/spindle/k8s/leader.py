@@ -142,6 +142,8 @@ class Elector:
     _observed: Observed | None = None
     _renewed_at: float | None = None
     _deadline: asyncio.TimerHandle | None = None
+    _released: bool = False
+    """Given up on shutdown: a write landing after that starts nothing."""
     _attempting: asyncio.Future[None] | None = None
     """The attempt in flight: a campaign cancelled mid-write leaves its write to land, and
     `release` waits for it."""
@@ -200,6 +202,8 @@ class Elector:
         self._deadline = asyncio.get_running_loop().call_later(max(0.0, delay), self._check)
 
     def _check(self) -> None:
+        if self._released:
+            return
         now = self.clock()
         should = acting(renewed_at=self._renewed_at, now=now, timing=self.timing)
         if should and not self.leading:
@@ -221,11 +225,12 @@ class Elector:
         it is still ours, so that a standby need not wait for it to expire. A write the
         campaign had in flight lands first: a take or a renewal landing after the release
         held the lease for a process that was gone (the standby waited for it to expire)."""
+        self._released = True
         attempting = self._attempting
         if attempting is not None and not attempting.done():
             await asyncio.wait({attempting}, timeout=self.timing.renew_deadline)
-        if attempting is not None and attempting.done() and not attempting.cancelled():
-            attempting.exception()  # retrieved: it was said by the campaign, or is moot
+        if attempting is not None:  # its error, now or when it lands, is moot: retrieved
+            attempting.add_done_callback(lambda done: done.cancelled() or done.exception())
         if self._deadline is not None:
             self._deadline.cancel()
         held, self._renewed_at = self._renewed_at is not None, None

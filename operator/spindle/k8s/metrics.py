@@ -69,6 +69,8 @@ class Metrics:
     clock: Callable[[], datetime.datetime] = _utcnow
     _seen: dict[Key, Seen] = field(default_factory=dict)
     _bootstrapped: dict[Key, str] = field(default_factory=dict)
+    _recorded: dict[Key, float] = field(default_factory=dict)
+    """When (monotonic) each pipeline's series was last recorded."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     started: datetime.datetime = field(init=False)
 
@@ -107,6 +109,7 @@ class Metrics:
     def observed(self, key: Key, seen: Seen) -> None:
         with self._lock:
             self._seen[key] = seen
+            self._recorded[key] = time.monotonic()
 
     def leading(self, value: bool) -> None:
         """Leadership changed; a standby forgets what it saw as leader (it no longer looks)."""
@@ -119,16 +122,24 @@ class Metrics:
         """The pipeline is gone: its series go too."""
         with self._lock:
             self._seen.pop(key, None)
+            self._recorded.pop(key, None)
             self._bootstrapped.pop(key, None)
 
-    def keep(self, keys: set[Key]) -> None:
-        """A re-list's pipelines: any other is gone, its series too (a DELETED event that
-        came while its reconcile ran was undone when that reconcile recorded its outcome)."""
+    def keep(self, keys: set[Key], *, listed_at: float) -> None:
+        """A re-list's pipelines (asked for at `listed_at`, monotonic): any other recorded
+        before it is gone, its series too (a DELETED event that came while its reconcile ran
+        was undone when that reconcile recorded its outcome). One recorded since was created
+        after the list was taken."""
         with self._lock:
-            for key in [k for k in self._seen if k not in keys]:
-                del self._seen[key]
-            for key in [k for k in self._bootstrapped if k not in keys]:
-                del self._bootstrapped[key]
+            gone = {
+                k
+                for k in self._seen
+                if k not in keys and self._recorded.get(k, float("-inf")) < listed_at
+            }
+            for key in gone:
+                self._seen.pop(key, None)
+                self._recorded.pop(key, None)
+                self._bootstrapped.pop(key, None)
 
     def bootstrapped(
         self, key: Key, *, checkpoint_id: str, finished_at: datetime.datetime, seconds: float

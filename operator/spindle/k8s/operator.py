@@ -483,6 +483,7 @@ class Operator:
         while True:
             self._relist.clear()  # a takeover during this re-list asks for another at once
             try:
+                listed_at = time.monotonic()
                 items = await asyncio.to_thread(self.reconciler.cluster.pipelines, self.namespaces)
                 versions, checks = {}, []
                 for item in items:
@@ -492,7 +493,7 @@ class Operator:
                     if self.offer(item, relisted=True):
                         checks.append(key)
                 self.watchdog.listed(versions)
-                self.metrics.keep(set(versions))
+                self.metrics.keep(set(versions), listed_at=listed_at)
                 if checks and (self._checking is None or self._checking.done()):
                     self._checking = asyncio.create_task(self._check(checks), name="checks")
             except Exception:

@@ -45,6 +45,14 @@ def seeded(tmp_path: Path, sql: str = V1) -> str:
     return seed(store, namespace="default", name="grades", program=sql).id
 
 
+def running(cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path) -> None:
+    """Pipeline grades of V1 over a checkpoint of V1, its run driver's pod Running."""
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V1))
+    reconciler.reconcile("default", "grades")
+    cluster.set_pod_phase("grades-g1-driver", "Running")
+
+
 def test_a_new_pipeline_starts_a_run_driver(
     cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:
@@ -113,10 +121,7 @@ def test_a_bootstrap_the_policy_allows_records_the_policy_as_its_approver(
 def test_a_driver_pod_deleted_by_hand_is_stopping_until_gone_then_started_again(
     cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:
-    seeded(tmp_path)
-    cluster.apply("grades", spec(tmp_path, V1))
-    reconciler.reconcile("default", "grades")
-    cluster.set_pod_phase("grades-g1-driver", "Running")
+    running(cluster, reconciler, tmp_path)
     reconciler.reconcile("default", "grades")
     cluster.take_calls()
     ends = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=GRACE)
@@ -133,10 +138,7 @@ def test_a_driver_pod_deleted_by_hand_is_stopping_until_gone_then_started_again(
 def test_a_program_change_stops_the_running_driver_gracefully(
     cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:
-    seeded(tmp_path)
-    cluster.apply("grades", spec(tmp_path, V1))
-    reconciler.reconcile("default", "grades")
-    cluster.set_pod_phase("grades-g1-driver", "Running")
+    running(cluster, reconciler, tmp_path)
     cluster.apply("grades", spec(tmp_path, V2))
     cluster.take_calls()
     outcome = reconciler.reconcile("default", "grades")
@@ -467,10 +469,7 @@ def test_deleting_the_data_waits_until_the_driver_pods_are_gone(
 ) -> None:
     """deleteOnPipelineDeletion: a running driver would commit a checkpoint into the emptied
     prefix, so its pod is deleted first, and the data only once no pod is left."""
-    seeded(tmp_path)
-    cluster.apply("grades", spec(tmp_path, V1))
-    reconciler.reconcile("default", "grades")
-    cluster.set_pod_phase("grades-g1-driver", "Running")
+    running(cluster, reconciler, tmp_path)
     cluster.take_calls()
     pipeline = cluster.pipeline("default", "grades")
     assert pipeline is not None

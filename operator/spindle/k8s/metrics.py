@@ -121,9 +121,13 @@ class Metrics:
     def forget(self, key: Key) -> None:
         """The pipeline is gone: its series go too."""
         with self._lock:
-            self._seen.pop(key, None)
-            self._recorded.pop(key, None)
-            self._bootstrapped.pop(key, None)
+            self._drop(key)
+
+    def _drop(self, key: Key) -> None:
+        """Everything kept of one pipeline (the caller holds the lock)."""
+        self._seen.pop(key, None)
+        self._recorded.pop(key, None)
+        self._bootstrapped.pop(key, None)
 
     def keep(self, keys: set[Key], *, listed_at: float) -> None:
         """A re-list's pipelines (asked for at `listed_at`, monotonic): any other recorded
@@ -137,9 +141,7 @@ class Metrics:
                 if k not in keys and self._recorded.get(k, float("-inf")) < listed_at
             }
             for key in gone:
-                self._seen.pop(key, None)
-                self._recorded.pop(key, None)
-                self._bootstrapped.pop(key, None)
+                self._drop(key)
 
     def bootstrapped(
         self, key: Key, *, checkpoint_id: str, finished_at: datetime.datetime, seconds: float

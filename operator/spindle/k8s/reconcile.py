@@ -148,10 +148,11 @@ class Reconciler:
 
     def spec_of(self, pipeline: dict[str, Any]) -> PipelineSpec:
         spec = _validated(PipelineSpec, pipeline.get("spec") or {}, where="spec.")
-        if spec.storage is None:
+        default = spec.storage is None
+        if default:
             spec = spec.model_copy(update={"storage": self.storage_of(pipeline)})
         if not self.settings.shared_files:
-            _refuse_local(spec.storage, default=(pipeline.get("spec") or {}).get("storage") is None)
+            _refuse_local(spec.storage, default=default)
         return spec
 
     def storage_of(self, pipeline: dict[str, Any]) -> StorageSpec:

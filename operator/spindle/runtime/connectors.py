@@ -867,16 +867,16 @@ def _parquet_type(
     """`InvalidInputRecord` for a Parquet file whose column is of another type than the
     table's: the file is not wrong and no retry reads it otherwise (it was retried as a file
     half written, then called corrupt)."""
-    name, physical = found["column"], found["physical"]
+    name, physical, path = found["column"], found["physical"], unquote(file)
     declared = next((f.dataType for f in source.schema.fields if f.name == name), None)
     table = (declared_for(declared.simpleString()) if declared is not None else None) or (
         "another type"
     )
-    has = _file_type(spark, unquote(file), name)
+    has = _file_type(spark, path, name)
     instead = has or PARQUET_TYPES.get(physical)
     return _invalid_record(
         connector=source.connector,
-        file=unquote(file),
+        file=path,
         unit="column",
         problem=f"('{name}') holds "
         + (f"{has} values (Parquet {physical})" if has else f"Parquet {physical} values")

@@ -258,6 +258,20 @@ def test_only_one_run_of_a_pipeline_holds_its_lock(tmp_path: Path) -> None:
         pass
 
 
+def test_a_pipeline_directory_that_cannot_be_made_is_refused_by_a_run_and_an_apply(
+    tmp_path: Path,
+) -> None:
+    """A run ended in a traceback (FileExistsError) where an apply said InvalidHome."""
+    pipeline = LocalPipeline(tmp_path, "grades")
+    pipeline.directory.parent.mkdir(parents=True, exist_ok=True)
+    pipeline.directory.write_text("")  # a file where the pipeline's directory goes
+    for locked in (pipeline.running_lock, lambda: pipeline._recording()):
+        with pytest.raises(SpindleError) as refused, locked():
+            pass
+        assert refused.value.reason == "InvalidHome"
+        assert str(pipeline.directory) in refused.value.message
+
+
 def test_a_stop_the_run_does_not_heed_in_time_says_so(tmp_path: Path) -> None:
     """It said "Stopped" and exited 0 while the run went on."""
     from spindle.local import runner

@@ -164,17 +164,21 @@ class LocalPipeline:
         block reads, changes and writes it back: two applies at once each read the same
         generation, and the first's manifest was lost without a word; a run recording its
         bootstrap could drop an apply alike."""
-        path = self.directory / "record.lock"
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as error:
-            raise _unwritable(path, error) from None
+        descriptor = self._lock_file("record.lock")
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             yield
         finally:
             os.close(descriptor)
+
+    def _lock_file(self, name: str) -> int:
+        """Open (creating it and the pipeline's directory) the lock file `name`."""
+        path = self.directory / name
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise _unwritable(path, error) from None
 
     def save(self, manifest: PipelineManifest) -> int:
         """Record the manifest; the generation grows when the spec changes."""
@@ -264,8 +268,7 @@ class LocalPipeline:
         """Hold this pipeline's run lock (`run.lock`, an exclusive `flock` the system drops
         with the process) while the block runs: `AlreadyRunning` when another run holds it.
         Two runs started together both found no `run.pid` before either wrote one."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(self.directory / "run.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        descriptor = self._lock_file("run.lock")
         try:
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -300,3 +300,36 @@ def test_an_answers_values_are_json_as_written_without_exponents(value: Any, sho
     interval as "a Spindle bug"."""
     assert plain(value) == shown
     json.dumps(plain(value), allow_nan=False)
+
+
+def test_a_port_forward_nobody_answers_is_given_up_after_the_timeout() -> None:
+    """The WebSocket handshake had no timeout: an API server (or node) that accepted the
+    connection and never answered held `kubectl spindle query` for ever."""
+    import socket
+    import threading
+
+    from kubernetes import client
+
+    from spindle.cli.cluster_query import forward_query
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        api = client.ApiClient(configuration)
+        raised: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                forward_query(api, namespace="ns", pod="p", sql="SELECT 1", timeout=0.5, limit=1)
+            except BaseException as error:
+                raised.append(error)
+
+        asking = threading.Thread(target=ask, daemon=True)
+        asking.start()
+        asking.join(60)  # without the timeout, it never ends
+        assert not asking.is_alive(), "the query waited for the handshake for ever"
+    (error,) = raised
+    assert isinstance(error, SpindleError) and error.reason == "QueryServerUnreachable"
+    assert "was not set up within 0.5 s" in error.message

@@ -11,10 +11,14 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from spindle.api.types import QUERY_PORT
 from spindle.errors import SpindleError
+
+T = TypeVar("T")
 
 SERVING_PHASES = ("Running", "Paused")
 """Phases in which the pipeline's driver runs (Paused: ingestion paused) and answers."""
@@ -74,6 +78,28 @@ def _unreachable(pod: str, namespace: str, why: str) -> SpindleError:
     )
 
 
+def _within(timeout: float, call: Callable[[], T]) -> T:
+    """`call()`'s result, or TimeoutError after `timeout` seconds. The WebSocket handshake of
+    a port-forward has no timeout of its own: a node that never answers held the command."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller
+            outcome.append((False, error))
+        done.set()
+
+    threading.Thread(target=run, name="port-forward", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return cast(T, value)
+
+
 def forward_query(
     api: Any, *, namespace: str, pod: str, sql: str, timeout: float, limit: int
 ) -> dict[str, Any]:
@@ -84,9 +110,16 @@ def forward_query(
 
     core = client.CoreV1Api(api)
     try:
-        forward = portforward(
-            core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(QUERY_PORT)
+        forward = _within(
+            timeout,
+            lambda: portforward(
+                core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(QUERY_PORT)
+            ),
         )
+    except TimeoutError:
+        raise _unreachable(
+            pod, namespace, f"the port-forward was not set up within {timeout:g} s"
+        ) from None
     except ApiException as error:  # a refused WebSocket handshake: status 0, the HTTP one said
         if error.status == 403 or " 403 " in f" {error.reason} ":
             raise SpindleError(

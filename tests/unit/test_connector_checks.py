@@ -182,6 +182,85 @@ def test_what_the_runtime_would_ignore_warns(sql: str, said: str) -> None:
     assert program.unrunnable == () and program.warnings == (f"'t': connector 'f': {said}",)
 
 
+def output(transport: str = "file_output", **keys: Any) -> dict[str, Any]:
+    config = {"path": "/out"} if transport == "file_output" else {"uri": "s3://b/out"}
+    return entry(transport, config=config, **keys)
+
+
+def csv_output(**config: Any) -> str:
+    return view(output(format={"name": "csv", "config": config}))
+
+
+HEADER_LINE = "a file output's CSV files start with a header line"
+CHANGES = (
+    "an output writes each change as the view's row and a `weight` column (+1, -1), or, with "
+    'update_format insert_delete (JSON), as {"insert": row} / {"delete": row}'
+)
+WRITES_ALL = "an output writes all of each step's changes in that step"
+READS_ALL = "a Delta input reads, in a step, every commit since the version it last read"
+MAX_FILES = "'max_files_per_step' limits how many new files a file input reads in a step"
+LATE = "'late_arrival_seconds' says how late a file input's file may arrive and still be read"
+
+WARNED_OF_OTHERS = [  # a file input's keys elsewhere: accepted without a word, and ignored
+    (
+        csv_output(header=False),
+        f"'header' of its format config is read by file inputs only: {HEADER_LINE}",
+    ),
+    (
+        csv_output(headers="false"),
+        f"'headers' of its format config is read by file inputs only: {HEADER_LINE}",
+    ),
+    (  # not refused as an input's is: nothing reads it
+        csv_output(delimiter="abc"),
+        "'delimiter' of its format config is read by file inputs only: a file output's CSV "
+        "files separate fields with ','",
+    ),
+    (
+        csv_output(weight_column="w"),
+        f"'weight_column' of its format config is read by file inputs only: {CHANGES}",
+    ),
+    (
+        view(output(format={"name": "json", "config": {"op_column": "op"}})),
+        f"'op_column' of its format config is read by file inputs only: {CHANGES}",
+    ),
+    (  # no typo of a key the output does not read either
+        csv_output(hedaer=False),
+        "Spindle does not read 'hedaer' of its format config",
+    ),
+    (
+        view(output("delta_table_output", format={"name": "csv", "config": {"header": True}})),
+        "'format' is not read by a Delta output, which writes the view's columns and a "
+        "`weight` column (+1, -1) to the Delta table",
+    ),
+    (view(output(max_files_per_step=0)), f"{MAX_FILES}: {WRITES_ALL}"),
+    (view(output("delta_table_output", late_arrival_seconds="abc")), f"{LATE}: {WRITES_ALL}"),
+    (  # not "move it into the connector entry": it is not read there either
+        view(entry("file_output", config={"path": "/out", "late_arrival_seconds": 5})),
+        f"{LATE}: {WRITES_ALL}",
+    ),
+    (
+        table(entry("delta_table_input", config={"uri": "s3://b/t"}, max_files_per_step=2)),
+        f"{MAX_FILES}: {READS_ALL}",
+    ),
+    (
+        table(entry("delta_table_input", config={"uri": "s3://b/t"}, format={"name": "json"})),
+        "'format' is not read by a Delta input, which reads the Delta table's rows",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "said"), WARNED_OF_OTHERS)
+def test_a_file_inputs_keys_elsewhere_warn_saying_what_the_connector_does(
+    sql: str, said: str
+) -> None:
+    """Outputs took an input's `header`, `delimiter` (even "abc"), `weight_column`,
+    `max_files_per_step`, and a Delta output a `format`, without a word, and did otherwise."""
+    program = parse_program(sql)
+    relation = "v" if "create view v with" in sql else "t"
+    assert program.unrunnable == ()
+    assert program.warnings == (f"'{relation}': connector 'f': {said}; it is ignored",)
+
+
 @pytest.mark.parametrize(
     "sql",
     [
@@ -201,6 +280,19 @@ def test_connectors_spindle_runs_parse_clean(sql: str) -> None:
     program = parse_program(sql)
     assert program.unrunnable == ()
     assert all("did you mean" not in w for w in program.warnings), program.warnings
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        view(output(format={"name": "json", "config": {"update_format": "insert_delete"}})),
+        view(output(format={"name": "csv"}, max_batch_size=10, paused=False)),  # Feldera's
+        view(output("delta_table_output", enable_output_buffer=True)),
+    ],
+)
+def test_outputs_as_spindle_writes_them_parse_without_a_warning(sql: str) -> None:
+    program = parse_program(sql)
+    assert (program.unrunnable, program.warnings) == ((), ())
 
 
 MISSING_PATH = table(entry(config={}))

@@ -23,6 +23,9 @@ holds, as Feldera skips it.
 
 A file output writes each change as the view's row and its `weight` (+1, -1); a JSON output
 with `"update_format": "insert_delete"` writes Feldera's `{"insert": row}` / `{"delete": row}`.
+A CSV output's files start with a header line and separate fields with ','. An input's keys
+on an output (`header`, `headers`, `delimiter`, `weight_column`, `op_column`: `INPUT_ONLY_KEYS`)
+are ignored, with a warning (`program.transports`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,22 @@ HEADER_KEYS = ("header", "headers")
 """CSV config keys saying whether files start with a header line: Spindle's, Feldera's."""
 CONFIG_KEYS = frozenset({"update_format", *CHANGE_COLUMNS, *HEADER_KEYS, "delimiter"})
 """The `format.config` keys Spindle reads: a key a typo away from one of them warns."""
+_HEADER = "a file output's CSV files start with a header line"
+_CHANGES = (
+    "an output writes each change as the view's row and a `weight` column (+1, -1), or, "
+    'with update_format insert_delete (JSON), as {"insert": row} / {"delete": row}'
+)
+INPUT_ONLY_KEYS: Mapping[str, str] = {
+    "header": _HEADER,
+    "headers": _HEADER,
+    "delimiter": "a file output's CSV files separate fields with ','",
+    "weight_column": _CHANGES,
+    "op_column": _CHANGES,
+}
+"""The `format.config` keys of `CONFIG_KEYS` only a file input reads, and what a file output
+does instead: one on an output warns, saying so."""
+OUTPUT_CONFIG_KEYS = CONFIG_KEYS - INPUT_ONLY_KEYS.keys()
+"""The `format.config` keys a file output reads (`output_update_format`)."""
 
 
 @dataclass(frozen=True)

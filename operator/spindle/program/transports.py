@@ -8,7 +8,11 @@ of the program: the spec's program is refused with it (`InvalidConnectors`, at i
 line) at `diff`, `plan` and `apply`, while a checkpointed program that has it still reads, so a
 Feldera program still diffs as the old side. A key the runtime would ignore (a knob inside the
 transport's config, a key a typo away from one Spindle reads,
-a `max_files_per_step` that is not a whole number above 0) is a warning: such programs ran.
+a `max_files_per_step` that is not a whole number above 0, a file input's key on another
+transport: `max_files_per_step` or `late_arrival_seconds` beside an output's or a Delta input's
+transport, a `format` on a Delta connector, an input's `format.config` key such as `header`,
+`delimiter` or `weight_column` on a file output) is a warning, saying what the connector does
+instead: such programs ran.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spindle.program.formats import CONFIG_KEYS as FORMAT_KEYS
+from spindle.program.formats import INPUT_ONLY_KEYS, OUTPUT_CONFIG_KEYS
 from spindle.program.model import Direction
 
 FLOW_CONTROL_KNOBS = frozenset(
@@ -32,6 +37,11 @@ FLOW_CONTROL_KNOBS = frozenset(
     }
 )
 """Connector entry keys that change how fast input arrives, never what it is."""
+FILE_INPUT_KNOBS: Mapping[str, str] = {
+    "max_files_per_step": "limits how many new files a file input reads in a step",
+    "late_arrival_seconds": "says how late a file input's file may arrive and still be read",
+}
+"""The entry keys only `file_input` reads, and what each does there (`Transport.each_step`)."""
 
 READ_KEYS = frozenset({"name", "transport", "format", "max_files_per_step", "late_arrival_seconds"})
 """The entry keys Spindle's runtime reads: a key a typo away from one of them warns."""
@@ -71,6 +81,12 @@ class Transport:
     accepted: frozenset[str] = frozenset()
     """Feldera's config keys that say how, not what (parsers, retries, buffers): accepted
     silently. Any other key Spindle does not read warns."""
+    each_step: str | None = None
+    """What the transport does in a step, said when it has a `FILE_INPUT_KNOBS` key, which it
+    does not read (None: `file_input`, which reads them)."""
+    unformatted: str | None = None
+    """By what transport a `format` is not read, and what it reads or writes instead (None: a
+    file transport, whose `format` says how its files are read or written)."""
 
     @property
     def known(self) -> frozenset[str]:
@@ -86,6 +102,7 @@ _DELTA_READ = (
 _WHOLE_TABLE = f"would choose the rows read, and {_DELTA_READ}, every row"
 _STARTS = f"would choose where reading starts, and {_DELTA_READ}"
 _CDC = f"belongs to Feldera's cdc mode, and {_DELTA_READ}"
+_OUTPUT_STEP = "an output writes all of each step's changes in that step"
 TRANSPORTS: Mapping[str, Transport] = {
     "file_input": Transport(
         Direction.INPUT,
@@ -123,8 +140,10 @@ TRANSPORTS: Mapping[str, Transport] = {
                 "max_retries",
             }
         ),
+        each_step="a Delta input reads, in a step, every commit since the version it last read",
+        unformatted="by a Delta input, which reads the Delta table's rows",
     ),
-    "file_output": Transport(Direction.OUTPUT, ("path", "uri")),
+    "file_output": Transport(Direction.OUTPUT, ("path", "uri"), each_step=_OUTPUT_STEP),
     "delta_table_output": Transport(
         Direction.OUTPUT,
         ("uri", "path"),
@@ -141,6 +160,9 @@ TRANSPORTS: Mapping[str, Transport] = {
                 "threads",
             }
         ),
+        each_step=_OUTPUT_STEP,
+        unformatted="by a Delta output, which writes the view's columns and a `weight` column "
+        "(+1, -1) to the Delta table",
     ),
 }
 
@@ -201,8 +223,10 @@ def whole_number(value: Any, least: int) -> bool:
 def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any], served: Transport) -> list[str]:
     """What of a connector entry of a transport Spindle runs its runtime does not read."""
     said = [
-        f"'{key}' is in its transport config, where Spindle does not read it: move it into "
-        "the connector entry, beside 'transport'"
+        _knob(key, served)
+        if key in FILE_INPUT_KNOBS and served.each_step is not None
+        else f"'{key}' is in its transport config, where Spindle does not read it: move it "
+        "into the connector entry, beside 'transport'"
         for key in config
         if key in FLOW_CONTROL_KNOBS
     ]
@@ -211,19 +235,42 @@ def _ignored(entry: Mapping[str, Any], config: Mapping[str, Any], served: Transp
         for key, what in served.unheeded.items()
         if config.get(key) not in (None, False)
     ]
-    limit = entry.get("max_files_per_step")
-    if "max_files_per_step" in entry and not whole_number(limit, 1):
+    if served.each_step is not None:
+        said += [_knob(key, served) for key in entry if key in FILE_INPUT_KNOBS]
+    elif "max_files_per_step" in entry and not whole_number(entry["max_files_per_step"], 1):
+        limit = entry["max_files_per_step"]
         said.append(f"max_files_per_step is not a whole number above 0 (got {limit!r})")
     said += _unread(entry, accepted=ENTRY_KEYS, read=READ_KEYS, where="", cutoff=0.85)
     settings = {k: v for k, v in config.items() if k not in FLOW_CONTROL_KNOBS}
     known, where = served.known, " of its transport config"
     said += _unread(settings, accepted=known, read=known, where=where, cutoff=0.8)
-    fmt = entry.get("format")
+    return said + _unformatted(entry.get("format"), served)
+
+
+def _knob(key: str, served: Transport) -> str:
+    """A file input's knob (`FILE_INPUT_KNOBS`) on a transport that does not read it."""
+    return f"'{key}' {FILE_INPUT_KNOBS[key]}: {served.each_step}"
+
+
+def _unformatted(fmt: Any, served: Transport) -> list[str]:
+    """What of a connector's `format` its transport does not read: all of it (a Delta
+    transport's), an input's key on an output, a key Spindle does not read."""
+    if fmt is not None and served.unformatted is not None:
+        return [f"'format' is not read {served.unformatted}"]
     options = fmt.get("config") if isinstance(fmt, Mapping) else None
-    if isinstance(options, Mapping):  # hedaer: header (0.83 alike)
-        where = " of its format config"
-        said += _unread(options, accepted=FORMAT_KEYS, read=FORMAT_KEYS, where=where, cutoff=0.8)
-    return said
+    if not isinstance(options, Mapping):
+        return []
+    where, read = " of its format config", FORMAT_KEYS
+    said = []
+    if served.direction is Direction.OUTPUT:
+        read = OUTPUT_CONFIG_KEYS  # a typo of an input's key is not one to suggest
+        said = [
+            f"'{key}'{where} is read by file inputs only: {INPUT_ONLY_KEYS[key]}"
+            for key in options
+            if key in INPUT_ONLY_KEYS
+        ]
+    # hedaer: header (0.83 alike)
+    return said + _unread(options, accepted=FORMAT_KEYS, read=read, where=where, cutoff=0.8)
 
 
 def _unread(

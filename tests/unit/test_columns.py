@@ -219,3 +219,48 @@ def test_a_view_column_named_as_its_outputs_weight_is_refused(output: str) -> No
     parse_program(
         "create table t (k varchar);\ncreate view v as select k as weight from t;"
     ).refuse_unrunnable()
+
+
+INSERT_DELETE = {"name": "json", "config": {"update_format": "insert_delete"}}
+
+
+def weighed_view(*outputs: tuple[str, dict[str, object] | None]) -> str:
+    """A view with a column `weight` and one file output per (name, format)."""
+    connectors = json.dumps(
+        [
+            {"name": name, "transport": {"name": "file_output", "config": {"path": f"/{name}"}}}
+            | ({"format": fmt} if fmt is not None else {})
+            for name, fmt in outputs
+        ]
+    )
+    return (
+        "create table t (k varchar);\n"
+        f"create view totals with ('connectors' = '{connectors}') as\n"
+        "  select k, count(*) as weight from t group by k;"
+    )
+
+
+def test_the_weight_refusal_names_an_output_that_writes_the_column() -> None:
+    """It named the first output, an `insert_delete` one that writes no `weight` column."""
+    refused = refusal(parse_program(weighed_view(("feed", INSERT_DELETE), ("sink", None))))
+    assert refused.reason == "DuplicateColumn" and refused.details["connector"] == "sink"
+    assert refused.message.startswith(
+        "View 'totals' has a column named 'weight', the column its output connector 'sink' adds"
+    )
+
+
+def test_a_weight_column_is_refused_beside_insert_delete_outputs_too_saying_why() -> None:
+    """An `insert_delete` output writes no `weight` column, but each change reaches it with
+    one (`runtime.zsets.signed`, the engine's contents `withColumn("weight", ...)`), which it
+    reads to put the row under "insert" or "delete": the view's own column was taken for the
+    weight and left out of the rows, or its name made ambiguous. The message said the output
+    adds the column to each row it writes, which it does not."""
+    refused = refusal(parse_program(weighed_view(("feed", INSERT_DELETE))))
+    assert refused.reason == "DuplicateColumn" and refused.details["connector"] == "feed"
+    assert (
+        "the column each change reaches its output connector 'feed' with (+1 for a row "
+        'inserted, -1 for one deleted), which it writes as {"insert": row} or {"delete": row}: '
+        "the view's own column would be lost from the rows, or the write fail. Give the view's "
+        "column another name (... AS weight_1)"
+    ) in refused.message
+    assert (refused.details["line"], refused.details["column"]) == (3, 13)

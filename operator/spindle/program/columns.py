@@ -6,8 +6,9 @@ the driver with Spark's message at the view's first line. Here each view's query
 column reference that names no column of its sources is `UnknownColumn`, and one that names a
 column of two sources is `AmbiguousColumn`, at the reference's own line and column. A view's
 output column named as an earlier one is (`SELECT s.id, t.id`) is `DuplicateColumn`: Spark
-evaluates such a query, but a view's columns are stored and read by name. A UNION, INTERSECT
-or EXCEPT whose inputs select different numbers of columns is `ColumnCountMismatch`.
+evaluates such a query, but a view's columns are stored and read by name; so is a column
+named `weight` of a view with outputs, the column each change reaches them with. A UNION,
+INTERSECT or EXCEPT whose inputs select different numbers of columns is `ColumnCountMismatch`.
 
 The check only refuses what Spark would refuse too. Where it cannot know a scope's columns (a
 table function, `UNNEST`, a source whose columns it could not work out, a query sqlglot cannot
@@ -30,6 +31,7 @@ from sqlglot.schema import MappingSchema
 
 from spindle.program.column_lists import mismatch
 from spindle.program.dialect import DIALECT
+from spindle.program.formats import writes_weight
 from spindle.program.grouping import grouping_problem
 from spindle.program.model import Program, Unrunnable, View
 from spindle.program.ordinals import ordinal_problem
@@ -207,29 +209,42 @@ def _unstorable(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, 
 
 
 OUTPUT_WEIGHT = "weight"
-"""The column an output connector adds to each row it writes (+1 inserted, -1 deleted; in an
-`insert_delete` file it says which key the row goes under)."""
+"""The column an output connector adds to each row it writes (+1 inserted, -1 deleted), and
+the runtime to each change it hands an output: an `insert_delete` file output writes none, but
+reads it to put the row under `insert` or `delete`."""
 
 
 def _weighed(view: View, query: exp.Query) -> tuple[int, str, str, dict[str, object]] | None:
-    """A column named as the one the view's output connectors add: the output's writer would
-    fail on it (COLUMN_ALREADY_EXISTS, retried as if the location were unwritable), or replace
-    the view's values with the weights."""
+    """A column named as the one the view's outputs receive with each change: a writer of the
+    column would fail on it (COLUMN_ALREADY_EXISTS, retried as if the location were
+    unwritable), and every output, an `insert_delete` one too, would take the weights for the
+    view's values, or find the name ambiguous. The message names an output that writes the
+    column, if one does."""
     first = _first(query)
     if first is None or not view.connectors:
         return None
+    writer = next((c for c in view.connectors if writes_weight(c)), None)
+    output = (writer or view.connectors[0]).name
     for index, select in enumerate(first.selects):
         name = _named(select, index)
-        if name is not None and name.lower() == OUTPUT_WEIGHT:
-            output = view.connectors[0].name
-            return (
-                _start(select),
-                "DuplicateColumn",
-                f"View '{view.name}' has a column named '{name}', the column its output "
-                f"connector '{output}' adds to each row it writes (+1 for a row inserted, -1 for "
-                f"one deleted). Give the view's column another name (... AS {name}_1)",
-                {"view": view.name, "name": name, "connector": output},
-            )
+        if name is None or name.lower() != OUTPUT_WEIGHT:
+            continue
+        why = (
+            f"the column its output connector '{output}' adds to each row it writes (+1 for a "
+            "row inserted, -1 for one deleted)"
+            if writer is not None
+            else f"the column each change reaches its output connector '{output}' with (+1 "
+            'for a row inserted, -1 for one deleted), which it writes as {"insert": row} or '
+            '{"delete": row}: the view\'s own column would be lost from the rows, or the '
+            "write fail"
+        )
+        return (
+            _start(select),
+            "DuplicateColumn",
+            f"View '{view.name}' has a column named '{name}', {why}. Give the view's column "
+            f"another name (... AS {name}_1)",
+            {"view": view.name, "name": name, "connector": output},
+        )
     return None
 
 

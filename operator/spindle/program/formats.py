@@ -211,6 +211,17 @@ def output_update_format(connector: Connector) -> str | None:
     return str(update)
 
 
+def writes_weight(connector: Connector) -> bool:
+    """Whether an output connector writes a `weight` column: every one but a JSON file output
+    with `"update_format": "insert_delete"` (a refused format: as it would be fixed, alike)."""
+    if connector.transport != "file_output":
+        return True
+    try:
+        return output_update_format(connector) is None
+    except SpindleError:
+        return True
+
+
 def format_problems(relation: Table | View) -> list[Unrunnable]:
     """The format problems of a table's file inputs and a view's file outputs, located at the
     relation's declaration, so a wrong config fails `spindle plan`, not the first step. Not a

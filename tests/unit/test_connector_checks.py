@@ -102,6 +102,19 @@ REFUSED = [
         (1, 14),
     ),
     (table(entry(late_arrival_seconds=True)), "late_arrival_seconds must be a whole", (1, 14)),
+    # Hadoop read `file-2025-01-02T10` as a URI scheme: InternalError at the first step
+    (
+        view(entry("file_output", config={"path": "/data/out/file-2025-01-02T10:00"})),
+        "its location /data/out/file-2025-01-02T10:00 has a ':' in 'file-2025-01-02T10:00', "
+        "and Spark's file systems cannot write such a path (Hadoop reads what comes before a "
+        "':' as a URI scheme): use '-' or '_' instead of ':' ('file-2025-01-02T10-00').",
+        (2, 13),
+    ),
+    (
+        view(entry("file_output", config={"uri": "s3a://b/run:1/out"})),
+        "its location s3a://b/run:1/out has a ':' in 'run:1'",
+        (2, 13),
+    ),
     # a typo of a transport Spindle runs failed the first step, after approval
     (
         table(entry("file_inptu")),
@@ -132,6 +145,8 @@ def test_what_the_runtime_would_refuse_is_a_located_problem_of_the_program(
     assert said in problem.message and "connector 'f'" in problem.message
     assert (problem.details["line"], problem.details["column"]) == at
 
+
+COLON_FREE_PATHS = ("file:/data/out", "file:///data/out", "s3://b/out", "hdfs://nn:8020/out")
 
 WARNED = [
     (  # appends to a file were never read, or read whole again once it left the window
@@ -274,6 +289,12 @@ def test_a_file_inputs_keys_elsewhere_warn_saying_what_the_connector_does(
         table(entry(paused=True, max_batch_size=10, labels=["a"])),  # Feldera's keys
         view(entry("delta_table_output", config={"uri": "s3://b/o"})),
         table(entry(config={"path": "/data", "follow": False})),  # what Spindle does
+        # a ':' of a scheme or an authority; a Delta table's URI; an input's directory, whose
+        # files Hadoop is handed whole (the runtime refuses one named with a ':')
+        *(view(entry("file_output", config={"path": p})) for p in COLON_FREE_PATHS),
+        view(entry("delta_table_output", config={"uri": "s3://b/2025-01-02T10:00"})),
+        table(entry("delta_table_input", config={"uri": "file:/data/t:1"})),
+        table(entry(config={"path": "/data/in/2025-01-02T10:00"})),
     ],
 )
 def test_connectors_spindle_runs_parse_clean(sql: str) -> None:

@@ -1,8 +1,10 @@
 """What Spindle's runtime reads of a connector entry, checked when the program is parsed.
 
 A mistake the runtime would refuse at the first step (a transport Spindle does not run, such
-as Feldera's `kafka_input` or a typo, `file_inptu`; no `path`/`uri`; an output transport on a
-table or an input one on a view; a `late_arrival_seconds` that is not a whole number; a Feldera
+as Feldera's `kafka_input` or a typo, `file_inptu`; no `path`/`uri`; a `file_output` path with a
+':' in a segment, `/out/2025-01-02T10:00`, which Hadoop reads as a URI scheme (its glob of the
+directory failed the first step, an internal error); an output transport on a table or an input
+one on a view; a `late_arrival_seconds` that is not a whole number; a Feldera
 config key that would choose what is read or written otherwise than Spindle does) is a problem
 of the program: the spec's program is refused with it (`InvalidConnectors`, at its relation's
 line) at `diff`, `plan` and `apply`, while a checkpointed program that has it still reads, so a
@@ -18,6 +20,7 @@ instead: such programs ran.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +90,10 @@ class Transport:
     unformatted: str | None = None
     """By what transport a `format` is not read, and what it reads or writes instead (None: a
     file transport, whose `format` says how its files are read or written)."""
+    colons: str | None = None
+    """What the transport cannot do with a location that has a ':' in a segment of its path
+    (`colon_segment`), refused saying so; None: it can (a Delta table's URI, an input's
+    directory: the runtime refuses an input's file named with one, which it lists)."""
 
     @property
     def known(self) -> frozenset[str]:
@@ -143,7 +150,13 @@ TRANSPORTS: Mapping[str, Transport] = {
         each_step="a Delta input reads, in a step, every commit since the version it last read",
         unformatted="by a Delta input, which reads the Delta table's rows",
     ),
-    "file_output": Transport(Direction.OUTPUT, ("path", "uri"), each_step=_OUTPUT_STEP),
+    "file_output": Transport(
+        Direction.OUTPUT,
+        ("path", "uri"),
+        each_step=_OUTPUT_STEP,
+        colons="Spark's file systems cannot write such a path (Hadoop reads what comes before a "
+        "':' as a URI scheme)",
+    ),
     "delta_table_output": Transport(
         Direction.OUTPUT,
         ("uri", "path"),
@@ -172,6 +185,21 @@ _SERVES = {
 }
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(?=/)(//[^/]*)?")
+"""A location's URI scheme and authority (`s3a://bucket`, `file:`, `hdfs://host:8020`), which
+are not of its path."""
+
+
+def colon_segment(where: str) -> str | None:
+    """The first segment of a location's path that has a ':' (`2025-01-02T10:00` of
+    `s3a://b/out/2025-01-02T10:00`), or None. Hadoop's `Path` reads a segment's text before a
+    ':' as a URI scheme where it makes one path of a segment (a glob does, segment by segment:
+    `URISyntaxException: Relative path in absolute URI`)."""
+    scheme = _SCHEME.match(where)
+    path = where[scheme.end() :] if scheme else where
+    return next((segment for segment in path.split("/") if ":" in segment), None)
+
+
 def _near(key: str, known: frozenset[str] | tuple[str, ...], *, cutoff: float = 0.85) -> str | None:
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=cutoff)
     return close[0] if close else None
@@ -195,13 +223,21 @@ def entry_problems(
         return f"{label} uses '{name}', but {_SERVES[direction]}: use {runs}", ()
     config = transport.get("config")
     config = config if isinstance(config, Mapping) else {}
-    if not any(isinstance(config.get(k), str) and config.get(k) for k in served.location):
+    where = next((v for k in served.location if isinstance(v := config.get(k), str) and v), None)
+    if where is None:
         wanted = served.location[0]
         typo = next(
             (k for k in config if k not in served.location and _near(k, served.location)), None
         )
         found = f" (it has '{typo}': did you mean '{wanted}'?)" if typo else ""
         return f"{label}: transport '{name}' needs a non-empty '{wanted}' in its config{found}", ()
+    colon = None if served.colons is None else colon_segment(where)
+    if colon is not None:
+        return (
+            f"{label}: its location {where} has a ':' in '{colon}', and {served.colons}: use "
+            f"'-' or '_' instead of ':' ('{colon.replace(':', '-')}')",
+            (),
+        )
     unlike = next((k for k in served.unlike if config.get(k) is not None), None)
     if unlike is not None:
         return f"{label}: '{unlike}' in its transport config {served.unlike[unlike]}", ()

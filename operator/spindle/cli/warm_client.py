@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from spindle.local.warm import ServerFiles, alive, home_problem, is_server, version
+from spindle.local.warm import ServerFiles, alive, home_problem, version
 
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
     if state is None:
         return None
     pid = int(state["pid"])
-    if not is_server(pid):
+    if files.server_pid() is None:
         files.clear(pid=pid)
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -162,9 +162,9 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
         sock.settimeout(None)
     except (OSError, ValueError):
         sock.close()
-        if is_server(pid):  # running but not answering: it is not a server that can be used
-            os.kill(pid, signal.SIGKILL)
-            _wait_gone(pid, 10.0)
+        if files.server_pid() == pid:  # running, not answering (its socket removed): it
+            with contextlib.suppress(ProcessLookupError):  # is of no use; it ends after its
+                os.kill(pid, signal.SIGTERM)  # step, as `server stop` ends it
         files.clear(pid=pid)
         return None
     connection = Connection(sock, reader, pid, hello.get("busy"))
@@ -262,10 +262,9 @@ def request(files: ServerFiles, frame: dict[str, Any]) -> dict[str, Any] | None:
 def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
     """Stop the home's server (a command in progress ends first: a run finishes its step);
     its PID, or None when none ran. A server that refuses the request is sent SIGTERM."""
-    state = files.state()
-    if state is None or not is_server(int(state["pid"])):
+    pid = files.server_pid()
+    if pid is None:
         return None
-    pid = int(state["pid"])
     answer = None
     with contextlib.suppress(OSError, ValueError):
         answer = request(files, {"op": "stop"})

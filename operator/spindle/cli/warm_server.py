@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spindle.cli import served
-from spindle.local.warm import ServerFiles, version
+from spindle.local.warm import ServerFiles, started, version
 
 REQUEST_TIMEOUT = 30.0
 
@@ -75,6 +75,7 @@ class Server:
             "socket": self.files.socket_path(),
             "version": self.version,
             "started": self.started,
+            "process": started(os.getpid()),
             "idleTimeout": self.idle_timeout,
             "log": str(self.files.log_path),
         }

@@ -141,11 +141,25 @@ class ServerFiles:
             return None
 
     def state(self) -> dict[str, Any] | None:
+        """The server's `server.json`: None when there is none, or none this Spindle reads
+        (another version's layout, edited by hand: a `KeyError` traceback on every command,
+        `local server stop` too)."""
         try:
-            state: dict[str, Any] = json.loads(_read(os.path.join(self._directory, "server.json")))
+            state = json.loads(_read(os.path.join(self._directory, "server.json")))
         except (OSError, ValueError):
             return None
-        return state
+        if not isinstance(state, dict) or not isinstance(state.get("socket"), str):
+            return None
+        return state if type(state.get("pid")) is int else None
+
+    def server_pid(self) -> int | None:
+        """The PID of this home's running server, as its state names it; None when none runs
+        (the state names a process that ended, or one that took its PID since)."""
+        state = self.state()
+        if state is None:
+            return None
+        pid: int = state["pid"]
+        return pid if is_server(pid, home=self.home, process=state.get("process")) else None
 
     def save_state(self, state: dict[str, Any]) -> None:
         temp = os.path.join(self._directory, ".server.json.tmp")
@@ -175,16 +189,21 @@ def alive(pid: int) -> bool:
     return _state_of(pid) != "Z"
 
 
-def is_server(pid: int) -> bool:
-    """Whether `pid` runs and is a warm server (not another process that took a dead
-    server's PID)."""
+def is_server(pid: int, *, home: str, process: str | None = None) -> bool:
+    """Whether `pid` runs and is the warm server of `home`: not another process that took a
+    dead server's PID (`process`, when its state recorded it: when it started, `started`),
+    nor another home's server. A stale state made a command SIGKILL another home's server."""
     if not alive(pid):
+        return False
+    now = started(pid)
+    if process is not None and now is not None and now != process:
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"spindle.cli.warm_server" in cmdline.read()
+            arguments = cmdline.read().split(b"\0")
     except OSError:
         return True  # no /proc to tell: trust the PID
+    return b"spindle.cli.warm_server" in arguments and os.fsencode(home) in arguments
 
 
 def started(pid: int) -> str | None:

@@ -1,0 +1,74 @@
+"""Which process a home's `server.json` names as its warm server: a stale or foreign state
+must never make a command signal a process that is not this home's server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spindle.cli.warm_client import connect, stop
+from spindle.local.warm import ServerFiles, started
+
+
+@pytest.fixture
+def impostor(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process whose command line looks like another home's warm server."""
+    other = tmp_path / "other-home"
+    code = "import time; time.sleep(120)"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "spindle.cli.warm_server", "--home", str(other)]
+    )
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _state(files: ServerFiles, **state: object) -> None:
+    directory = Path(files.home) / "server"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "server.json").write_text(json.dumps(state))
+
+
+def test_a_stale_state_naming_another_homes_server_signals_nothing(
+    tmp_path: Path, impostor: subprocess.Popen[bytes]
+) -> None:
+    """A `server.json` left by a crash named a PID that another home's server had since: any
+    command SIGKILLed that server, mid-step."""
+    files = ServerFiles(tmp_path / "home")
+    _state(files, pid=impostor.pid, socket=str(tmp_path / "gone.sock"))
+    assert files.server_pid() is None
+    assert connect(files) is None and stop(files) is None
+    assert impostor.poll() is None  # still running
+    assert files.state() is None  # the stale state is cleared
+
+
+def test_a_state_of_another_process_start_is_not_the_server(
+    tmp_path: Path, impostor: subprocess.Popen[bytes]
+) -> None:
+    """The PID and home match, the process's start does not: the PID was reused."""
+    home = tmp_path / "other-home"
+    files = ServerFiles(home)
+    _state(files, pid=impostor.pid, socket="s", process=started(impostor.pid))
+    assert files.server_pid() == impostor.pid
+    _state(files, pid=impostor.pid, socket="s", process="1")
+    assert files.server_pid() is None
+
+
+@pytest.mark.parametrize("written", [[], {"socket": "s"}, {"pid": "12", "socket": "s"}, 7])
+def test_a_state_this_spindle_does_not_read_is_no_server(tmp_path: Path, written: object) -> None:
+    """Valid JSON of another shape ended every local command, `server stop` too, in a
+    KeyError or TypeError traceback."""
+    files = ServerFiles(tmp_path / "home")
+    directory = Path(files.home) / "server"
+    directory.mkdir(parents=True)
+    (directory / "server.json").write_text(json.dumps(written))
+    assert files.state() is None and files.server_pid() is None
+    assert connect(files) is None and stop(files) is None

@@ -1183,3 +1183,75 @@ def test_a_table_removed_and_added_again_does_not_ingest_its_old_inserts_again(
     write_batch(pipeline.runtime.store.objects, "u", [{"id": 3}])
     pipeline.step()
     assert pipeline.rows("u") == Counter({(3,): 1})
+
+
+def test_file_outputs_write_each_value_whole_and_replace_only_their_own_files(
+    tmp_path: Path, spark: Any
+) -> None:
+    """JSON and CSV outputs wrote timestamps to the millisecond (`.123456` as `.123`), a JSON
+    output left NULL fields out (a row of NULLs was `{"insert":{}}`, which an `insert_delete`
+    input refuses), a view's own `__n` column was overwritten by a counter, and a bootstrap's
+    `replace` deleted every file under the output's directory, a consumer's own too."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    outputs = [
+        {**file_output(out / "rows"), "name": "rows"},
+        {
+            **file_output(out / "feldera"),
+            "name": "feldera",
+            "format": {"name": "json", "config": {"update_format": "insert_delete"}},
+        },
+        {**file_output(out / "csv"), "name": "csv", "format": {"name": "csv"}},
+    ]
+    sql = (
+        f"create table t (id int, s varchar, ts timestamp) with ('materialized' = 'true', "
+        f"'connectors' = '{connectors(file_input('in', inbox))}');\n"
+        f"create materialized view v with ('connectors' = '{connectors(*outputs)}') "
+        "as select id, s, ts, id * 100 as __n from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    for kept in ("rows/README.txt", "rows/archive/00000001-changes-0.jsonl"):
+        (out / kept).parent.mkdir(parents=True, exist_ok=True)
+        (out / kept).write_text("the consumer's\n")
+    rows = [{"id": 1, "s": None, "ts": "2025-01-02T10:00:00.123456"}, {"id": None}]
+    write_lines(inbox / "1.json", rows, mtime=1_000_000)
+    pipeline.step()
+
+    def lines(name: str) -> list[Any]:
+        [written] = (out / name).glob("00000001-changes-*")
+        return sorted((json.loads(line) for line in written.open()), key=json.dumps)
+
+    stamp = "2025-01-02T10:00:00.123456Z"
+    nulls = {"id": None, "s": None, "ts": None, "__n": None}
+    assert lines("rows") == sorted(
+        [{"id": 1, "s": None, "ts": stamp, "__n": 100, "weight": 1}, {**nulls, "weight": 1}],
+        key=json.dumps,
+    )
+    assert {"insert": nulls} in lines("feldera")
+    [written] = (out / "csv").glob("00000001-changes-*.csv")
+    with written.open(newline="") as readable:
+        assert ["1", "", stamp, "100", "1"] in list(csv.reader(readable))
+
+    pipeline.bootstrap(pipeline.program.text.replace("id * 100", "id * 10"))
+    left = sorted(p.relative_to(out / "rows").as_posix() for p in (out / "rows").rglob("[!.]*.*"))
+    assert left == ["00000002-snapshot-0.jsonl", "README.txt", "archive/00000001-changes-0.jsonl"]
+
+
+def test_relative_connector_paths_are_read_and_written_where_the_command_runs(
+    tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served command (`spindle local run` through the warm server) runs in the client's
+    directory, its Spark in the one the server started in: a relative output's changes were
+    written there, listed here, and lost, with the step committed."""
+    monkeypatch.chdir(tmp_path)  # the session's Spark runs in the repository's root
+    sql = (
+        f"create table t (id int) with "
+        f"('connectors' = '{connectors(file_input('in', Path('in')))}');\n"
+        f"create materialized view v with "
+        f"('connectors' = '{connectors(file_output(Path('out')))}') as select id from t;"
+    )
+    pipeline = Pipeline(spark, tmp_path, sql)
+    write_lines(tmp_path / "in" / "1.json", [{"id": 1}], mtime=1_000_000)
+    pipeline.step()
+    write_lines(tmp_path / "in" / "2.json", [{"id": 2}], mtime=1_000_100)
+    pipeline.step()
+    assert pipeline.changes(tmp_path / "out") == Counter({(1,): 1, (2,): 1})

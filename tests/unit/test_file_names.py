@@ -3,6 +3,8 @@ decides which connector or relation an error blames, so every spelling must agre
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spindle.runtime.semantics import decoded_path
@@ -54,3 +56,22 @@ def test_a_file_spark_names_is_decoded_only_when_it_is_url_encoded(
     named: str, written: str
 ) -> None:
     assert decoded_path(named) == written
+
+
+def test_a_relative_location_reaches_spark_from_where_the_command_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served command's Spark runs in the directory its server started in: a relative
+    output path's files were written there, listed here, and lost. Offsets that named files
+    under the relative location name them as they are listed now."""
+    from spindle.runtime.storage import listed_name, spark_uri
+
+    monkeypatch.chdir(tmp_path)
+    for written in ("out", "./out", "file:out"):
+        assert spark_uri(written) == f"file:{tmp_path}/out"
+    for absolute in ("/data/out", "file:/data/out", "file:///data/out", "s3a://b/out"):
+        assert spark_uri(absolute) == absolute
+    assert spark_uri("s3://b/out") == "s3a://b/out"
+    assert listed_name("file:in/a.json") == f"file:{tmp_path}/in/a.json"
+    for name in ("file:/in/a.json", "s3a://b/in/a.json"):
+        assert listed_name(name) == name

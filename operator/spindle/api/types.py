@@ -311,9 +311,10 @@ class OutputsSpec(_Model):
         alias="onBootstrap",
         pattern="^(replace|append|silent)$",
         description="What bootstrapping does to the outputs of new and modified views: "
-        "'replace' their contents atomically (outputs Spindle owns: Delta tables, file "
-        "directories), 'append' the full contents as Feldera does, or 'silent': write nothing "
-        "to them (Feldera's silent_bootstrap; later steps emit changes as usual).",
+        "'replace' their contents (a Delta table in one commit; a file output's directory: "
+        "a snapshot written, then the change files before it deleted), 'append' the full "
+        "contents as Feldera does, or 'silent': write nothing to them (Feldera's "
+        "silent_bootstrap; later steps emit changes as usual).",
     )
 
 

@@ -29,6 +29,7 @@ that does not exist) is `OutputUnwritable`, naming the connector, the location a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import functools
 import json
@@ -58,6 +59,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spindle.checkpoint.blobs import place
 from spindle.errors import SpindleError
 from spindle.program import Connector
 from spindle.program.formats import (
@@ -82,6 +84,13 @@ ORDER = "__o"
 then deletes before inserts). Tables with a primary key apply a key's changes in this order."""
 _FILE_BITS = 40
 """ORDER is `file index << 40 | position in the file`: up to 2^40 records per file."""
+
+
+def _file_offset(stored: Any) -> file_offsets.FileOffset:
+    """A stored file input offset, its files named as they are listed now
+    (`storage.listed_name`)."""
+    offset = file_offsets.FileOffset.parse(stored)
+    return dataclasses.replace(offset, seen=frozenset(map(storage.listed_name, offset.seen)))
 
 
 def _location(connector: Connector) -> str:
@@ -160,7 +169,7 @@ class FileInput:
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         now = int(time.time() * 1000)
         files, after = file_offsets.plan(
-            file_offsets.FileOffset.parse(offset),
+            _file_offset(offset),
             self._listed(spark),
             window=self.late_ms,
             limit=self.max_files,
@@ -188,8 +197,8 @@ class FileInput:
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         files = file_offsets.between(
-            file_offsets.FileOffset.parse(before),
-            file_offsets.FileOffset.parse(wanted),
+            _file_offset(before),
+            _file_offset(wanted),
             self._listed(spark),
             window=self.late_ms,
         )
@@ -422,6 +431,18 @@ Spark's default escape is a backslash: a doubled quote was read as two quotes, a
 was written as a backslash and a quote, which other readers split the field at."""
 CSV_VERBATIM = {"ignoreLeadingWhiteSpace": "false", "ignoreTrailingWhiteSpace": "false"}
 """Spark's CSV writer trims values by default: `'  spaced  '` was written `spaced`."""
+
+
+TIMESTAMPS_WRITTEN = {
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+"""Timestamps as JSON and CSV outputs write them, to the microsecond Spark keeps (its default
+wrote milliseconds: `.123456` came out `.123`)."""
+JSON_WRITTEN = {"ignoreNullFields": "false", **TIMESTAMPS_WRITTEN}
+
+WRITTEN = re.compile(rf"[0-9]{{8}}-(changes|snapshot)-[0-9]+\.({'|'.join(EXTENSIONS.values())})")
+"""The names of the files a file output writes (`<sequence>-<changes|snapshot>-<n>.<ext>`)."""
 
 
 CORRUPT = "__corrupt"
@@ -998,14 +1019,19 @@ class FileOutput:
     """None: each line is a row and its `weight`; `insert_delete`: `{"insert": row}` or
     `{"delete": row}` (JSON only, `program.formats.output_update_format`)."""
 
-    def _shaped(self, frame: DataFrame) -> DataFrame:
+    def _lines(self, frame: DataFrame) -> DataFrame:
+        """A JSON output's changes as its lines: `{..., "weight": 1}`, or Feldera's
+        `{"insert": {...}}` / `{"delete": {...}}`, each NULL written as `null` (Spark's JSON
+        writer left NULL fields out: a row of NULLs was `{"insert":{}}`, which an
+        `insert_delete` input refuses)."""
         if self.update_format != "insert_delete":
-            return frame
+            return frame.select(F.to_json(F.struct(*frame.columns), JSON_WRITTEN).alias("value"))
         row = F.struct(*[column(c) for c in frame.columns if c != "weight"])
-        weight = column("weight")
-        return frame.select(
-            F.when(weight > 0, row).alias("insert"), F.when(weight < 0, row).alias("delete")
-        )
+        as_json = {
+            key: F.to_json(F.struct(row.alias(key)), JSON_WRITTEN) for key in ("insert", "delete")
+        }
+        line = F.when(column("weight") > 0, as_json["insert"]).otherwise(as_json["delete"])
+        return frame.select(line.alias("value"))
 
     def _write(self, spark: SparkSession, frame: DataFrame, *, sequence: int, tag: str) -> None:
         staging = storage.join(self.path, "_spindle_staging", f"{sequence:08d}-{tag}")
@@ -1015,10 +1041,13 @@ class FileOutput:
             # by a key (Feldera, a Spindle table with a PRIMARY KEY) kept an update's new row
             # only where its -1 happened to come first (69 of 200 updated keys lost, measured)
             ordered = frame.coalesce(1).sortWithinPartitions(column("weight"))
-            writer = self._shaped(ordered).write.mode("overwrite").format(self.format)
-            if self.format == "csv":
-                writer = writer.options(**CSV_QUOTING, **CSV_VERBATIM)
-            writer.option("header", "true").save(staging)
+            if self.format == "json":
+                ordered.transform(self._lines).write.mode("overwrite").text(staging)
+            else:
+                writer = ordered.write.mode("overwrite").format(self.format)
+                if self.format == "csv":
+                    writer = writer.options(**CSV_QUOTING, **CSV_VERBATIM, **TIMESTAMPS_WRITTEN)
+                writer.option("header", "true").save(staging)
             parts = [f for f in storage.list_files(spark, staging) if "/part-" in f]
             for index, part in enumerate(parts):
                 target = storage.join(
@@ -1054,13 +1083,24 @@ class FileOutput:
         return None
 
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None:
+        """Write `contents` as a snapshot, then delete the files Spindle wrote here before
+        (`WRITTEN`): only those, directly in the directory. Every file under it went, a
+        consumer's own and, for an output path above the pipeline's storage, its checkpoints.
+        A consumer that lists the directory between the two sees both."""
         with _refused("write", self.connector, self.path):
-            old = storage.list_files(spark, self.path)
+            old = [f for f in storage.list_files(spark, self.path) if self._wrote(f)]
             self._write(spark, contents, sequence=sequence, tag="snapshot")
             keep = f"{sequence:08d}-snapshot-"
             for file in old:
                 if keep not in file:
                     storage.delete(spark, file)
+
+    def _wrote(self, file: str) -> bool:
+        """Whether `file` is one Spindle writes directly in the output's directory."""
+        directory, _, name = file.rpartition("/")
+        return place(directory) == place(self.path) and bool(
+            WRITTEN.fullmatch(name)
+        )
 
 
 CLOCK_SKEW = datetime.timedelta(minutes=10)

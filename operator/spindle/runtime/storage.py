@@ -14,12 +14,27 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from spindle.checkpoint.blobs import local_path, place
+from spindle.checkpoint.blobs import local_path, place, relative
 from spindle.runtime import semantics
 
 
 def spark_uri(uri: str) -> str:
-    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+    """`uri` as Spark is given it: `s3a://` for `s3://`, and a relative local path made
+    absolute from this process's working directory. A served command's Spark runs in the
+    directory its server started in, not the client's: a relative output's files were
+    written there and lost (`cli.warm_server`)."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri[len("s3://") :]
+    local = local_path(uri)
+    return f"file:{local}" if local is not None and relative(uri) else uri
+
+
+def listed_name(name: str) -> str:
+    """A file's name as listed now, of one listed under a relative location before it was
+    made absolute (`spark_uri`): `file:in/a.json` is `file:<working directory>/in/a.json`."""
+    if name.startswith("file:") and not name.startswith("file:/"):
+        return f"file:{os.path.abspath(name[len('file:') :])}"
+    return name
 
 
 def join(uri: str, *parts: str) -> str:

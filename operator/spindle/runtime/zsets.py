@@ -112,10 +112,10 @@ def signed(frame: DataFrame) -> DataFrame:
     """A consolidated change as the rows outputs receive: each row |weight| times, with `weight`
     +1 (inserted) or -1 (deleted)."""
     names = [c for c in frame.columns if c != WEIGHT]
-    repeated = frame.withColumn(
-        "__n", F.explode(F.sequence(F.lit(1), F.abs(column(WEIGHT))))
-    ).withColumn("weight", F.signum(column(WEIGHT)).cast("int"))
-    return repeated.select(*[column(c) for c in names], column("weight"))
+    weight = column(WEIGHT)
+    # no helper column: a view's own `__n` was overwritten by the explode's counter
+    signs = F.array_repeat(F.signum(weight).cast("int"), F.abs(weight).cast("int"))
+    return frame.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
 
 
 def union(frames: Iterable[DataFrame]) -> DataFrame:

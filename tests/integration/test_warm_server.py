@@ -47,6 +47,13 @@ def server_pid(home: Path) -> int | None:
     return int(state["pid"]) if state else None
 
 
+def served_command(home: Path) -> list[str] | None:
+    """The command the home's server runs now (`local server status`)."""
+    out, _ = call(home, "local", "server", "status", "--json")
+    command: list[str] | None = json.loads(out)["command"]
+    return command
+
+
 def wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 300
     while alive(pid) and time.monotonic() < deadline:
@@ -120,6 +127,21 @@ def test_commands_share_one_server_per_home_and_a_dead_one_is_replaced(
     assert status["uptimeSeconds"] >= 0 and status["command"] is None
     out, _ = call(first, "local", "server", "status")
     assert f"PID {pid}" in out and "MiB" in out
+
+    # Ctrl-C cancels a served query at once, its Spark jobs with it: the query went on,
+    # holding the server, and a second Ctrl-C left it running there
+    crossed = ", ".join(f"events e{n}" for n in range(5))  # 200^5 rows to count
+    asked = spindle(first, "query", "crash", f"SELECT count(*) AS n FROM {crossed}")
+    deadline = time.monotonic() + 300
+    while served_command(first) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert served_command(first) is not None
+    asked.send_signal(signal.SIGINT)
+    assert asked.wait(timeout=60) == 130
+    deadline = time.monotonic() + 120
+    while served_command(first) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert served_command(first) is None, "the server still runs the query"
 
     _, err = call(second, "query", "crash", "SELECT count(*) AS n FROM events", expect=1)
     assert "CheckpointNotFound" in err  # an error inside the server reaches the client as such

@@ -51,7 +51,9 @@ class FakeConnection:
     pid = 0
 
     def __init__(self, frames: list[dict[str, Any]], busy: list[str] | None = None) -> None:
-        self.busy = busy
+        from spindle.local.warm import version
+
+        self.busy, self.version = busy, version()
         self.frames: Iterator[dict[str, Any]] = iter(frames)
         self.sent: list[dict[str, Any]] = []
         self.closed = False
@@ -247,6 +249,24 @@ def test_a_command_without_spark_runs_here_while_the_server_is_busy(
     assert warm_client.route(["query", "grades", "select 1", "--home", str(home)]) == 0
     assert connection.sent[0]["argv"][0] == "query"  # Spark: it waits, and says so
     assert "waiting for the server, which runs `spindle local run grades" in capsys.readouterr().err
+
+
+def test_a_command_without_spark_never_replaces_a_server_of_another_version(
+    home: Path, served: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an upgrade (or with two installs sharing a home), `local status` replaced the
+    older server, stopping another terminal's run after its step, and waited for it."""
+    connection = FakeConnection([{"exit": 0}])
+    connection.version = "0.0.1+older"
+    asked: list[bool] = []
+
+    def connect(*_: Any, replace: bool = True) -> FakeConnection | None:
+        asked.append(replace)
+        return connection
+
+    monkeypatch.setattr(warm_client, "connect", connect)
+    assert warm_client.route(["local", "status", "grades", "--home", str(home)]) is None
+    assert asked == [False] and connection.closed and connection.sent == []
 
 
 # -- exit statuses, the home, damaged local files, and a failure said once -----------------------

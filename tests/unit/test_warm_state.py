@@ -4,7 +4,6 @@ must never make a command signal a process that is not this home's server."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -72,3 +71,42 @@ def test_a_state_this_spindle_does_not_read_is_no_server(tmp_path: Path, written
     (directory / "server.json").write_text(json.dumps(written))
     assert files.state() is None and files.server_pid() is None
     assert connect(files) is None and stop(files) is None
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "closes before reading the request",
+        "closes after reading it",
+        "dies in the middle of a frame",
+        "resets the connection",
+    ],
+)
+def test_a_connection_the_server_breaks_is_server_crashed(tmp_path: Path, server: str) -> None:
+    """A socket's BrokenPipeError was taken for stdout's reader leaving (exit 141, nothing
+    said); a reset or a frame cut short ended in a traceback."""
+    import socket
+    import struct
+    import threading
+
+    from spindle.cli.warm_client import Connection, ServerError, _relay
+
+    ours, theirs = socket.socketpair()
+
+    def serve() -> None:
+        if server != "closes before reading the request":
+            theirs.recv(1 << 20)
+        if server == "dies in the middle of a frame":
+            theirs.sendall(b'{"out": "first line\\n"}\n{"out": "| 1 | Alice | 97.0')
+        if server == "resets the connection":
+            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        theirs.close()
+
+    if server == "closes before reading the request":
+        serve()
+    else:
+        threading.Thread(target=serve, daemon=True).start()
+    connection = Connection(ours, ours.makefile("r", encoding="utf-8"), pid=4242)
+    with pytest.raises(ServerError) as crashed:
+        _relay(connection, ServerFiles(tmp_path), ["query", "p", "select 1"], 60.0, cwd="/")
+    assert crashed.value.reason == "ServerCrashed" and "PID 4242" in crashed.value.message

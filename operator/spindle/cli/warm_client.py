@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from spindle.local.warm import ServerFiles, alive, home_problem, version
+from spindle.local.warm import ServerFiles, alive, home_problem, runs, version
 
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
@@ -103,25 +103,44 @@ def _wanted(argv: Sequence[str]) -> tuple[bool, bool]:
     return action in ("apply", "status", "approve", "execute"), False
 
 
+class ConnectionBroken(ConnectionError):
+    """The server broke the connection: it closed, died or was killed, mid-frame too (not a
+    `BrokenPipeError`, which says stdout's reader left)."""
+
+
 class Connection:
     """An open, greeted connection to a home's server (a plain class: `dataclasses` alone
     would add a third to the client's start-up)."""
 
     def __init__(
-        self, sock: socket.socket, reader: Any, pid: int, busy: list[str] | None = None
+        self,
+        sock: socket.socket,
+        reader: Any,
+        pid: int,
+        busy: list[str] | None = None,
+        version: str | None = None,
     ) -> None:
         self.sock, self.reader, self.pid = sock, reader, pid
         self.busy = busy
         """The command the server was running when it greeted, if any."""
+        self.version = version
+        """The Spindle version the server runs."""
 
     def send(self, frame: dict[str, Any]) -> None:
-        self.sock.sendall((json.dumps(frame) + "\n").encode())
+        try:
+            self.sock.sendall((json.dumps(frame) + "\n").encode())
+        except OSError as error:
+            raise ConnectionBroken(str(error)) from error
 
     def receive(self) -> dict[str, Any] | None:
-        line = self.reader.readline()
-        if not line:
-            return None
-        frame: dict[str, Any] = json.loads(line)
+        """The server's next frame; None when it closed the connection between frames."""
+        try:
+            line = self.reader.readline()
+            if not line:
+                return None
+            frame: dict[str, Any] = json.loads(line)
+        except (OSError, ValueError) as error:  # reset, or a frame cut short
+            raise ConnectionBroken(str(error)) from error
         return frame
 
     def close(self) -> None:
@@ -167,7 +186,7 @@ def connect(files: ServerFiles, *, replace: bool = True) -> Connection | None:
                 os.kill(pid, signal.SIGTERM)  # step, as `server stop` ends it
         files.clear(pid=pid)
         return None
-    connection = Connection(sock, reader, pid, hello.get("busy"))
+    connection = Connection(sock, reader, pid, hello.get("busy"), hello.get("version"))
     if hello.get("version") != version() and replace:
         connection.close()
         _say(
@@ -291,6 +310,32 @@ def _columns() -> int:
 def _relay(
     connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float, *, cwd: str
 ) -> int:
+    """Run `argv` on the server and relay its output: the command's exit code, or -1 when the
+    server was stopping (the caller waits for it to end, and starts the next). A connection
+    the server broke (it closed, died or was killed, mid-frame too) is `ServerCrashed`: a
+    socket's `BrokenPipeError` was taken for stdout's reader leaving (exit 141, nothing
+    said), and a reset or a cut frame ended in a traceback."""
+    try:
+        return _relayed(connection, files, argv, idle, cwd=cwd)
+    except ConnectionBroken:
+        raise _crashed(files, connection.pid) from None
+    finally:
+        connection.close()
+
+
+def _crashed(files: ServerFiles, pid: int) -> ServerError:
+    return ServerError(
+        "ServerCrashed",
+        f"The Spark server for {files.home} (PID {pid}) ended during the command. "
+        "Run the command again: a new server starts, and a run resumes from the last "
+        "checkpoint (a step that did not commit is undone and redone, exactly once). Its log "
+        f"is {files.log_path}.",
+    )
+
+
+def _relayed(
+    connection: Connection, files: ServerFiles, argv: Sequence[str], idle: float, *, cwd: str
+) -> int:
     connection.send(
         {
             "op": "run",
@@ -306,12 +351,12 @@ def _relay(
     asked: list[int] = []
 
     def ask_stop(signum: int, _: object) -> None:
-        if asked:  # a second Ctrl-C: leave at once (the server finishes the step alone)
-            raise KeyboardInterrupt
-        asked.append(signum)
-        _say("stopping: a step in progress is committed first (Ctrl-C again to leave now)")
         with contextlib.suppress(OSError):
             connection.send({"op": "stop"})
+        if asked or not runs(list(argv)):  # the server cancels another command at once; a
+            raise KeyboardInterrupt  # second Ctrl-C leaves a run (it finishes the step alone)
+        asked.append(signum)
+        _say("stopping: a step in progress is committed first (Ctrl-C again to leave now)")
 
     previous = {s: signal.signal(s, ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -331,14 +376,7 @@ def _relay(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        connection.close()
-    raise ServerError(
-        "ServerCrashed",
-        f"The Spark server for {files.home} (PID {connection.pid}) ended during the command. "
-        "Run the command again: a new server starts, and a run resumes from the last "
-        "checkpoint (a step that did not commit is undone and redone, exactly once). Its log "
-        f"is {files.log_path}.",
-    )
+    raise _crashed(files, connection.pid)
 
 
 def _report(error: ServerError, argv: Sequence[str]) -> int:
@@ -380,7 +418,12 @@ def route(argv: Sequence[str]) -> int | None:
     files = ServerFiles(home)
     try:
         for _ in range(3):
-            connection = connect(files)
+            # a command that needs no Spark never replaces a server of another version (an
+            # upgrade; two installs sharing a home): it stopped another terminal's run
+            connection = connect(files, replace=needs_spark)
+            if connection is not None and connection.version != version():
+                connection.close()
+                return None  # here: no Spark needed (one that does replaced it)
             if connection is None:
                 if not needs_spark or not _names_a_pipeline(home, argv):
                     return None  # here: no Spark needed, or `PipelineNotFound` without one

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spindle.cli import served
-from spindle.local.warm import ServerFiles, started, version
+from spindle.local.warm import ServerFiles, runs, started, version
 
 REQUEST_TIMEOUT = 30.0
 
@@ -91,6 +91,13 @@ class Server:
 
     # one connection ---------------------------------------------------------------------------
 
+    def attend(self, conn: socket.socket) -> None:
+        """Handle a connection the loop counted (`waiting`) when it accepted it."""
+        try:
+            self.handle(conn)
+        finally:
+            self.count(-1)
+
     def handle(self, conn: socket.socket) -> None:
         sending = threading.Lock()
         gone = threading.Event()
@@ -119,7 +126,7 @@ class Server:
                 return
             op = request.get("op")
             if op == "status":
-                send({**self.state(), "command": self.command, "waiting": self.waiting})
+                send({**self.state(), "command": self.command, "waiting": self.waiting - 1})
             elif op == "stop":
                 self.shut_down()
                 send({"stopping": True})
@@ -139,34 +146,41 @@ class Server:
     def serve(self, request: dict[str, Any], send: Any, reader: Any, gone: threading.Event) -> None:
         stop = threading.Event()
 
-        def watch() -> None:  # the client's Ctrl-C or SIGTERM, or its departure, stops a run
+        def stopped() -> None:
+            """The client's Ctrl-C or SIGTERM, or its departure: a run stops after its step;
+            another command (a query, a preview) is cancelled, its Spark jobs with it (a
+            query went on, holding the server, after its client had left)."""
+            stop.set()
+            if self.stop_command is stop and not runs(request["argv"]):
+                from spindle.runtime.session import cancel_shared
+
+                with contextlib.suppress(Exception):  # no context yet, or it is stopping
+                    cancel_shared()
+
+        def watch() -> None:
             for line in reader:
                 with contextlib.suppress(ValueError):
                     if json.loads(line).get("op") == "stop":
-                        stop.set()
+                        stopped()
             gone.set()
-            stop.set()
+            stopped()
 
         threading.Thread(target=watch, daemon=True).start()
-        self.count(+1)
-        try:
-            with self.lock:
-                if self.exiting.is_set():
-                    send({"retry": True})
-                    return
-                if stop.is_set():  # its client stopped it, or left, while it waited its turn
-                    send({"exit": 130})
-                    return
-                self.idle_timeout = float(request.get("idle_timeout", self.idle_timeout))
-                self.command, self.stop_command = list(request["argv"]), stop
-                try:
-                    code = self.run(request, send, stop)
-                finally:
-                    self.command, self.stop_command = None, None
-                    self.last_active = time.monotonic()
-            send({"exit": code})
-        finally:
-            self.count(-1)
+        with self.lock:
+            if self.exiting.is_set():
+                send({"retry": True})
+                return
+            if stop.is_set():  # its client stopped it, or left, while it waited its turn
+                send({"exit": 130})
+                return
+            self.idle_timeout = float(request.get("idle_timeout", self.idle_timeout))
+            self.command, self.stop_command = list(request["argv"]), stop
+            try:
+                code = self.run(request, send, stop)
+            finally:
+                self.command, self.stop_command = None, None
+                self.last_active = time.monotonic()
+        send({"exit": code})
 
     def count(self, change: int) -> None:
         with self.counting:
@@ -182,13 +196,14 @@ class Server:
         os.environ["COLUMNS"] = str(request.get("columns", 80))
         token = served.STOP.set(stop)
         try:
-            os.chdir(request["cwd"])
             sys.stdout = Relay(send, "out", tty=bool(request["tty"]["out"]))
             sys.stderr = Relay(send, "err", tty=bool(request["tty"]["err"]))
+            os.chdir(request["cwd"])
             return run_here(request["argv"])
         except SystemExit as exit:  # argparse's usage errors
             return exit.code if isinstance(exit.code, int) else 2
-        except BaseException:
+        except BaseException:  # to the client, which saw nothing (SPINDLE_DEBUG's traceback)
+            traceback.print_exc(file=sys.stderr)
             traceback.print_exc(file=streams[1])
             return 2
         finally:
@@ -230,7 +245,10 @@ def serve(*, home: Path, idle_timeout: float) -> None:
             except TimeoutError:
                 continue
             server.last_active = time.monotonic()  # not idle while a new client is greeted
-            threading.Thread(target=server.handle, args=(conn,), daemon=True).start()
+            # counted here, not in its thread: the loop could end before the thread counted
+            # it, and the server's exit cut the client off mid-command
+            server.count(+1)
+            threading.Thread(target=server.attend, args=(conn,), daemon=True).start()
     finally:
         files.clear(pid=os.getpid())
         listener.close()

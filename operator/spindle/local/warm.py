@@ -178,6 +178,12 @@ class ServerFiles:
             os.unlink(os.path.join(self._directory, "server.json"))
 
 
+def runs(argv: list[str]) -> bool:
+    """Whether a served command line is a run, which a stop ends after its step; a stop
+    cancels any other command at once."""
+    return argv[:2] == ["local", "run"]
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` runs: it exists and is not a zombie (an exited child nobody reaped)."""
     try:

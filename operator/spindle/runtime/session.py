@@ -247,6 +247,13 @@ def stop_shared() -> None:
         _SHARED.base = None
 
 
+def cancel_shared() -> None:
+    """Cancel the Spark jobs running on the shared SparkContext (the server runs one command
+    at a time: they are that command's)."""
+    if _SHARED.base is not None:
+        _SHARED.base.sparkContext.cancelAllJobs()
+
+
 def _shared_session(builder: SparkSession.Builder, settings: dict[str, str]) -> SparkSession:
     key = tuple(sorted(settings.items()))
     if _SHARED.base is not None and key != _SHARED.settings:

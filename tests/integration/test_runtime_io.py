@@ -1564,3 +1564,55 @@ def test_a_step_maintains_an_adopted_aggregate_from_its_copy(tmp_path: Path, spa
     stepped, _ = copy.step(program, adopted)
     totals = Views(spark, program, copy.uri).contents("totals", stepped.state["totals"])
     assert sorted(tuple(r) for r in totals.collect()) == [(0, 8, 8), (1, 16, 8)]
+
+
+def test_a_delta_output_whose_table_has_other_columns_is_refused_and_left_as_it_was(
+    tmp_path: Path, spark: Any
+) -> None:
+    """The output merged schemas: pointed at someone else's table, it added the view's
+    columns to theirs (and wrote its rows with theirs NULL), where the docs promise
+    `OutputSchemaMismatch`."""
+    inputs, lake = tmp_path / "in", tmp_path / "lake"
+    inputs.mkdir()
+    spark.createDataFrame([(7, "theirs")], "cust_id int, name string").write.format("delta").save(
+        str(lake)
+    )
+    sql = (
+        "create table t (id int) with ('materialized' = 'true', "
+        f"'connectors' = '{connectors('file_input', inputs)}');\n"
+        "create materialized view v with "
+        f"('connectors' = '{connectors('delta_table_output', lake)}') as select id from t;\n"
+    )
+    runtime, store, program = runtime_for(tmp_path, sql)
+    first = runtime.initialize(program)
+    (inputs / "a.json").write_text('{"id": 1}\n')
+    with pytest.raises(SpindleError) as refused:
+        runtime.step(program, first)
+    assert refused.value.reason == "OutputSchemaMismatch"
+    assert "v.c" in refused.value.message and store.latest().id == first.id
+    table = spark.read.format("delta").load(str(lake))
+    assert table.columns == ["cust_id", "name"] and [tuple(r) for r in table.collect()] == [
+        (7, "theirs")
+    ]
+
+
+def test_a_delta_output_takes_the_columns_a_view_gains_and_refuses_a_rename(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A view that gains a column (an `append` or `silent` bootstrap) adds it to its table;
+    one that renames a column, or someone else's table, is refused, the table left as it was."""
+    from spindle.runtime.connectors import DeltaOutput
+
+    uri = str(tmp_path / "lake")
+    output = DeltaOutput("v.c", uri, "ns/p/v.c")
+    output.emit(spark, spark.createDataFrame([(1, 1)], "id int, weight int"), sequence=1)
+    grown = spark.createDataFrame([(2, "b", 1)], "id int, s string, weight int")
+    output.emit(spark, grown, sequence=2)
+    table = spark.read.format("delta").load(uri)
+    assert table.columns == ["id", "weight", "s"]
+    renamed = spark.createDataFrame([(3, "c", 1)], "id int, label string, weight int")
+    with pytest.raises(SpindleError) as refused:
+        output.emit(spark, renamed, sequence=3)
+    assert refused.value.reason == "OutputSchemaMismatch"
+    table = spark.read.format("delta").load(uri)
+    assert table.columns == ["id", "weight", "s"] and table.count() == 2

@@ -441,7 +441,7 @@ TIMESTAMPS_WRITTEN = {
 wrote milliseconds: `.123456` came out `.123`)."""
 JSON_WRITTEN = {"ignoreNullFields": "false", **TIMESTAMPS_WRITTEN}
 
-WRITTEN = re.compile(rf"[0-9]{{8}}-(changes|snapshot)-[0-9]+\.({'|'.join(EXTENSIONS.values())})")
+WRITTEN = re.compile(rf"[0-9]{{8,}}-(changes|snapshot)-[0-9]+\.({'|'.join(EXTENSIONS.values())})")
 """The names of the files a file output writes (`<sequence>-<changes|snapshot>-<n>.<ext>`)."""
 
 
@@ -1025,7 +1025,8 @@ class FileOutput:
         writer left NULL fields out: a row of NULLs was `{"insert":{}}`, which an
         `insert_delete` input refuses)."""
         if self.update_format != "insert_delete":
-            return frame.select(F.to_json(F.struct(*frame.columns), JSON_WRITTEN).alias("value"))
+            row = F.struct(*[column(c) for c in frame.columns])  # `a.b`, `0.5`: names
+            return frame.select(F.to_json(row, JSON_WRITTEN).alias("value"))
         row = F.struct(*[column(c) for c in frame.columns if c != "weight"])
         as_json = {
             key: F.to_json(F.struct(row.alias(key)), JSON_WRITTEN) for key in ("insert", "delete")
@@ -1189,9 +1190,24 @@ class DeltaOutput:
             latest = storage.delta_version(spark, self.uri)
             if self._emptied(spark, latest):
                 self._take_columns(spark, changes.schema, latest=latest)
-            changes.write.format("delta").mode("append").option("txnAppId", writer).option(
-                "txnVersion", sequence
-            ).option("mergeSchema", "true").save(self.uri)
+            append = changes.write.format("delta").mode("append")
+            append = append.option("txnAppId", writer).option("txnVersion", sequence)
+            try:
+                append.save(self.uri)
+            except (Py4JJavaError, AnalysisException) as error:
+                # merged only when the view adds columns: merging always gave someone
+                # else's table (or one whose view renamed a column) the view's beside its own
+                if not _ROWS_UNWRITABLE.search(str(error)) or not self._grown(spark, changes):
+                    raise
+                append.option("mergeSchema", "true").save(self.uri)
+
+    def _grown(self, spark: SparkSession, changes: DataFrame) -> bool:
+        """Whether the rows only add columns to the table's (a view that gained one under an
+        `append` or `silent` bootstrap): each of the table's columns is one of theirs, of the
+        same type."""
+        theirs = {field.name.lower(): field.dataType for field in changes.schema.fields}
+        table = spark.read.format("delta").load(self.uri).schema
+        return all(theirs.get(field.name.lower()) == field.dataType for field in table.fields)
 
     def _emptied(self, spark: SparkSession, latest: int) -> bool:
         """Whether the table at `latest` is as Spindle's undo of the commits that created it

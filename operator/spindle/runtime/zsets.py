@@ -113,9 +113,13 @@ def signed(frame: DataFrame) -> DataFrame:
     +1 (inserted) or -1 (deleted)."""
     names = [c for c in frame.columns if c != WEIGHT]
     weight = column(WEIGHT)
-    # no helper column: a view's own `__n` was overwritten by the explode's counter
-    signs = F.array_repeat(F.signum(weight).cast("int"), F.abs(weight).cast("int"))
-    return frame.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
+    # no helper column: a view's own `__n` was overwritten by the explode's counter; the
+    # count stays a BIGINT (an INT cast of a weight over 2^31 wrapped, silently)
+    sign = F.signum(weight).cast("int")
+    count = F.abs(weight).cast("bigint")
+    signs = F.transform(F.sequence(F.lit(1).cast("bigint"), count), lambda _: sign)
+    rows = frame.where(weight != 0)  # sequence(1, 0) is [1, 0]: two rows of weight 0
+    return rows.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
 
 
 def union(frames: Iterable[DataFrame]) -> DataFrame:

@@ -5,6 +5,7 @@ preview of grades v2 (`check_preview`, called from the grades flow in test_grade
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from spindle.checkpoint.file_store import FileStore
 from spindle.checkpoint.store import CheckpointStore
+from spindle.cli import served
 from spindle.local.home import LocalPipeline
 from spindle.runtime import storage as delta
 from tests.integration.test_bootstrap_scope import (
@@ -126,6 +128,17 @@ def check_preview(cli: Cli, store: CheckpointStore, pending: dict[str, Any]) -> 
     corrupt = f"scratch/preview-{pending['id']}/views/avg_grade@2/_delta_log/{0:020d}.json"
     store.objects.write(corrupt, b"not a delta log")
     cli("local", "preview", "grades", expect=1)
+    # one its served client stopped (Ctrl-C, or gone) keeps no report: a cancelled job's
+    # error was kept as PreviewFailed, saying approving would fail
+    kept = store.objects.read(f"previews/{pending['id']}.json")
+    stopped = threading.Event()
+    stopped.set()
+    token = served.STOP.set(stopped)
+    try:
+        cli("local", "preview", "grades", expect=130)
+    finally:
+        served.STOP.reset(token)
+    assert store.objects.read(f"previews/{pending['id']}.json") == kept
     failed = cli.json("local", "status", "grades")
     assert failed["pendingChange"] == pending
     [condition] = [c for c in failed["conditions"] if c["type"] == "Previewed"]

@@ -215,8 +215,11 @@ def test_a_server_of_another_version_is_replaced(tmp_path: Path, homes: list[Pat
     init = old / "spindle" / "__init__.py"
     init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.0-old-'))
     with served_from(old, home) as process:
-        _, err = call(home, "local", "status", "crash")
+        _, err = call(home, "local", "status", "crash")  # no Spark needed: here, and it stays
+        assert "replacing" not in err and process.poll() is None
+        _, err = call(home, "query", "crash", "SELECT 1", expect=1)  # no checkpoint yet
         assert f"replacing the server for {home} (PID {process.pid}, Spindle 0.0.0-old-" in err
+        assert "CheckpointNotFound" in err
         assert process.wait(timeout=120) == 0  # it was asked to stop, and did
 
 
@@ -232,24 +235,24 @@ def test_a_server_whose_sources_changed_since_it_started_is_replaced(
     shutil.copytree(Path("operator/spindle"), copy / "spindle")
     env = {k: v for k, v in os.environ.items() if k != "SPINDLE_NO_SERVER"}
 
-    def status() -> str:
+    def query() -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "spindle.cli.main", "local", "status", "crash"],
+            [sys.executable, "-m", "spindle.cli.main", "query", "crash", "SELECT 1"],
             env={**env, "PYTHONPATH": str(copy), "SPINDLE_HOME": str(home)},
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert "CheckpointNotFound" in done.stderr, done.stdout + done.stderr  # none yet
         return done.stderr
 
     with served_from(copy, home) as process:
-        assert "replacing" not in status()  # the same code: served
+        assert "replacing" not in query()  # the same code: served
         assert process.poll() is None
         edited = copy / "spindle" / "errors.py"
         edited.write_text(edited.read_text() + "\n# edited after the server started\n")
-        assert f"replacing the server for {home} (PID {process.pid}, Spindle" in status()
+        assert f"replacing the server for {home} (PID {process.pid}, Spindle" in query()
         assert process.wait(timeout=120) == 0
 
 

@@ -211,7 +211,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from spindle.runtime.loop import reporter
 
     pipeline = _pipeline(args)
-    report, status = runner.preview(pipeline, say=_say, report=reporter(_say))
+    report, status = runner.preview(
+        pipeline, say=_say, report=reporter(_say), stop=served.stop_event()
+    )
     if report.error is not None:
         raise SpindleError(reason=report.error.reason, message=report.error.message)
     if args.json:

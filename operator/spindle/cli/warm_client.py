@@ -1,7 +1,8 @@
 """The client side of the warm server: route a command to its home's server, and relay.
 
-`spindle query` and `spindle local run --until-idle` start the server when none runs; the
-other local commands use a server that runs and otherwise run here (they need no Spark).
+`spindle query`, `spindle local preview` and `spindle local run --until-idle` start the
+server when none runs; `local apply`, `status`, `approve` and `execute` use a server of this
+version that runs and is not busy, and otherwise run here (they need no Spark).
 `spindle local stop`, `spindle local server ...`, a foreground `local run` (it would hold the
 server for its whole life), help, standard input (`-f -`), `--no-server` and
 `$SPINDLE_NO_SERVER=1` always run here. Only the standard library is imported before a
@@ -18,7 +19,7 @@ import socket
 import sys
 import time
 
-from spindle.local.warm import ServerFiles, alive, home_problem, runs, version
+from spindle.local.warm import ServerFiles, alive, cancellable, home_problem, version
 
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
@@ -353,10 +354,13 @@ def _relayed(
     def ask_stop(signum: int, _: object) -> None:
         with contextlib.suppress(OSError):
             connection.send({"op": "stop"})
-        if asked or not runs(list(argv)):  # the server cancels another command at once; a
+        if asked or cancellable(list(argv)):  # the server cancels a query at once; a
             raise KeyboardInterrupt  # second Ctrl-C leaves a run (it finishes the step alone)
         asked.append(signum)
-        _say("stopping: a step in progress is committed first (Ctrl-C again to leave now)")
+        if argv[:2] == ["local", "run"]:
+            _say("stopping: a step in progress is committed first (Ctrl-C again to leave now)")
+        else:
+            _say("stopping: the command finishes first (Ctrl-C again to leave now)")
 
     previous = {s: signal.signal(s, ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spindle.cli import served
-from spindle.local.warm import ServerFiles, runs, started, version
+from spindle.local.warm import ServerFiles, cancellable, started, version
 
 REQUEST_TIMEOUT = 30.0
 
@@ -62,6 +62,7 @@ class Server:
     lock: threading.Lock = field(default_factory=threading.Lock)
     waiting: int = 0
     counting: threading.Lock = field(default_factory=threading.Lock)
+    cancelling: threading.Lock = field(default_factory=threading.Lock)
     command: list[str] | None = None
     stop_command: threading.Event | None = None
     exiting: threading.Event = field(default_factory=threading.Event)
@@ -151,11 +152,12 @@ class Server:
             another command (a query, a preview) is cancelled, its Spark jobs with it (a
             query went on, holding the server, after its client had left)."""
             stop.set()
-            if self.stop_command is stop and not runs(request["argv"]):
-                from spindle.runtime.session import cancel_shared
+            with self.cancelling:  # not the next command's jobs, once this one has ended
+                if self.stop_command is stop and cancellable(request["argv"]):
+                    from spindle.runtime.session import cancel_shared
 
-                with contextlib.suppress(Exception):  # no context yet, or it is stopping
-                    cancel_shared()
+                    with contextlib.suppress(Exception):  # no context yet, or it is stopping
+                        cancel_shared()
 
         def watch() -> None:
             for line in reader:
@@ -178,7 +180,8 @@ class Server:
             try:
                 code = self.run(request, send, stop)
             finally:
-                self.command, self.stop_command = None, None
+                with self.cancelling:
+                    self.command, self.stop_command = None, None
                 self.last_active = time.monotonic()
         send({"exit": code})
 

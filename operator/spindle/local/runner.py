@@ -297,7 +297,7 @@ def _run(pipeline: LocalPipeline, settings: RunSettings, *, say: Say) -> Report:
 
 
 def preview(
-    pipeline: LocalPipeline, *, say: Say, report: Progress
+    pipeline: LocalPipeline, *, say: Say, report: Progress, stop: threading.Event | None = None
 ) -> tuple[PreviewReport, PipelineStatus]:
     """Preview the pending change (`spindle local preview`): evaluate it in scratch space and
     keep the report beside the checkpoints; returns it and the status that then shows it. A
@@ -324,6 +324,7 @@ def preview(
         decision.plan,
         checkpoint,
         bounds=Bounds(sample_rows=bounds.sample_rows, timeout_seconds=bounds.timeout_seconds),
+        stop=stop,
     )
     return previewed, status(pipeline, say=say)[0]
 

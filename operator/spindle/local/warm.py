@@ -178,10 +178,11 @@ class ServerFiles:
             os.unlink(os.path.join(self._directory, "server.json"))
 
 
-def runs(argv: list[str]) -> bool:
-    """Whether a served command line is a run, which a stop ends after its step; a stop
-    cancels any other command at once."""
-    return argv[:2] == ["local", "run"]
+def cancellable(argv: list[str]) -> bool:
+    """Whether a stop (the client's Ctrl-C or SIGTERM, or its departure) cancels a served
+    command at once, its Spark jobs with it: a query or a preview. A run ends after its step;
+    a command without Spark (apply, approve) is done before the client leaves."""
+    return argv[:1] == ["query"] or argv[:2] == ["local", "preview"]
 
 
 def alive(pid: int) -> bool:
@@ -209,7 +210,10 @@ def is_server(pid: int, *, home: str, process: str | None = None) -> bool:
             arguments = cmdline.read().split(b"\0")
     except OSError:
         return True  # no /proc to tell: trust the PID
-    return b"spindle.cli.warm_server" in arguments and os.fsencode(home) in arguments
+    if b"spindle.cli.warm_server" not in arguments or b"--home" not in arguments[:-1]:
+        return False
+    served = os.fsdecode(arguments[arguments.index(b"--home") + 1])
+    return os.path.realpath(served) == os.path.realpath(home)  # `h/../h`, a symbolic link
 
 
 def started(pid: int) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -72,10 +73,13 @@ def preview(
     *,
     bounds: Bounds,
     request: str | None = None,
+    stop: threading.Event | None = None,
 ) -> PreviewReport:
     """Preview `plan` from `manifest` and keep the report (or its error) beside the checkpoints.
     Never raises for a failed evaluation: the report says why (`PreviewFailed`,
-    `PreviewTimedOut`, or the plan's refusal)."""
+    `PreviewTimedOut`, or the plan's refusal). `stop` (a served command's client pressed
+    Ctrl-C, or left) cancels its Spark jobs, and it raises `KeyboardInterrupt` without a
+    report: the cancelled jobs were kept as a `PreviewFailed` that said approving would fail."""
     created = _now()
     location = f"scratch/preview-{plan.change_id}"
     report = PreviewReport(
@@ -85,7 +89,7 @@ def preview(
         sample_rows=bounds.sample_rows,
         request=request,
     )
-    deadline = _Deadline(runtime.spark, bounds.timeout_seconds, group=location)
+    deadline = _Deadline(runtime.spark, bounds.timeout_seconds, group=location, stop=stop)
     try:
         with deadline.running():
             refuse_unless_allowed(plan)
@@ -98,10 +102,14 @@ def preview(
     except SpindleError as error:
         report = replace(report, error=PreviewError(error.reason, error.message))
     except Exception as error:  # any evaluation failure becomes the report's error
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt from error
         report = replace(report, error=_failure(plan, error, timed_out=deadline.expired))
     finally:
         scratch = runtime.store.objects.scan(f"{location}/")
         runtime.store.objects.delete([item.key for item in scratch])
+    if stop is not None and stop.is_set():  # asked to stop as it ended: no report either
+        raise KeyboardInterrupt
     runtime.store.write_preview(report)
     return report
 
@@ -126,21 +134,27 @@ def _failure(plan: ChangePlan, error: Exception, *, timed_out: bool) -> PreviewE
 
 
 class _Deadline:
-    """Cancels the preview's Spark jobs (one job group) once `seconds` have passed, and keeps
-    cancelling new ones until the preview returns."""
+    """Cancels the preview's Spark jobs (one job group) once `seconds` have passed, or `stop`
+    is set, and keeps cancelling new ones until the preview returns."""
 
-    def __init__(self, spark: SparkSession, seconds: float, *, group: str) -> None:
-        self.spark, self.seconds, self.group = spark, seconds, group
+    def __init__(
+        self,
+        spark: SparkSession,
+        seconds: float,
+        *,
+        group: str,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.spark, self.seconds, self.group, self.stop = spark, seconds, group, stop
         self.expired = False
         self._done = threading.Event()
 
     def _watch(self) -> None:
-        if self._done.wait(self.seconds):
-            return
-        self.expired = True
-        while not self._done.is_set():
-            self.spark.sparkContext.cancelJobGroup(self.group)
-            self._done.wait(0.5)
+        ends = time.monotonic() + self.seconds
+        while not self._done.wait(0.5):
+            self.expired = self.expired or time.monotonic() >= ends
+            if self.expired or (self.stop is not None and self.stop.is_set()):
+                self.spark.sparkContext.cancelJobGroup(self.group)
 
     @contextmanager
     def running(self) -> Iterator[None]:

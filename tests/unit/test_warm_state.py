@@ -59,6 +59,11 @@ def test_a_state_of_another_process_start_is_not_the_server(
     assert files.server_pid() == impostor.pid
     _state(files, pid=impostor.pid, socket="s", process="1")
     assert files.server_pid() is None
+    # the same home spelled another way is the same server (its state was cleared, live)
+    (tmp_path / "link").symlink_to(home)
+    for spelled in (tmp_path / "x" / ".." / "other-home", tmp_path / "link"):
+        _state(ServerFiles(spelled), pid=impostor.pid, socket="s")
+        assert ServerFiles(spelled).server_pid() == impostor.pid
 
 
 @pytest.mark.parametrize("written", [[], {"socket": "s"}, {"pid": "12", "socket": "s"}, 7])

@@ -1605,14 +1605,16 @@ def test_a_delta_output_takes_the_columns_a_view_gains_and_refuses_a_rename(
 
     uri = str(tmp_path / "lake")
     output = DeltaOutput("v.c", uri, "ns/p/v.c")
-    output.emit(spark, spark.createDataFrame([(1, 1)], "id int, weight int"), sequence=1)
-    grown = spark.createDataFrame([(2, "b", 1)], "id int, s string, weight int")
+    # `split` gives an array of non-null strings; Delta stores its table's types nullable
+    first = spark.sql("SELECT 1 AS id, split('a,b', ',') AS tags, 1 AS weight")
+    output.emit(spark, first, sequence=1)
+    grown = spark.sql("SELECT 2 AS id, split('c', ',') AS tags, 'b' AS s, 1 AS weight")
     output.emit(spark, grown, sequence=2)
     table = spark.read.format("delta").load(uri)
-    assert table.columns == ["id", "weight", "s"]
-    renamed = spark.createDataFrame([(3, "c", 1)], "id int, label string, weight int")
+    assert table.columns == ["id", "tags", "weight", "s"]
+    renamed = spark.sql("SELECT 3 AS id, split('d', ',') AS tags, 'c' AS label, 1 AS weight")
     with pytest.raises(SpindleError) as refused:
         output.emit(spark, renamed, sequence=3)
     assert refused.value.reason == "OutputSchemaMismatch"
     table = spark.read.format("delta").load(uri)
-    assert table.columns == ["id", "weight", "s"] and table.count() == 2
+    assert table.columns == ["id", "tags", "weight", "s"] and table.count() == 2

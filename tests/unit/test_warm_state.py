@@ -115,3 +115,23 @@ def test_a_connection_the_server_breaks_is_server_crashed(tmp_path: Path, server
     with pytest.raises(ServerError) as crashed:
         _relay(connection, ServerFiles(tmp_path), ["query", "p", "select 1"], 60.0, cwd="/")
     assert crashed.value.reason == "ServerCrashed" and "PID 4242" in crashed.value.message
+
+
+def test_a_server_asked_to_stop_lets_a_query_or_a_preview_end_and_stops_a_run_after_its_step(
+    tmp_path: Path,
+) -> None:
+    """`local server stop`, SIGTERM, or another terminal replacing the server cancelled a
+    served preview (its stop event was the one a run heeds), with no report and no word."""
+    import threading
+
+    from spindle.cli.warm_server import Server
+
+    for command, stopped in [
+        (["local", "preview", "grades"], False),
+        (["query", "grades", "select 1"], False),
+        (["local", "run", "grades", "--until-idle"], True),
+    ]:
+        server = Server(files=ServerFiles(tmp_path), token="t", idle_timeout=60.0)
+        server.command, server.stop_command = command, threading.Event()
+        server.shut_down()
+        assert server.exiting.is_set() and server.stop_command.is_set() is stopped

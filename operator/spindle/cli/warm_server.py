@@ -82,10 +82,14 @@ class Server:
         }
 
     def shut_down(self) -> None:
-        """Finish the command in progress (a run ends after its step), then exit."""
+        """Finish the command in progress (a run ends after its step), then exit. A query or a
+        preview runs to its end: its stop event is its client's (`cancellable`), and setting
+        it here cancelled a preview when another terminal's command replaced the server."""
         self.exiting.set()
-        if self.stop_command is not None:
-            self.stop_command.set()
+        with self.cancelling:
+            stop, command = self.stop_command, self.command
+        if stop is not None and not cancellable(command or []):
+            stop.set()
 
     def idle(self) -> bool:
         return self.waiting == 0 and time.monotonic() - self.last_active > self.idle_timeout

@@ -1204,10 +1204,15 @@ class DeltaOutput:
     def _grown(self, spark: SparkSession, changes: DataFrame) -> bool:
         """Whether the rows only add columns to the table's (a view that gained one under an
         `append` or `silent` bootstrap): each of the table's columns is one of theirs, of the
-        same type."""
-        theirs = {field.name.lower(): field.dataType for field in changes.schema.fields}
-        table = spark.read.format("delta").load(self.uri).schema
-        return all(theirs.get(field.name.lower()) == field.dataType for field in table.fields)
+        same type (names and nullability aside: Delta stores a table's types as nullable, where
+        a view's `split(...)` is an array of non-null strings)."""
+
+        def types(schema: StructType) -> dict[str, str]:
+            return {f.name.lower(): f.dataType.simpleString().lower() for f in schema.fields}
+
+        theirs = types(changes.schema)
+        table = types(spark.read.format("delta").load(self.uri).schema)
+        return all(theirs.get(name) == kind for name, kind in table.items())
 
     def _emptied(self, spark: SparkSession, latest: int) -> bool:
         """Whether the table at `latest` is as Spindle's undo of the commits that created it

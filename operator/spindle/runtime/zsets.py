@@ -113,11 +113,14 @@ def signed(frame: DataFrame) -> DataFrame:
     +1 (inserted) or -1 (deleted)."""
     names = [c for c in frame.columns if c != WEIGHT]
     weight = column(WEIGHT)
-    # no helper column: a view's own `__n` was overwritten by the explode's counter; the
-    # count stays a BIGINT (an INT cast of a weight over 2^31 wrapped, silently)
+    # no helper column: a view's own `__n` was overwritten by the explode's counter; a count
+    # beyond an INT fails (an INT cast of it wrapped, silently), as no array holds it anyway
     sign = F.signum(weight).cast("int")
-    count = F.abs(weight).cast("bigint")
-    signs = F.transform(F.sequence(F.lit(1).cast("bigint"), count), lambda _: sign)
+    count = F.abs(weight)
+    repeats = F.when(count <= 2147483647, count.cast("int")).otherwise(
+        F.raise_error(F.lit("a change's weight is beyond 2147483647 rows"))
+    )
+    signs = F.array_repeat(sign, repeats)
     rows = frame.where(weight != 0)  # sequence(1, 0) is [1, 0]: two rows of weight 0
     return rows.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
 

@@ -192,7 +192,9 @@ def changes_written(root: Path, view: str, seen: set[Path]) -> Counter[tuple[Any
         for line in path.read_text().splitlines():
             record = json.loads(line)
             weight = record.pop("weight")
-            found[tuple(sorted(record.items()))] += weight
+            # NULLs as `as_records` has them: Spark's toJSON leaves them out, outputs write null
+            kept = {key: value for key, value in record.items() if value is not None}
+            found[tuple(sorted(kept.items()))] += weight
     return found
 
 

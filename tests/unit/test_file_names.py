@@ -62,9 +62,8 @@ def test_a_relative_location_reaches_spark_from_where_the_command_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A served command's Spark runs in the directory its server started in: a relative
-    output path's files were written there, listed here, and lost. Offsets that named files
-    under the relative location name them as they are listed now."""
-    from spindle.runtime.storage import listed_name, spark_uri
+    output path's files were written there, listed here, and lost."""
+    from spindle.runtime.storage import spark_uri
 
     monkeypatch.chdir(tmp_path)
     for written in ("out", "./out", "file:out"):
@@ -72,6 +71,3 @@ def test_a_relative_location_reaches_spark_from_where_the_command_runs(
     for absolute in ("/data/out", "file:/data/out", "file:///data/out", "s3a://b/out"):
         assert spark_uri(absolute) == absolute
     assert spark_uri("s3://b/out") == "s3a://b/out"
-    assert listed_name("file:in/a.json") == f"file:{tmp_path}/in/a.json"
-    for name in ("file:/in/a.json", "s3a://b/in/a.json"):
-        assert listed_name(name) == name

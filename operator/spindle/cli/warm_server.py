@@ -153,7 +153,7 @@ class Server:
 
         def stopped() -> None:
             """The client's Ctrl-C or SIGTERM, or its departure: a run stops after its step;
-            another command (a query, a preview) is cancelled, its Spark jobs with it (a
+            a query or a preview (`cancellable`) is cancelled, its Spark jobs with it (a
             query went on, holding the server, after its client had left)."""
             stop.set()
             with self.cancelling:  # not the next command's jobs, once this one has ended

@@ -29,7 +29,6 @@ that does not exist) is `OutputUnwritable`, naming the connector, the location a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import functools
 import json
@@ -84,13 +83,6 @@ ORDER = "__o"
 then deletes before inserts). Tables with a primary key apply a key's changes in this order."""
 _FILE_BITS = 40
 """ORDER is `file index << 40 | position in the file`: up to 2^40 records per file."""
-
-
-def _file_offset(stored: Any) -> file_offsets.FileOffset:
-    """A stored file input offset, its files named as they are listed now
-    (`storage.listed_name`)."""
-    offset = file_offsets.FileOffset.parse(stored)
-    return dataclasses.replace(offset, seen=frozenset(map(storage.listed_name, offset.seen)))
 
 
 def _location(connector: Connector) -> str:
@@ -169,7 +161,7 @@ class FileInput:
     def poll(self, spark: SparkSession, offset: Any) -> tuple[DataFrame | None, Any]:
         now = int(time.time() * 1000)
         files, after = file_offsets.plan(
-            _file_offset(offset),
+            file_offsets.FileOffset.parse(offset),
             self._listed(spark),
             window=self.late_ms,
             limit=self.max_files,
@@ -197,8 +189,8 @@ class FileInput:
 
     def replay(self, spark: SparkSession, before: Any, wanted: Any) -> DataFrame:
         files = file_offsets.between(
-            _file_offset(before),
-            _file_offset(wanted),
+            file_offsets.FileOffset.parse(before),
+            file_offsets.FileOffset.parse(wanted),
             self._listed(spark),
             window=self.late_ms,
         )
@@ -1089,19 +1081,20 @@ class FileOutput:
         consumer's own and, for an output path above the pipeline's storage, its checkpoints.
         A consumer that lists the directory between the two sees both."""
         with _refused("write", self.connector, self.path):
-            old = [f for f in storage.list_files(spark, self.path) if self._wrote(f)]
+            here = place(self.path)
+            old = [f for f in storage.list_files(spark, self.path) if _wrote(f, here)]
             self._write(spark, contents, sequence=sequence, tag="snapshot")
             keep = f"{sequence:08d}-snapshot-"
             for file in old:
                 if keep not in file:
                     storage.delete(spark, file)
 
-    def _wrote(self, file: str) -> bool:
-        """Whether `file` is one Spindle writes directly in the output's directory."""
-        directory, _, name = file.rpartition("/")
-        return place(directory) == place(self.path) and bool(
-            WRITTEN.fullmatch(name)
-        )
+
+def _wrote(file: str, directory: str) -> bool:
+    """Whether `file` is one a file output writes (`WRITTEN`) directly in `directory` (as
+    `place` gives it)."""
+    parent, _, name = file.rpartition("/")
+    return WRITTEN.fullmatch(name) is not None and place(parent) == directory
 
 
 CLOCK_SKEW = datetime.timedelta(minutes=10)

@@ -29,13 +29,6 @@ def spark_uri(uri: str) -> str:
     return f"file:{local}" if local is not None and relative(uri) else uri
 
 
-def listed_name(name: str) -> str:
-    """A file's name as listed now, of one listed under a relative location before it was
-    made absolute (`spark_uri`): `file:in/a.json` is `file:<working directory>/in/a.json`."""
-    if name.startswith("file:") and not name.startswith("file:/"):
-        return f"file:{os.path.abspath(name[len('file:') :])}"
-    return name
-
 
 def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])

@@ -120,9 +120,8 @@ def signed(frame: DataFrame) -> DataFrame:
     repeats = F.when(count <= 2147483647, count.cast("int")).otherwise(
         F.raise_error(F.lit("a change's weight is beyond 2147483647 rows"))
     )
-    signs = F.array_repeat(sign, repeats)
-    rows = frame.where(weight != 0)  # sequence(1, 0) is [1, 0]: two rows of weight 0
-    return rows.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
+    signs = F.array_repeat(sign, repeats)  # none for a weight of 0 (or NULL)
+    return frame.select(*[column(c) for c in names], F.explode(signs).alias("weight"))
 
 
 def union(frames: Iterable[DataFrame]) -> DataFrame:

@@ -21,11 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spindle.errors import SpindleError, first_problem
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 
 def new_checkpoint_id(sequence: int) -> str:
     return f"{sequence:08d}-{secrets.token_hex(3)}"
+
+
+def new_incarnation() -> str:
+    """An incarnation id: random, so a pipeline created again over new storage gets another."""
+    return secrets.token_hex(6)
 
 
 def is_uri(path: str) -> bool:
@@ -100,7 +105,7 @@ class RateRecord(_Frozen):
 
 
 class Manifest(_Frozen):
-    format_version: Literal[4] = 4
+    format_version: Literal[5] = 5
     id: str
     parent: str | None
     sequence: int = Field(ge=0, description="0 for the first checkpoint, parent's + 1 after.")
@@ -134,6 +139,15 @@ class Manifest(_Frozen):
         default=None,
         description="The last restatement request (spindle.dev/restate) a bootstrap served; "
         "carried forward, so a served request is not asked again.",
+    )
+    incarnation: str | None = Field(
+        default=None,
+        description="Which incarnation of the pipeline this is: an id its storage holds from "
+        "its first checkpoint on (`CheckpointStore.incarnation`), carried by every later one. "
+        "It names the pipeline's writes to its Delta outputs, so a pipeline created again "
+        "under the same name over new storage is another writer, whose commits Delta does "
+        "not skip as ones it already has. None before format 5: such a pipeline keeps "
+        "writing as it did.",
     )
 
     def to_json(self) -> bytes:
@@ -170,11 +184,19 @@ def _translation(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "format_version": 4, "translation_revision": 0}
 
 
+def _incarnation(document: dict[str, Any]) -> dict[str, Any]:
+    """4 → 5: checkpoints record the pipeline's incarnation; format 4's have none, and keep
+    writing to their Delta outputs as the writer they were (a crashed step's replay after an
+    upgrade is still skipped where its first attempt committed)."""
+    return {**document, "format_version": 5, "incarnation": None}
+
+
 MIGRATIONS: dict[int, Migration] = {
     # from_version: function turning a from_version document into from_version + 1
     1: _file_offsets_as_marks,
     2: _throughput,
     3: _translation,
+    4: _incarnation,
 }
 
 
@@ -196,7 +218,10 @@ def load_manifest(data: bytes, *, uri: str) -> Manifest:
         migrate = MIGRATIONS.get(version)
         if migrate is None:
             raise unreadable(uri, f"format {version} has no migration")
-        document = migrate(document)
+        try:
+            document = migrate(document)
+        except (TypeError, KeyError, AttributeError, ValueError) as error:
+            raise unreadable(uri, f"format {version} does not have its shape ({error})") from None
         version += 1
     try:
         return Manifest.model_validate(document)

@@ -44,10 +44,11 @@ def next_manifest(
     runtime_version: str = RUNTIME_VERSION,
     measured: tuple[str, int, float] | None = None,
     restated: str | None = None,
+    incarnation: str | None = None,
 ) -> Manifest:
-    """The manifest of the checkpoint that follows `parent` (the first one when None).
-    `measured` is this step's or bootstrap's (kind, rows, seconds); the parent's throughput
-    and served restatement are carried forward."""
+    """The manifest of the checkpoint that follows `parent` (the first one when None, of
+    `incarnation`). `measured` is this step's or bootstrap's (kind, rows, seconds); the
+    parent's throughput, served restatement and incarnation are carried forward."""
     sequence = 0 if parent is None else parent.sequence + 1
     checkpoint_id = new_checkpoint_id(sequence)
     throughput = dict(parent.throughput) if parent is not None else {}
@@ -76,4 +77,5 @@ def next_manifest(
         bootstrap=bootstrap,
         throughput=throughput,
         restated=restated if restated is not None else (parent.restated if parent else None),
+        incarnation=parent.incarnation if parent is not None else incarnation,
     )

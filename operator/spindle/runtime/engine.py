@@ -228,17 +228,32 @@ class Runtime:
         for name, view in program.views.items():
             with semantics.evaluating(view, version=self.runtime_version):
                 state[name] = self._write_whole(reader, view, state, f"state/views/{name}@0")
-            self._first_contents(reader, view, state[name])
+        # no output is written before every view is: then, an earlier attempt's writes (its
+        # SQL fixed since, they may differ) are undone, and the first contents written
+        incarnation = self.store.incarnation()
+        writer = self._writer(incarnation)
+        undone = self._discard_written(program, sequence=0, writer=writer)
+        for view in program.views.values():
+            self._first_contents(reader, view, state[view.name], writer=writer, undone=undone)
         manifest = self._manifest(
             program=program,
             parent=None,
             state=state,
             connectors=self._fresh_connectors(program),
             restated=restated,
+            incarnation=incarnation,
         )
         return self.store.commit(manifest)
 
-    def _first_contents(self, reader: Views, view: View, record: StateRecord) -> None:
+    def _first_contents(
+        self,
+        reader: Views,
+        view: View,
+        record: StateRecord,
+        *,
+        writer: str,
+        undone: Mapping[str, tuple[int, str]],
+    ) -> None:
         """Hand a view's rows over empty tables to its outputs, as the first checkpoint's
         changes: a global aggregate's one row (`count(*)` is 0), a view of VALUES. They were
         never emitted, so a consumer saw a later step retract a row it never received."""
@@ -249,7 +264,8 @@ class Runtime:
             return
         rows = contents.withColumn("weight", F.lit(1))
         for connector in view.connectors:
-            make_output(connector, pipeline=self._key()).emit(self.spark, rows, sequence=0)
+            output = make_output(connector, pipeline=writer, undone=undone.get(connector.key))
+            output.emit(self.spark, rows, sequence=0)
 
     def _fresh_connectors(
         self, program: Program, keep: Mapping[str, ConnectorRecord] | None = None
@@ -278,6 +294,7 @@ class Runtime:
         bootstrap: BootstrapRecord | None = None,
         measured: tuple[str, int, float] | None = None,
         restated: str | None = None,
+        incarnation: str | None = None,
     ) -> Manifest:
         return next_manifest(
             parent=parent,
@@ -290,6 +307,7 @@ class Runtime:
             runtime_version=self.runtime_version,
             measured=measured,
             restated=restated,
+            incarnation=incarnation,
         )
 
     # -- run mode ----------------------------------------------------------------------------
@@ -315,20 +333,16 @@ class Runtime:
                 self.report("rollback", relation=name, version=record.version)
 
     def _discard_abandoned(
-        self,
-        programs: Iterable[Program],
-        sequence: int,
-        *,
-        since: datetime.datetime,
-        bootstrap: str | None = None,
+        self, programs: Iterable[Program], parent: Manifest, *, bootstrap: str | None = None
     ) -> None:
-        """Undo what bootstraps that never committed wrote to `programs`' outputs for
-        `sequence`, before a step (or the bootstrap of change `bootstrap`) of it: abandoned,
-        they would leave another program's contents under this one's changes. First, what an
-        undo that a driver's stop cut short took from other writers since the checkpoint
-        (`since`) is put back (`finish_undo`)."""
+        """Undo what bootstraps that never committed wrote to `programs`' outputs for the
+        sequence after `parent`, before a step (or the bootstrap of change `bootstrap`) of it:
+        abandoned, they would leave another program's contents under this one's changes.
+        First, what an undo that a driver's stop cut short took from other writers since the
+        checkpoint is put back (`finish_undo`)."""
+        sequence, since = parent.sequence + 1, parent.created_at
         outputs = {
-            make_output(connector, pipeline=self._key()): connector.key
+            make_output(connector, pipeline=self._writer(parent.incarnation)): connector.key
             for program in programs
             for view in program.views.values()
             for connector in view.connectors
@@ -342,7 +356,7 @@ class Runtime:
             for path in undone:
                 self.report("output-discarded", connector=key, path=path, by="abandoned")
 
-    def _discard_uncommitted(self, program: Program, sequence: int) -> None:
+    def _discard_uncommitted(self, program: Program, parent: Manifest) -> None:
         """Remove what a failed step of `sequence` wrote to `program`'s file outputs. Outputs
         are written while the step runs, so a step that failed can leave files no checkpoint
         accounts for. A replay of the step rewrites them, but a bootstrap takes the sequence
@@ -351,8 +365,18 @@ class Runtime:
         A Delta output's undo is recorded before it is done (`record_undone_outputs`): should
         this bootstrap be abandoned, the step's replay writes to that output as a writer Delta
         does not remember, so it is not skipped as already written."""
-        if not self.store.has_intent(sequence):
-            return
+        sequence = parent.sequence + 1
+        if self.store.has_intent(sequence):
+            self._discard_written(
+                program, sequence=sequence, writer=self._writer(parent.incarnation)
+            )
+
+    def _discard_written(
+        self, program: Program, *, sequence: int, writer: str
+    ) -> dict[str, tuple[int, str]]:
+        """Undo what an attempt of `sequence` that never committed wrote to `program`'s
+        outputs as `writer` (`Output.discard`); returns the Delta outputs whose commit of it
+        was undone, recorded before each undo (`CheckpointStore.undone_outputs`)."""
         undone = self.store.undone_outputs(sequence)
 
         def undoing(connector: str, version: int, writer: str) -> None:
@@ -361,10 +385,11 @@ class Runtime:
 
         for view in program.views.values():
             for connector in view.connectors:
-                output = make_output(connector, pipeline=self._key())
+                output = make_output(connector, pipeline=writer)
                 record = functools.partial(undoing, connector.key)
                 for path in output.discard(self.spark, sequence=sequence, undoing=record):
                     self.report("output-discarded", connector=connector.key, path=path)
+        return undone
 
     def _inputs(self, program: Program) -> dict[str, tuple[str, Input]]:
         inputs: dict[str, tuple[str, Input]] = {}
@@ -400,7 +425,7 @@ class Runtime:
         work.stats.polled = True
         try:
             if not self.abandoned_checked:  # only a new driver follows an abandoned bootstrap
-                self._discard_abandoned((program,), work.sequence, since=manifest.created_at)
+                self._discard_abandoned((program,), manifest)
                 self.abandoned_checked = True
             received = self._ingest(program, inputs, polled, manifest, work)
             self._maintain(program, manifest, work)
@@ -663,7 +688,7 @@ class Runtime:
     def _emit_changes(self, view: View, change: DataFrame, work: _Work, *, rows: int) -> None:
         """Send a view's change (`rows` signed rows in all) to each of its outputs."""
         outputs = [
-            make_output(c, pipeline=self._key(), undone=work.undone.get(c.key))
+            make_output(c, pipeline=self._writer(work.incarnation), undone=work.undone.get(c.key))
             for c in view.connectors
         ]
         if not outputs:
@@ -692,8 +717,12 @@ class Runtime:
         version = copy_delta(self.spark, self.uri(record.path), record.version, self.uri(path))
         return record.model_copy(update={"path": path, "version": version})
 
-    def _key(self) -> str:
-        return f"{self.pipeline.namespace}/{self.pipeline.name}"
+    def _writer(self, incarnation: str | None) -> str:
+        """Who this pipeline's incarnation writes to its outputs as (a Delta output's
+        `txnAppId`, with the connector's key after it): its namespace and name, and its
+        incarnation (none for a pipeline whose first checkpoint was before format 5)."""
+        named = f"{self.pipeline.namespace}/{self.pipeline.name}"
+        return named if incarnation is None else f"{named}@{incarnation}"
 
     # -- bootstrap ---------------------------------------------------------------------------
 
@@ -719,11 +748,9 @@ class Runtime:
         # checkpoint names, and its replay overwrites what it wrote
         program = plan.new
         self.abandoned_checked = False  # should this one be abandoned, the next step checks
-        sequence = manifest.sequence + 1  # abandoned bootstraps' writes, then a failed step's
-        self._discard_abandoned(
-            (plan.old, plan.new), sequence, since=manifest.created_at, bootstrap=plan.change_id
-        )
-        self._discard_uncommitted(plan.old, sequence)
+        # abandoned bootstraps' writes, then a failed step's
+        self._discard_abandoned((plan.old, plan.new), manifest, bootstrap=plan.change_id)
+        self._discard_uncommitted(plan.old, manifest)
         state_rows_read = self._stored_rows_read(plan, manifest)
         state, rows_written = self.evaluate_change(plan, manifest)
         # an emptied table's ad-hoc offset stays: its batches were checked against its old
@@ -770,7 +797,7 @@ class Runtime:
         self.preflight(program, {**unchanged_tables, **kept_views}, plan.views_to_evaluate)
         self._reset_tables(plan, manifest, state, location=location, sequence=sequence)
         rows_written = self._evaluate_views(
-            plan, state, location=location, sequence=sequence, emit=emit, since=manifest.created_at
+            plan, state, location=location, parent=manifest, emit=emit
         )
         return state, rows_written
 
@@ -825,16 +852,16 @@ class Runtime:
         state: dict[str, StateRecord],
         *,
         location: str,
-        sequence: int,
+        parent: Manifest,
         emit: bool,
-        since: datetime.datetime,
     ) -> int:
         """Evaluate the new and modified views from stored state, in dependency order, into
-        `location`, and with `emit` then replace (or append to) their outputs (`since`: the
-        checkpoint's time, before which no attempt of this sequence wrote); returns the rows
+        `location`, and with `emit` then replace (or append to) their outputs (as the
+        sequence after `parent`, no attempt of which wrote before its time); returns the rows
         written. No output is touched before every view is evaluated: a view that fails (its
         SQL, its rows) leaves the outputs as the last checkpoint left them."""
         program, todo = plan.new, plan.views_to_evaluate
+        sequence = parent.sequence + 1
         reader = self.views(program)
         rows_written = 0
         kind = "bootstrap" if emit else "preview"
@@ -850,7 +877,7 @@ class Runtime:
             self.report(f"{kind}-view", view=name, done=index, total=len(todo), rows=rows)
         if emit and self.outputs_on_bootstrap != "silent":
             for name in todo:
-                self._send_contents(reader, plan, name, state[name], sequence=sequence, since=since)
+                self._send_contents(reader, plan, name, state[name], parent=parent)
         return rows_written
 
     def _send_contents(
@@ -860,22 +887,25 @@ class Runtime:
         name: str,
         record: StateRecord,
         *,
-        sequence: int,
-        since: datetime.datetime,
+        parent: Manifest,
     ) -> None:
-        """A bootstrapped view's contents to its outputs: replacing theirs, or appended."""
+        """A bootstrapped view's contents to its outputs (as the sequence after `parent`):
+        replacing theirs, or appended."""
         view = plan.new.views[name]
         if not view.connectors:
             return
         contents = reader.contents(name, record).withColumn("weight", F.lit(1))
         for connector in view.connectors:
             output = make_output(
-                connector, pipeline=self._key(), bootstrap=plan.change_id, since=since
+                connector,
+                pipeline=self._writer(parent.incarnation),
+                bootstrap=plan.change_id,
+                since=parent.created_at,
             )
             if self.outputs_on_bootstrap == "replace":
-                output.replace(self.spark, contents, sequence=sequence)
+                output.replace(self.spark, contents, sequence=parent.sequence + 1)
             else:
-                output.emit(self.spark, contents, sequence=sequence)
+                output.emit(self.spark, contents, sequence=parent.sequence + 1)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -993,6 +1023,8 @@ class _Work:
     """Relations whose new state is still being written; `state` has their record before."""
     emits: list[futures.Future[None]] = field(default_factory=list)
     """Outputs' changes being written."""
+    incarnation: str | None = None
+    """The pipeline's incarnation (`Manifest.incarnation`), whose writer its outputs write as."""
     undone: dict[str, tuple[int, str]] = field(default_factory=dict)
     """A replay's Delta outputs whose commit of this sequence a bootstrap undid, or set out to
     undo: that commit's table version and writer (`CheckpointStore.undone_outputs`)."""
@@ -1000,7 +1032,10 @@ class _Work:
     @classmethod
     def after(cls, manifest: Manifest) -> _Work:
         sequence = manifest.sequence + 1
-        return cls(sequence, StepStats(sequence), dict(manifest.state), dict(manifest.connectors))
+        state, connectors = dict(manifest.state), dict(manifest.connectors)
+        return cls(
+            sequence, StepStats(sequence), state, connectors, incarnation=manifest.incarnation
+        )
 
 
 class _After(Mapping[str, StateRecord]):

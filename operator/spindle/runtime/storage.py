@@ -29,7 +29,6 @@ def spark_uri(uri: str) -> str:
     return f"file:{local}" if local is not None and relative(uri) else uri
 
 
-
 def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
 

@@ -140,6 +140,41 @@ def test_corrupt_and_future_manifests_are_refused_clearly(
         store.get("00000001-future")
     assert future.value.reason == "CheckpointFormatUnsupported"
     assert "Upgrade Spindle" in future.value.message
+    old = Path("tests/golden/manifests/v1-file-input-list.json").read_bytes()
+    mixed = json.loads(old)
+    mixed["connectors"]["grades.src"]["offset"] = ["a.json", 7]  # a format 1 list, corrupted
+    store.objects.write(manifest_key("00000001-oldbad"), json.dumps(mixed).encode())
+    with pytest.raises(SpindleError) as shape:
+        store.get("00000001-oldbad")
+    assert shape.value.reason == "CheckpointUnreadable"
+    assert "format 1 does not have its shape" in shape.value.message
+
+
+def test_a_corrupt_intent_is_refused_with_what_to_do(backend: tuple[str, dict[str, str]]) -> None:
+    """A step's replay reads its intent back: a garbled one was a JSON traceback, and one of
+    another shape a `TypeError` midway through the step."""
+    store = store_for(*backend)
+    assert store.record_intent(3, {"offsets": {"t.c": 1}}) == ({"offsets": {"t.c": 1}}, False)
+    assert store.record_intent(3, {"offsets": {"t.c": 2}}) == ({"offsets": {"t.c": 1}}, True)
+    for garbled in (b"{not json", b"[1, 2]", b'{"offsets": [1]}'):
+        store.objects.write("intents/00000004.json", garbled)
+        with pytest.raises(SpindleError) as corrupt:
+            store.record_intent(4, {"offsets": {}})
+        assert corrupt.value.reason == "CheckpointUnreadable"
+        assert "intent of step 4" in corrupt.value.message and "delete it" in corrupt.value.message
+
+
+def test_a_commit_after_latest_was_removed_under_the_store_is_a_conflict(
+    backend: tuple[str, dict[str, str]],
+) -> None:
+    """The store remembers the pointer it read; the S3 server answers a write conditional on
+    an object that is gone with 404, which was a traceback there and a conflict on disk."""
+    store = store_for(*backend)
+    first = store.commit(manifest(None))
+    store_for(*backend).objects.delete(["latest"])
+    with pytest.raises(SpindleError) as conflict:
+        store.commit(manifest(first, offset=1))
+    assert conflict.value.reason == "CheckpointConflict"
 
 
 CRASH_CHILD = """
@@ -267,6 +302,7 @@ def test_golden_manifests_of_every_released_format_load() -> None:
         "v2.json",
         "v3.json",
         "v4.json",
+        "v5.json",
     ]
     for path in golden:
         loaded = load_manifest(path.read_bytes(), uri=str(path))
@@ -303,6 +339,14 @@ def test_format_4_records_the_translation_and_older_formats_say_revision_0() -> 
     v3 = load_manifest(Path("tests/golden/manifests/v3.json").read_bytes(), uri="v3.json")
     v4 = load_manifest(Path("tests/golden/manifests/v4.json").read_bytes(), uri="v4.json")
     assert (v3.translation_revision, v4.translation_revision) == (0, 1)
+
+
+def test_format_5_records_the_incarnation_and_older_formats_have_none() -> None:
+    """A pipeline whose checkpoints predate format 5 keeps writing to its Delta outputs as
+    the writer it was: its incarnation stays None, and its later checkpoints carry that."""
+    v4 = load_manifest(Path("tests/golden/manifests/v4.json").read_bytes(), uri="v4.json")
+    v5 = load_manifest(Path("tests/golden/manifests/v5.json").read_bytes(), uri="v5.json")
+    assert (v4.incarnation, v5.incarnation) == (None, "5f0c2a9e71d4")
 
 
 # -- faults: a proxy between the store and the real S3 server ------------------------------------
@@ -474,3 +518,26 @@ def test_adopting_another_pipelines_checkpoint_names_its_state_by_uri(
     assert adopted.state["grades"].path == f"{source.uri}/{first.state['grades'].path}"
     assert target.latest() == adopted
     assert source.latest() == second  # the source is only read
+
+
+def test_a_storage_keeps_one_incarnation_and_an_adopting_pipeline_takes_its_own(
+    backend: tuple[str, dict[str, str]],
+) -> None:
+    """The incarnation names a pipeline's writes to its Delta outputs: a first start that
+    crashed and runs again must write as the same one, and a pipeline made again over new
+    storage, or started from another's checkpoint, as another."""
+    from spindle.checkpoint import PipelineRef
+
+    uri, env = backend
+    source = store_for(uri, env)
+    made = source.incarnation()
+    assert made.isalnum() and store_for(uri, env).incarnation() == made  # asked again: the same
+    first = source.commit(manifest(None).model_copy(update={"incarnation": made}))
+    assert source.commit(manifest(first, offset=1)).incarnation == made  # carried forward
+    target = store_for(uri.rsplit("/", 1)[0] + "/copy", env)
+    adopted = target.adopt(source, first.id, pipeline=PipelineRef(namespace="default", name="copy"))
+    assert adopted.incarnation == target.incarnation() != made
+    source.objects.write("incarnation", b"../not-an-id")
+    with pytest.raises(SpindleError) as corrupt:
+        source.incarnation()
+    assert corrupt.value.reason == "CheckpointUnreadable"

@@ -235,6 +235,10 @@ class S3Store:
                     details={"uri": self.uri},
                 ) from None
             raise
+        except ObjectNotFound:  # a write if the object has an ETag, to one that is gone
+            if if_match is None:
+                raise
+            raise PreconditionFailed(key) from None
         return written
 
     def scan(self, prefix: str) -> list[Listed]:

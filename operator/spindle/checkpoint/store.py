@@ -27,6 +27,7 @@ from spindle.checkpoint.manifest import (
     PipelineRef,
     load_manifest,
     new_checkpoint_id,
+    new_incarnation,
     unreadable,
 )
 from spindle.checkpoint.objects import (
@@ -64,6 +65,10 @@ def intent_key(sequence: int) -> str:
 def undone_key(sequence: int) -> str:
     """Where step `sequence`'s undone outputs are recorded, beside its intent."""
     return f"intents/{sequence:08d}.undone.json"
+
+
+INCARNATION = "incarnation"
+"""Where a pipeline's storage holds its incarnation id (`CheckpointStore.incarnation`)."""
 
 
 def manifest_key(checkpoint_id: str) -> str:
@@ -307,6 +312,7 @@ class CheckpointStore:
         origin = source.located(checkpoint_id)
         current = self.latest()
         sequence = 0 if current is None else current.sequence + 1
+        incarnation = self.incarnation() if current is None else current.incarnation
         adopted = origin.model_copy(
             update={
                 "id": new_checkpoint_id(sequence),
@@ -316,9 +322,31 @@ class CheckpointStore:
                 "pipeline": pipeline,
                 "bootstrap": None,
                 "origin": f"{source.uri}#{checkpoint_id}",
+                "incarnation": incarnation,
             }
         )
         return self.commit(Manifest.model_validate(adopted.model_dump()))
+
+    def incarnation(self) -> str:
+        """This storage's incarnation id, made (create-only) the first time it is asked for:
+        by a pipeline's first checkpoint, before it writes to an output, so a first start
+        that crashed and runs again writes as the same incarnation. Storage made anew (a new
+        URI, or deleted with its pipeline) makes another."""
+        made = new_incarnation()
+        try:
+            self.objects.write(INCARNATION, made.encode(), if_none_match=True)
+        except PreconditionFailed:
+            made = self.objects.read(INCARNATION).data.decode(errors="replace").strip()
+        if not made.isalnum():
+            raise SpindleError(
+                reason="CheckpointUnreadable",
+                message=f"The incarnation id at {join(self.uri, INCARNATION)} is corrupt. "
+                "Restore it from a backup; or delete it, and the pipeline writes to its Delta "
+                "outputs as another writer from then on (a step it wrote before and replays "
+                "is then written twice).",
+                details={"uri": join(self.uri, INCARNATION)},
+            )
+        return made
 
     # -- previews ----------------------------------------------------------------------------
 
@@ -358,7 +386,22 @@ class CheckpointStore:
             self.objects.write(key, json.dumps(intent, sort_keys=True).encode(), if_none_match=True)
             return intent, False
         except PreconditionFailed:
-            recorded: dict[str, object] = json.loads(self.objects.read(key).data)
+            try:
+                recorded = json.loads(self.objects.read(key).data)
+            except ValueError:
+                recorded = None
+            if not isinstance(recorded, dict) or not all(
+                isinstance(recorded.get(field), type(value)) for field, value in intent.items()
+            ):
+                where = join(self.uri, key)
+                raise SpindleError(
+                    reason="CheckpointUnreadable",
+                    message=f"The intent of step {sequence}, which did not commit, at {where} "
+                    "is corrupt. Restore it from a backup; or delete it to run the step afresh "
+                    "(a Delta output the interrupted attempt wrote to then keeps that attempt's "
+                    "changes for the step, which may differ from the new attempt's).",
+                    details={"uri": where},
+                ) from None
             return recorded, True
 
     def has_intent(self, sequence: int) -> bool:

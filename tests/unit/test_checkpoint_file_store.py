@@ -176,3 +176,21 @@ def test_a_place_is_the_same_however_it_is_spelled(tmp_path: Path) -> None:
         assert place(spelled) == real, spelled
     assert place("s3a://bucket/p/") == place("s3://bucket/p") == "s3://bucket/p"
     assert place("file:///") == "/"
+
+
+def test_a_report_or_a_delta_log_of_another_shape_is_corrupt_or_unknown_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A JSON list where an object is expected was an `AttributeError` traceback."""
+    store = open_store(tmp_path.as_uri(), namespace="default", name="grades")
+    first = store.commit(manifest(None))
+    store.objects.write("previews/abc.json", b"[1, 2]")
+    with pytest.raises(SpindleError) as corrupt:
+        store.latest_preview()
+    assert corrupt.value.reason == "CheckpointUnreadable"
+    log = Path(store.uri.removeprefix("file://")) / first.state["grades"].path / "_delta_log"
+    log.mkdir(parents=True)
+    added = {"add": {"path": "a.parquet", "size": 100, "stats": "[1, 2]"}}
+    (log / f"{first.state['grades'].version:020d}.json").write_text(json.dumps(added) + "\n")
+    sizes = stored_sizes(store.objects, first)["grades"]
+    assert sizes.rows is None  # the estimate says unknown

@@ -76,7 +76,7 @@ def relation_size(
         return _CACHE[key]
     try:
         size = delta_size(table, record.version)
-    except (SpindleError, OSError, ValueError, KeyError, TypeError):
+    except (SpindleError, OSError, ValueError, KeyError, TypeError, AttributeError):
         size = StoredSize(rows=None, bytes=None)  # the estimate says unknown; nothing fails
     if size.rows is not None:
         if len(_CACHE) >= _CACHE_LIMIT:

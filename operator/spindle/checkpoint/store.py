@@ -368,7 +368,7 @@ class CheckpointStore:
                 return PreviewReport.from_json(body)
             except ObjectNotFound:
                 continue  # replaced meanwhile
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):  # AttributeError: a list
                 where = join(self.uri, item.key)
                 raise unreadable(where, "the preview report is corrupt") from None
         return None

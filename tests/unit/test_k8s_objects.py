@@ -30,6 +30,31 @@ def test_committed_crd_is_the_generated_one() -> None:
     assert committed == render(), "crds/pipeline.yaml is stale: run `make crds`"
 
 
+def _patterns(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every schema node of the CRD with a pattern, by its dotted path."""
+    if isinstance(node, list):
+        return [found for item in node for found in _patterns(item, path)]
+    if not isinstance(node, dict):
+        return []
+    found = [(path, node)] if "pattern" in node else []
+    for key, value in node.items():
+        found += _patterns(value, f"{path}.{key}" if key not in ("properties",) else path)
+    return found
+
+
+def test_every_repeating_pattern_of_the_spec_has_a_length_bound() -> None:
+    """A pattern with `+` or `*` and no maxLength let a 310-digit memory quantity through the
+    API server, and every reconcile failed on it."""
+    spec = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    unbounded = [
+        path
+        for path, node in _patterns(spec)
+        if re.search(r"[+*]", node["pattern"]) and "maxLength" not in node
+    ]
+    assert unbounded == []
+    assert len(_patterns(spec)) >= 6  # quantities, the endpoint, minAge, Secret references
+
+
 def test_crd_contract() -> None:
     version = crd()["spec"]["versions"][0]
     assert crd()["spec"]["names"]["shortNames"] == ["spl"]

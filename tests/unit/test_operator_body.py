@@ -771,3 +771,27 @@ def test_an_evicted_bootstrap_pod_is_started_again_saying_why(
     assert "ephemeral-storage" in status["conditions"][0]["message"]
     reconciler.reconcile("default", "grades")
     assert ("create_pod", name) in cluster.take_calls()
+
+
+@pytest.mark.parametrize(
+    ("spark", "field"),
+    [
+        ({"driver": {"memory": "1" * 310 + "Gi"}}, "spec.spark.driver.memory"),
+        ({"executor": {"cpu": "9" * 30}}, "spec.spark.executor.cpu"),
+        ({"executor": {"memory": "99999999999999999999Ei"}}, "spec.spark.executor.memory"),
+    ],
+)
+def test_a_quantity_larger_than_kubernetes_holds_is_an_invalid_spec(
+    cluster: FakeCluster,
+    reconciler: Reconciler,
+    tmp_path: Path,
+    spark: dict[str, Any],
+    field: str,
+) -> None:
+    """It passed validation (its value was infinite) and every reconcile raised OverflowError:
+    no status, no Event."""
+    cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", **spark}))
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == [("event", "Warning", "InvalidSpec"), ("write_status", "Failed")]
+    [ready] = cluster.status("grades")["conditions"]
+    assert ready["message"].startswith(f"{field}: ") and "Fix the Pipeline spec" in ready["message"]

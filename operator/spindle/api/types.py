@@ -100,6 +100,11 @@ class StorageCredentials(_Model):
 
 
 DURATION = r"^(0|[0-9]+(s|m|h|d))$"
+DURATION_MAX_LENGTH = 16
+"""The longest duration the CRD takes (a pattern with no bound let megabytes through)."""
+MAX_DURATION_SECONDS = 100 * 365 * 86400
+"""The longest duration Spindle takes (100 years): far beyond any retention, and well within
+what a `datetime.timedelta` holds (a larger one stopped the driver's vacuum)."""
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -120,6 +125,7 @@ class RetentionSpec(_Model):
         default="10m",
         alias="minAge",
         pattern=DURATION,
+        max_length=DURATION_MAX_LENGTH,
         description="Never delete a checkpoint younger than this ('0', '90s', '10m', '1h', "
         "'7d'), like Delta's deletedFileRetentionDuration: readers and restarts from a recent "
         "checkpoint stay safe. A checkpoint goes only when it is beyond `checkpoints` and "
@@ -134,6 +140,8 @@ class RetentionSpec(_Model):
                 f"{value!r} is not a duration; write a whole number with a unit, such as "
                 "'90s', '10m', '1h' or '7d' (or '0')"
             )
+        if duration_seconds(value) > MAX_DURATION_SECONDS:
+            raise ValueError(f"{value!r} is longer than 100 years; write a shorter duration")
         return value
 
     @property
@@ -150,6 +158,7 @@ class StorageSpec(_Model):
     endpoint: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s/?#]+(/\S*)?$",
+        max_length=2048,
         description="S3 endpoint URL (non-AWS S3), http:// or https://.",
     )
     region: str | None = Field(default=None, description="S3 region.")
@@ -180,6 +189,13 @@ QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 """A non-negative Kubernetes quantity in its usual forms ('500m', '1.5', '2Gi'): a negative or
 malformed one is refused by the API server instead of failing the driver pod later."""
 
+
+QUANTITY_MAX_LENGTH = 32
+"""The longest quantity the CRD takes: the largest a Kubernetes quantity holds (2^63 - 1) is 19
+digits; a pattern with no bound let a 310-digit one through."""
+MAX_QUANTITY = 2**63 - 1
+"""The largest quantity Kubernetes stores (an int64); a larger one is refused up front (its
+value in floating point was infinite, and every reconcile failed on it)."""
 
 QUANTITY_FACTORS = {
     "": 1,
@@ -214,11 +230,27 @@ def mebibytes(quantity: str) -> int:
 
 class Resources(_Model):
     cpu: str | None = Field(
-        default=None, pattern=QUANTITY, description="CPU request and limit, e.g. '1' or '500m'."
+        default=None,
+        pattern=QUANTITY,
+        max_length=QUANTITY_MAX_LENGTH,
+        description="CPU request and limit, e.g. '1' or '500m'.",
     )
     memory: str | None = Field(
-        default=None, pattern=QUANTITY, description="Memory request and limit, e.g. '2Gi'."
+        default=None,
+        pattern=QUANTITY,
+        max_length=QUANTITY_MAX_LENGTH,
+        description="Memory request and limit, e.g. '2Gi'.",
     )
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _within_kubernetes(cls, quantity: str | None) -> str | None:
+        if quantity is not None and not quantity_value(quantity) <= MAX_QUANTITY:
+            raise ValueError(
+                f"{quantity!r} is larger than a Kubernetes quantity can be (2^63 - 1); "
+                "write a smaller one, e.g. '4' or '8Gi'"
+            )
+        return quantity
 
     @field_validator("memory")
     @classmethod

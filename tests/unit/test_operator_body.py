@@ -795,3 +795,34 @@ def test_a_quantity_larger_than_kubernetes_holds_is_an_invalid_spec(
     assert cluster.take_calls() == [("event", "Warning", "InvalidSpec"), ("write_status", "Failed")]
     [ready] = cluster.status("grades")["conditions"]
     assert ready["message"].startswith(f"{field}: ") and "Fix the Pipeline spec" in ready["message"]
+
+
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [
+        ("spindle.dev/generation", "x"),
+        ("spindle.dev/mode", "Run"),
+        ("spindle.dev/mode", "preview"),
+        ("spindle.dev/mode", "bootstrap"),
+    ],
+)
+def test_a_driver_pod_whose_labels_were_edited_is_still_the_pipelines_driver(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path, label: str, value: str
+) -> None:
+    """Each reconcile raised (int('x'), DriverMode('Run'), a driverPod mode 'preview'), and a
+    run driver labelled `preview` was taken for no driver: a second one started beside it."""
+    running(cluster, reconciler, tmp_path)
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+    cluster.pods[("default", "grades-g1-driver")]["metadata"]["labels"][label] = value
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []  # still Running, with the same driver pod
+    status = cluster.status("grades")
+    assert status["phase"] == "Running"
+    assert status["driverPod"] == {"name": "grades-g1-driver", "mode": "run", "phase": "Running"}
+    cluster.apply("grades", spec(tmp_path, V1, spark={"driver": {"memory": "2Gi"}}))
+    reconciler.reconcile("default", "grades")  # new settings: the one driver is stopped first
+    assert cluster.take_calls() == [
+        ("delete_pod", "grades-g1-driver", GRACE),
+        ("write_status", "Stopping"),
+    ]

@@ -555,9 +555,33 @@ def _backoff_said(stopped: Eviction | None, now: datetime.datetime) -> str:
     )
 
 
+def pod_mode(pod: dict[str, Any]) -> DriverMode:
+    """What the pod was started to do: the `--mode` of its command, which no one can edit
+    (a pod's containers are immutable), else its `LABEL_MODE`, which anyone can. A pod whose
+    mode neither says (a label edited into `Run`, say) is taken for a run driver: it holds
+    the pipeline's one driver place, so no second driver starts beside it, and the rules
+    that stop a driver still reach it. (Read from the label first, a run driver labelled
+    `preview` was no driver at all, and the next generation's started beside it.)"""
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    command = containers[0].get("command") or []
+    started = str(command[command.index("--mode") + 1]) if "--mode" in command[:-1] else ""
+    labelled = str((pod["metadata"].get("labels") or {}).get(LABEL_MODE) or "")
+    modes = {mode.value: mode for mode in DriverMode}
+    return modes.get(started) or modes.get(labelled) or DriverMode.RUN
+
+
+def _generation(labels: dict[str, Any]) -> int:
+    """The `LABEL_GENERATION` a driver was started for; 0 for one edited into something else
+    (as `_count` reads a count): of no generation of the spec, so a failed driver does not
+    hold the pipeline `Failed` (no spec change could end that), and is started again once,
+    its pod replaced (never beside it)."""
+    text = labels.get(LABEL_GENERATION)
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
+
+
 def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None) -> ObservedDriver:
     meta = pod["metadata"]
-    labels = meta.get("labels", {})
+    labels = meta.get("labels") or {}
     stuck = lingering(pod)
     phase = "Failed" if stuck else _pod_phase(pod)
     reason, message = _failure(pod)
@@ -565,8 +589,8 @@ def observed_driver(pod: dict[str, Any], *, now: datetime.datetime | None = None
     if reason == EVICTED:
         message = f"{message}{_backoff_said(eviction(pod), now)}"
     return ObservedDriver(
-        mode=DriverMode(labels.get(LABEL_MODE, DriverMode.RUN)),
-        generation=int(labels.get(LABEL_GENERATION, "0")),
+        mode=pod_mode(pod),
+        generation=_generation(labels),
         phase=phase,
         change_id=labels.get(LABEL_CHANGE),
         reason=reason,
@@ -606,7 +630,7 @@ def current_pod(pods: list[dict[str, Any]], *, owner_uid: str) -> dict[str, Any]
         p
         for p in pods
         if any(o.get("uid") == owner_uid for o in p["metadata"].get("ownerReferences") or [])
-        and p["metadata"].get("labels", {}).get(LABEL_MODE) != DriverMode.PREVIEW.value
+        and pod_mode(p) is not DriverMode.PREVIEW
     ]
     active = [p for p in owned if p.get("status", {}).get("phase") in (None, "Pending", "Running")]
     chosen = active or owned

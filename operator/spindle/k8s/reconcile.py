@@ -37,7 +37,6 @@ from spindle.errors import SpindleError, first_problem
 from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
 from spindle.k8s.pods import (
     EVICTION_RESET_SECONDS,
-    LABEL_MODE,
     DriverSettings,
     Eviction,
     current_pod,
@@ -46,6 +45,7 @@ from spindle.k8s.pods import (
     eviction,
     lingering,
     observed_driver,
+    pod_mode,
     pod_name,
     preview_pod_name,
 )
@@ -364,15 +364,14 @@ def _finished(pod: dict[str, Any]) -> bool:
 
 
 def _driver_status(pod: dict[str, Any] | None) -> DriverStatus | None:
-    if pod is None:
+    """`status.driverPod`; none for a preview pod, which is never the pipeline's driver."""
+    if pod is None or pod_mode(pod) is DriverMode.PREVIEW:
         return None
     meta = pod["metadata"]
     phase = driver_phase(pod)
     if meta.get("deletionTimestamp"):
         phase = "Terminating"
-    return DriverStatus(
-        name=meta["name"], mode=meta.get("labels", {}).get(LABEL_MODE, "run"), phase=phase
-    )
+    return DriverStatus(name=meta["name"], mode=pod_mode(pod).value, phase=phase)
 
 
 def _refuse_local(storage: StorageSpec | None, *, default: bool) -> None:

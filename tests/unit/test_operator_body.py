@@ -32,8 +32,13 @@ def cluster() -> FakeCluster:
 
 @pytest.fixture
 def reconciler(cluster: FakeCluster) -> Reconciler:
+    return reconciler_of(cluster)
+
+
+def reconciler_of(fake: FakeCluster) -> Reconciler:
+    """The operator's body over `fake` (a FakeCluster, or one that refuses as a test needs)."""
     driver = DriverSettings(image="spindle:test", termination_grace_seconds=GRACE)
-    return Reconciler(cluster=cluster, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
+    return Reconciler(cluster=fake, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
 
 
 def spec(tmp_path: Path, sql: str, **fields: Any) -> dict[str, Any]:
@@ -826,3 +831,21 @@ def test_a_driver_pod_whose_labels_were_edited_is_still_the_pipelines_driver(
         ("delete_pod", "grades-g1-driver", GRACE),
         ("write_status", "Stopping"),
     ]
+
+
+def test_an_approval_with_whitespace_around_it_approves_the_change_it_names(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+) -> None:
+    """`spindle.dev/approve: |` in YAML adds a newline: the approval was ignored, with an Event
+    saying that `<id>` does not name the pending change `<id>`."""
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
+    reconciler.reconcile("default", "grades")
+    change = cluster.status("grades")["pendingChange"]["id"]
+    cluster.take_calls()
+    cluster.annotate("grades", "spindle.dev/approve", f" {change}\n")
+    reconciler.reconcile("default", "grades")
+    name = f"grades-{change}-driver"
+    assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
+    command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
+    assert command[command.index("--approved-by") + 1] == "annotation spindle.dev/approve"

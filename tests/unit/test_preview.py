@@ -5,10 +5,15 @@ failed one leaves the change exactly as it was)."""
 from __future__ import annotations
 
 import datetime
+import json
+import re
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from spindle.api import PipelineSpec
 from spindle.api.types import PREVIEW_ANNOTATION
@@ -32,6 +37,7 @@ from tests.unit.test_lifecycle import V1, V2
 from tests.unit.test_operator_body import (  # noqa: F401 (fixtures: cluster, reconciler)
     cluster,
     reconciler,
+    reconciler_of,
     seeded,
     spec,
 )
@@ -245,3 +251,96 @@ def test_a_preview_pod_past_its_deadline_is_a_timed_out_preview() -> None:
         "PreviewTimedOut",
     )
     assert driver.message is not None and "spec.preview.timeoutSeconds" in driver.message
+
+
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass
+class StrictCluster(FakeCluster):
+    """Refuses pods as the API server does: one whose name is not a DNS subdomain (422), and
+    every one while `quota` holds the namespace's quota message (403), each with its words."""
+
+    quota: str | None = None
+
+    def create_pod(self, pod: dict[str, Any]) -> bool:
+        name = pod["metadata"]["name"]
+        if not DNS_SUBDOMAIN.fullmatch(name):
+            self.calls.append(("create_pod", name))
+            raise _refusal(422, f'Pod "{name}" is invalid: metadata.name: Invalid value')
+        if self.quota is not None:
+            self.calls.append(("create_pod", name))
+            raise _refusal(403, f'pods "{name}" is forbidden: {self.quota}')
+        return super().create_pod(pod)
+
+
+def _refusal(status: int, message: str) -> ApiException:
+    error = ApiException(status=status, reason="Refused")
+    error.body = json.dumps({"kind": "Status", "message": message})
+    return error
+
+
+def _pending_for_preview(fake: FakeCluster, operator: Reconciler, tmp_path: Path) -> str:
+    """Pipeline grades awaiting the approval of V2 over a checkpoint of V1: its change id."""
+    seeded(tmp_path)
+    fake.apply("grades", spec(tmp_path, V2))
+    operator.reconcile("default", "grades")
+    fake.take_calls()
+    change: str = fake.status("grades")["pendingChange"]["id"]
+    return change
+
+
+def test_a_preview_request_with_a_trailing_newline_is_served_as_written_without_it(
+    tmp_path: Path,
+) -> None:
+    """`spindle.dev/preview: |` in YAML adds a newline: the pod's name had it, the API server
+    refused the pod, and the pipeline turned Failed (DriverPodRejected)."""
+    strict = StrictCluster()
+    operator = reconciler_of(strict)
+    change = _pending_for_preview(strict, operator, tmp_path)
+    strict.annotate("grades", PREVIEW_ANNOTATION, change + "\n")
+    operator.reconcile("default", "grades")
+    name = preview_pod_name("grades", change)
+    assert strict.take_calls() == [("create_pod", name), ("write_status", "AwaitingApproval")]
+    command = strict.pods[("default", name)]["spec"]["containers"][0]["command"]
+    assert command[command.index("--preview-request") + 1] == change
+    status = strict.status("grades")
+    assert status["conditions"][1]["reason"] == "Previewing"
+    assert status["conditions"][1]["message"].endswith(f"({PREVIEW_ANNOTATION}={change})")
+
+
+def test_a_preview_pod_the_api_server_refuses_leaves_the_change_pending_and_is_asked_once(
+    tmp_path: Path,
+) -> None:
+    """It turned the pipeline Failed (DriverPodRejected, naming the driver pod), dropped the
+    pending change, and was created again every 30 seconds."""
+    strict = StrictCluster(quota="exceeded quota: compute, requested: pods=1, limited: pods=4")
+    operator = reconciler_of(strict)
+    change = _pending_for_preview(strict, operator, tmp_path)
+    before = strict.status("grades")
+    request = f"{change}@1"
+    strict.annotate("grades", PREVIEW_ANNOTATION, request)
+    outcome = operator.reconcile("default", "grades")
+    name = preview_pod_name("grades", request)
+    assert strict.take_calls() == [("create_pod", name), ("write_status", "AwaitingApproval")]
+    assert outcome is not None and outcome.requeue_after is None
+    status = strict.status("grades")
+    assert status["phase"] == "AwaitingApproval"
+    assert status["pendingChange"] == before["pendingChange"]
+    assert status["conditions"][0] == before["conditions"][0]
+    condition = served(status, request)  # kubectl spindle preview ends with it
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "PreviewPodRejected")
+    assert "HTTP 403" in condition["message"] and "exceeded quota: compute" in condition["message"]
+    assert "change the label of spindle.dev/preview" in condition["message"]
+
+    operator.reconcile("default", "grades")  # served: not created again, nothing new to say
+    assert strict.take_calls() == []
+    assert strict.status("grades") == status
+
+    strict.quota = None  # the quota raised; a new label asks again
+    again = f"{change}@2"
+    strict.annotate("grades", PREVIEW_ANNOTATION, again)
+    operator.reconcile("default", "grades")
+    assert ("create_pod", preview_pod_name("grades", again)) in strict.take_calls()
+    assert strict.status("grades")["conditions"][1]["reason"] == "Previewing"

@@ -29,6 +29,7 @@ from spindle.api.types import (
 )
 from spindle.lifecycle import DriverMode, ObservedDriver, read_timestamp, timestamp
 from spindle.lifecycle.decision import EVICTED
+from spindle.lifecycle.observation import request_change
 
 LABEL_PIPELINE = "spindle.dev/pipeline"
 LABEL_MODE = "spindle.dev/mode"
@@ -91,9 +92,19 @@ def pod_name(pipeline: str, *, mode: str, generation: int, change_id: str | None
 
 
 def preview_pod_name(pipeline: str, request: str) -> str:
-    """The preview pod of one request (`<change id>[@label]`): a new label, a new pod."""
+    """The preview pod of one request (`<change id>[@label]`, as `annotation` reads it): a new
+    label, a new pod."""
     digest = hashlib.sha256(request.encode()).hexdigest()[:8]
-    return f"{pipeline}-{request.partition('@')[0]}-preview-{digest}"
+    return f"{pipeline}-{request_change(request)}-preview-{digest}"
+
+
+def annotation(meta: dict[str, Any], key: str) -> str | None:
+    """A request annotation of a Pipeline (`spindle.dev/approve`, `spindle.dev/preview`) as
+    its value means it: without the whitespace around it (YAML's `|` adds a newline), None
+    when empty. Read as written, an approval was ignored, and a preview pod had a name the
+    API server refuses."""
+    value = (meta.get("annotations") or {}).get(key)
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 PREVIEW_MARGIN_SECONDS = 300
@@ -226,7 +237,7 @@ def _literal(value: str) -> str:
 
 def _approver(meta: dict[str, Any], spec: PipelineSpec, change_id: str) -> str:
     """What approved the bootstrap of `change_id`, as its checkpoint records it."""
-    if (meta.get("annotations") or {}).get(APPROVE_ANNOTATION) == change_id:
+    if annotation(meta, APPROVE_ANNOTATION) == change_id:
         return f"annotation {APPROVE_ANNOTATION}"
     if spec.bootstrap_policy is BootstrapPolicy.ALLOW:
         return "spec.bootstrapPolicy: allow"

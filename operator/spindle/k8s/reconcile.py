@@ -39,6 +39,7 @@ from spindle.k8s.pods import (
     EVICTION_RESET_SECONDS,
     DriverSettings,
     Eviction,
+    annotation,
     current_pod,
     driver_phase,
     driver_pod,
@@ -61,6 +62,7 @@ from spindle.lifecycle import (
     failed,
     timestamp,
 )
+from spindle.lifecycle.observation import PREVIEW_REJECTED
 from spindle.plan.preview import PreviewReport
 
 log = logging.getLogger("spindle.reconcile")
@@ -359,6 +361,23 @@ def _refused(error: ApiException) -> Unobservable:
     )
 
 
+POD_CHECKS = (
+    "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), the "
+    "namespace's Pod Security level and its quota"
+)
+"""What to check when the API server refuses a pod the operator made for a pipeline."""
+
+
+def _preview_refused(error: ApiException) -> tuple[str, str]:
+    """`Decision.preview_refused` for a preview pod the API server refused: not retried (a
+    quota or a policy refuses it again), until a new label asks again."""
+    return PREVIEW_REJECTED, (
+        f"The API server refused the preview pod (HTTP {error.status}): {api_message(error)}. "
+        f"The pending change is unchanged. Check {POD_CHECKS}; then change the label of "
+        "spindle.dev/preview to preview again, or approve without a preview."
+    )
+
+
 def _finished(pod: dict[str, Any]) -> bool:
     return driver_phase(pod) in ("Succeeded", "Failed")
 
@@ -456,7 +475,7 @@ class PipelineBody:
             spec=PipelineSpec(sql="", desired_state=_desired(self.pipeline)),
             generation=int(meta.get("generation", 1)),
             checkpoint=None,
-            approval=(meta.get("annotations") or {}).get(APPROVE_ANNOTATION),
+            approval=annotation(meta, APPROVE_ANNOTATION),
             driver=observed_driver(self.pod) if self.pod else None,
             last_bootstrap=previous.last_bootstrap.change_id
             if previous and previous.last_bootstrap
@@ -464,7 +483,7 @@ class PipelineBody:
             previous=previous,
             name=meta["name"],
             restate=(meta.get("annotations") or {}).get(RESTATE_ANNOTATION),
-            preview_request=(meta.get("annotations") or {}).get(PREVIEW_ANNOTATION),
+            preview_request=annotation(meta, PREVIEW_ANNOTATION),
         )
 
     def _observe(self) -> Observation:
@@ -518,13 +537,15 @@ class PipelineBody:
         except ApiException as error:
             if not refused(error):  # 413: a pod too large for the API server, too
                 raise
-            decision = failed(
-                "DriverPodRejected",
-                f"The API server refused the driver pod: {api_message(error)}. Check "
-                "spec.serviceAccountName (default: spindle-driver, see deploy/rbac/driver.yaml), "
-                "the namespace's Pod Security level and its quota.",
-            )
-            self.requeue_after = 30.0
+            if decision.preview is not None:  # the pipeline is as it was, with no preview
+                decision = replace(decision, preview_refused=_preview_refused(error))
+            else:
+                decision = failed(
+                    "DriverPodRejected",
+                    f"The API server refused the driver pod: {api_message(error)}. Check "
+                    f"{POD_CHECKS}.",
+                )
+                self.requeue_after = 30.0
         return Acted(decision, _driver_status(self.pod))
 
     def _act(self, decision: Decision) -> tuple[dict[str, Any] | None, float | None]:

@@ -56,6 +56,10 @@ class Decision:
     change_id: str | None = None
     preview: str | None = None
     """A preview request for the pending change that the body should start a preview for."""
+    preview_refused: tuple[str, str] | None = None
+    """(reason, message) of the preview pod the cluster refused to create for `preview`: the
+    `Previewed` condition says so, the change stays pending, and the request is not tried
+    again (`Observation.preview_refused`)."""
     plan: ChangePlan | None = field(default=None, compare=False)
     program: Program | None = field(default=None, compare=False)
 

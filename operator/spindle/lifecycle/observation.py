@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from spindle.api import PipelineSpec
 from spindle.api.status import PipelineStatus
+from spindle.api.types import PREVIEW_ANNOTATION
 from spindle.checkpoint import Manifest
 from spindle.plan import StoredSize
 from spindle.plan.preview import PreviewReport
@@ -120,10 +121,35 @@ class Observation:
     """The preview pod serving `preview_request`, if there is one."""
 
     @property
+    def preview_refused(self) -> tuple[str, str] | None:
+        """(reason, message) of the `Previewed` condition last recorded, when it says the
+        cluster refused the preview pod of this very request: a refused request is served,
+        as a failed preview is, so it is not tried again at each reconcile (a new label is)."""
+        request, previous = self.preview_request, self.previous
+        if request is None or previous is None:
+            return None
+        for condition in previous.conditions:
+            if condition.reason == PREVIEW_REJECTED and condition.message.endswith(
+                answering(request)
+            ):
+                return condition.reason, condition.message.removesuffix(f" {answering(request)}")
+        return None
+
+    @property
     def spark_ran(self) -> bool:
         """Whether the spec's program is the checkpoint's: Spark has run it, so the program
         layer's reference checks do not second-guess it (after an upgrade, say)."""
         return self.checkpoint is not None and self.checkpoint.program.text == self.spec.sql
+
+
+PREVIEW_REJECTED = "PreviewPodRejected"
+"""The `Previewed` reason of a preview pod the API server refused to create."""
+
+
+def answering(request: str) -> str:
+    """How a `Previewed` condition's message ends when it answers `request` (what `kubectl
+    spindle preview` waits for)."""
+    return f"({PREVIEW_ANNOTATION}={request})"
 
 
 def request_change(request: str) -> str:

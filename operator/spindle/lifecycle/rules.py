@@ -710,6 +710,8 @@ def preview_wanted(decision: Decision, observed: Observation) -> bool:
         return False
     if request_change(request) != decision.change_id or observed.previewing is not None:
         return False
+    if observed.preview_refused is not None:
+        return False
     report = observed.preview
     return report is None or report.request != request
 

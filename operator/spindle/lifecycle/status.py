@@ -23,7 +23,7 @@ from spindle.api.status import (
 )
 from spindle.checkpoint import Manifest
 from spindle.lifecycle.decision import EVICTED, RETRYING, Decision, Event
-from spindle.lifecycle.observation import Observation, request_change
+from spindle.lifecycle.observation import Observation, answering, request_change
 
 READY = "Ready"
 PREVIEWED = "Previewed"
@@ -104,8 +104,9 @@ def _previewed(
     decision: Decision, observed: Observation, *, now: str
 ) -> tuple[PendingChange | None, list[Condition]]:
     """The pending change with its newest preview's counts, and the `Previewed` condition: the
-    preview's outcome, a preview pod's failure, or `Previewing` while a requested one runs. A
-    failed preview leaves the change exactly as it was."""
+    preview's outcome, a preview pod's failure, why its pod does not start (the API server
+    refused it), or `Previewing` while a requested one runs. A failed preview leaves the
+    change exactly as it was."""
     pending, report, request = decision.pending_change, observed.preview, observed.preview_request
     if pending is None:
         return pending, []
@@ -117,6 +118,7 @@ def _previewed(
     if report is not None and report.error is None:
         pending = pending.model_copy(update={"preview": report.summary()})
     pod = observed.previewing
+    refused = decision.preview_refused or observed.preview_refused
     if stale:
         holds, reason = "False", "PreviewIgnored"
         message = (
@@ -136,13 +138,15 @@ def _previewed(
             "The pending change is unchanged: change the label of spindle.dev/preview to "
             "preview again."
         )
+    elif request is not None and refused is not None:
+        holds, (reason, message) = "False", refused
     elif request is not None:
         holds, reason = "Unknown", "Previewing"
         message = f"A preview of change {pending.id} is being evaluated in scratch space."
     else:
         return pending, []
     if request is not None or stale:
-        message = f"{message} (spindle.dev/preview={observed.preview_request})"
+        message = f"{message} {answering(observed.preview_request or '')}"
     condition = _condition(
         PREVIEWED,
         holds=holds,

@@ -41,6 +41,12 @@ def reconciler_of(fake: FakeCluster) -> Reconciler:
     return Reconciler(cluster=fake, settings=Settings(driver=driver, shared_files=True))  # type: ignore[arg-type]
 
 
+def unschedulable(message: str) -> dict[str, Any]:
+    """The status of a pod no node can take, with the scheduler's `message`."""
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    return {"phase": "Pending", "conditions": [{**scheduled, "message": message}]}
+
+
 def spec(tmp_path: Path, sql: str, **fields: Any) -> dict[str, Any]:
     return {"sql": sql, "storage": {"uri": tmp_path.as_uri()}, **fields}
 
@@ -544,17 +550,7 @@ def test_a_driver_no_node_can_take_or_end_is_not_ready_and_says_why(
     reconciler.reconcile("default", "grades")
     starting = cluster.status("grades")
     assert (starting["phase"], _ready(starting)) == ("Pending", ("False", "Starting"))
-    pod["status"] = {
-        "phase": "Pending",
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 3 Insufficient memory.",
-            }
-        ],
-    }
+    pod["status"] = unschedulable("0/3 nodes are available: 3 Insufficient memory.")
     reconciler.reconcile("default", "grades")
     status = cluster.status("grades")
     assert (status["phase"], _ready(status)) == ("Pending", ("False", "DriverUnschedulable"))
@@ -778,28 +774,22 @@ def test_an_evicted_bootstrap_pod_is_started_again_saying_why(
     assert ("create_pod", name) in cluster.take_calls()
 
 
-@pytest.mark.parametrize(
-    ("spark", "field"),
-    [
-        ({"driver": {"memory": "1" * 310 + "Gi"}}, "spec.spark.driver.memory"),
-        ({"executor": {"cpu": "9" * 30}}, "spec.spark.executor.cpu"),
-        ({"executor": {"memory": "99999999999999999999Ei"}}, "spec.spark.executor.memory"),
-    ],
-)
-def test_a_quantity_larger_than_kubernetes_holds_is_an_invalid_spec(
-    cluster: FakeCluster,
-    reconciler: Reconciler,
-    tmp_path: Path,
-    spark: dict[str, Any],
-    field: str,
+def test_an_approval_with_whitespace_around_it_approves_the_change_it_names(
+    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
 ) -> None:
-    """It passed validation (its value was infinite) and every reconcile raised OverflowError:
-    no status, no Event."""
-    cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", **spark}))
+    """`spindle.dev/approve: |` in YAML adds a newline: the approval was ignored, with an Event
+    saying that `<id>` does not name the pending change `<id>`."""
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2))
     reconciler.reconcile("default", "grades")
-    assert cluster.take_calls() == [("event", "Warning", "InvalidSpec"), ("write_status", "Failed")]
-    [ready] = cluster.status("grades")["conditions"]
-    assert ready["message"].startswith(f"{field}: ") and "Fix the Pipeline spec" in ready["message"]
+    change = cluster.status("grades")["pendingChange"]["id"]
+    cluster.take_calls()
+    cluster.annotate("grades", "spindle.dev/approve", f" {change}\n")
+    reconciler.reconcile("default", "grades")
+    name = f"grades-{change}-driver"
+    assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
+    command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
+    assert command[command.index("--approved-by") + 1] == "annotation spindle.dev/approve"
 
 
 @pytest.mark.parametrize(
@@ -833,19 +823,25 @@ def test_a_driver_pod_whose_labels_were_edited_is_still_the_pipelines_driver(
     ]
 
 
-def test_an_approval_with_whitespace_around_it_approves_the_change_it_names(
-    cluster: FakeCluster, reconciler: Reconciler, tmp_path: Path
+@pytest.mark.parametrize(
+    ("spark", "field"),
+    [
+        ({"driver": {"memory": "1" * 310 + "Gi"}}, "spec.spark.driver.memory"),
+        ({"executor": {"cpu": "9" * 30}}, "spec.spark.executor.cpu"),
+        ({"executor": {"memory": "99999999999999999999Ei"}}, "spec.spark.executor.memory"),
+    ],
+)
+def test_a_quantity_larger_than_kubernetes_holds_is_an_invalid_spec(
+    cluster: FakeCluster,
+    reconciler: Reconciler,
+    tmp_path: Path,
+    spark: dict[str, Any],
+    field: str,
 ) -> None:
-    """`spindle.dev/approve: |` in YAML adds a newline: the approval was ignored, with an Event
-    saying that `<id>` does not name the pending change `<id>`."""
-    seeded(tmp_path)
-    cluster.apply("grades", spec(tmp_path, V2))
+    """It passed validation (its value was infinite) and every reconcile raised OverflowError:
+    no status, no Event."""
+    cluster.apply("grades", spec(tmp_path, V1, spark={"mode": "kubernetes", **spark}))
     reconciler.reconcile("default", "grades")
-    change = cluster.status("grades")["pendingChange"]["id"]
-    cluster.take_calls()
-    cluster.annotate("grades", "spindle.dev/approve", f" {change}\n")
-    reconciler.reconcile("default", "grades")
-    name = f"grades-{change}-driver"
-    assert cluster.take_calls() == [("create_pod", name), ("write_status", "Bootstrapping")]
-    command = cluster.pods[("default", name)]["spec"]["containers"][0]["command"]
-    assert command[command.index("--approved-by") + 1] == "annotation spindle.dev/approve"
+    assert cluster.take_calls() == [("event", "Warning", "InvalidSpec"), ("write_status", "Failed")]
+    [ready] = cluster.status("grades")["conditions"]
+    assert ready["message"].startswith(f"{field}: ") and "Fix the Pipeline spec" in ready["message"]

@@ -40,6 +40,7 @@ from tests.unit.test_operator_body import (  # noqa: F401 (fixtures: cluster, re
     reconciler_of,
     seeded,
     spec,
+    unschedulable,
 )
 from tests.unit.test_review import observed
 
@@ -344,3 +345,28 @@ def test_a_preview_pod_the_api_server_refuses_leaves_the_change_pending_and_is_a
     operator.reconcile("default", "grades")
     assert ("create_pod", preview_pod_name("grades", again)) in strict.take_calls()
     assert strict.status("grades")["conditions"][1]["reason"] == "Previewing"
+
+
+def test_a_preview_pod_no_node_can_take_says_why_in_the_previewed_condition(
+    cluster: FakeCluster,  # noqa: F811
+    reconciler: Reconciler,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """It said `Previewing` for as long as the pod stayed Pending."""
+    change = _pending_for_preview(cluster, reconciler, tmp_path)
+    request = f"{change}@1"
+    cluster.annotate("grades", PREVIEW_ANNOTATION, request)
+    reconciler.reconcile("default", "grades")
+    pod = cluster.pods[("default", preview_pod_name("grades", request))]
+    pod["status"] = unschedulable("0/1 nodes are available: 1 Insufficient memory.")
+    reconciler.reconcile("default", "grades")
+    status = cluster.status("grades")
+    assert status["phase"] == "AwaitingApproval" and "driverPod" not in status
+    condition = served(status, request)
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "DriverUnschedulable")
+    assert "No node can take the preview pod" in condition["message"]
+    assert "1 Insufficient memory" in condition["message"]
+    pod["status"] = {"phase": "Running"}  # a node freed up: it runs after all
+    reconciler.reconcile("default", "grades")
+    assert cluster.status("grades")["conditions"][1]["reason"] == "Previewing"

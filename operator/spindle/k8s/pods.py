@@ -490,8 +490,9 @@ def _stalled(pod: dict[str, Any], now: datetime.datetime) -> tuple[str, str] | N
             condition.get("reason") == "Unschedulable"
         ):
             said = str(condition.get("message") or "no reason given").rstrip(".")
+            what = "preview pod" if pod_mode(pod) is DriverMode.PREVIEW else "driver pod"
             return "DriverUnschedulable", (
-                f"No node can take the driver pod {name} ({said}). Lower spec.spark.driver.cpu "
+                f"No node can take the {what} {name} ({said}). Lower spec.spark.driver.cpu "
                 "or memory, or add nodes that fit it; it starts as soon as one can."
             )
     return None

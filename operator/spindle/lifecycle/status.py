@@ -104,9 +104,9 @@ def _previewed(
     decision: Decision, observed: Observation, *, now: str
 ) -> tuple[PendingChange | None, list[Condition]]:
     """The pending change with its newest preview's counts, and the `Previewed` condition: the
-    preview's outcome, a preview pod's failure, why its pod does not start (the API server
-    refused it), or `Previewing` while a requested one runs. A failed preview leaves the
-    change exactly as it was."""
+    preview's outcome, a preview pod's failure, why its pod does not start (no node takes it,
+    or the API server refused it), or `Previewing` while a requested one runs. A failed
+    preview leaves the change exactly as it was."""
     pending, report, request = decision.pending_change, observed.preview, observed.preview_request
     if pending is None:
         return pending, []
@@ -137,6 +137,12 @@ def _previewed(
             f"The preview pod of change {pending.id} ended without a report; see its logs. "
             "The pending change is unchanged: change the label of spindle.dev/preview to "
             "preview again."
+        )
+    elif request is not None and pod is not None and pod.stalled is not None:
+        holds, (reason, said) = "False", pod.stalled
+        message = (
+            f"{said} The pending change is unchanged; a new label of spindle.dev/preview "
+            "starts a preview pod with the spec's settings as they are then."
         )
     elif request is not None and refused is not None:
         holds, (reason, message) = "False", refused

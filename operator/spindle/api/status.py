@@ -88,6 +88,13 @@ class PendingChange(_Status):
         "the changed columns. The full report, with sample rows, is previews/<id>.json beside "
         "the checkpoints.",
     )
+    omitted: dict[str, int] | None = Field(
+        default=None,
+        description="How many entries of each long list above the status leaves out, by "
+        "list (e.g. 'changes', 'diff.program_diff.modified_views', 'estimate.viewsToEvaluate'"
+        "): it keeps the first 100 of each, so that a large program's status stays within "
+        "what the API server stores. `spindle plan -f pipeline.yaml` shows the whole change.",
+    )
 
 
 class CheckpointStatus(_Status):
@@ -155,7 +162,13 @@ class PipelineStatus(_Status):
     maintenance: dict[str, ViewMaintenance] | None = Field(
         default=None,
         description="How each view of spec.sql is kept up to date: incremental, or recompute "
-        "with the construct that needs it.",
+        "with the construct that needs it (the views that recompute first, 100 at most).",
+    )
+    maintenance_omitted: int | None = Field(
+        default=None,
+        alias="maintenanceOmitted",
+        description="How many views `maintenance` leaves out; `spindle plan -f pipeline.yaml` "
+        "shows them all.",
     )
     ignored_approval: str | None = Field(
         default=None,
@@ -163,7 +176,9 @@ class PipelineStatus(_Status):
         description="The last approval id that named no pending change (an Event said why).",
     )
     conditions: list[Condition] = Field(
-        default_factory=list, description="Kubernetes-style conditions (Ready)."
+        default_factory=list,
+        description="Kubernetes-style conditions: Ready; Previewed while a preview is asked "
+        "for; Recorded (False, StatusTooLarge) when the API server refused the full status.",
     )
 
     def to_json(self) -> dict[str, Any]:

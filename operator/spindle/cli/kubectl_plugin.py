@@ -92,6 +92,19 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
     return dict(pending)
 
 
+def _omitted(pending: dict[str, Any]) -> str | None:
+    """What the status left out of the change's lists (`status.pendingChange.omitted`: a large
+    program's status keeps the first 100 of each), and where the whole change is."""
+    omitted = pending.get("omitted") or {}
+    if not omitted:
+        return None
+    counts = ", ".join(f"{count:,} of {name}" for name, count in sorted(omitted.items()))
+    return (
+        f"Not shown: {counts} (the status keeps the first 100 of each list). `spindle plan "
+        "-f pipeline.yaml` shows the whole change."
+    )
+
+
 def _show(pending: dict[str, Any]) -> None:
     out = render.console()
     out.print(render.change_table(pending["id"], pending.get("changes") or {}, pending["diff"]))
@@ -102,12 +115,18 @@ def _show(pending: dict[str, Any]) -> None:
     bootstrap = pending.get("bootstrap") or {}
     if bootstrap.get("allowed") is False:
         out.print(f"[red]Bootstrap refused: {bootstrap.get('error_code')}[/]")
+    note = _omitted(pending)
+    if note is not None:
+        out.print(note, markup=False)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     pending = _pending(_pipeline(args))
     if args.json:
         render.print_json(pending["diff"])
+        note = _omitted(pending)  # the diff stays Feldera's shape: the note goes to stderr
+        if note is not None:
+            render.console(stderr=True).print(note, markup=False)
     else:
         _show(pending)
     return 0

@@ -56,6 +56,14 @@ def refused(error: ApiException) -> bool:
     return error.status in REFUSED
 
 
+def too_large(error: ApiException) -> bool:
+    """Whether the API server refused a write as too large: its own limit on a request (413),
+    or etcd's, which it passes on as a 500 ("etcdserver: request is too large") or a 422."""
+    said = api_message(error).lower()
+    large = "too large" in said or "larger than max" in said
+    return error.status == 413 or (error.status in (422, 500) and large)
+
+
 def api_message(error: ApiException) -> str:
     """The API server's own words (its Status message), else the HTTP reason."""
     try:

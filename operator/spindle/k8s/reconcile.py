@@ -15,6 +15,7 @@ the Pipeline object (`inputs`) can change it, so the operator need not reconcile
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,14 @@ from spindle.checkpoint.retry import RetryPolicy
 from spindle.checkpoint.statistics import needs_sizes, stored_sizes
 from spindle.checkpoint.store import CheckpointStore, open_store, pipeline_root
 from spindle.errors import SpindleError, first_problem
-from spindle.k8s.cluster import Cluster, SecretMissing, SecretUnreadable, api_message, refused
+from spindle.k8s.cluster import (
+    Cluster,
+    SecretMissing,
+    SecretUnreadable,
+    api_message,
+    refused,
+    too_large,
+)
 from spindle.k8s.pods import (
     EVICTION_RESET_SECONDS,
     DriverSettings,
@@ -63,6 +71,7 @@ from spindle.lifecycle import (
     timestamp,
 )
 from spindle.lifecycle.observation import PREVIEW_REJECTED
+from spindle.lifecycle.status import STATUS_TOO_LARGE, oversized
 from spindle.plan.preview import PreviewReport
 
 log = logging.getLogger("spindle.reconcile")
@@ -72,6 +81,11 @@ EVICTION_RESET = datetime.timedelta(seconds=EVICTION_RESET_SECONDS)
 STORAGE_RETRY = RetryPolicy(deadline=8.0, connect_timeout=3.0, read_timeout=4.0)
 """The operator's checkpoint I/O: a store that does not answer costs a reconcile about ten
 seconds at most (the driver, which must commit, keeps the patient default)."""
+OBJECT_BYTES_LIMIT = 1_400_000
+"""The largest Pipeline object, its status included, the operator writes a whole status into:
+etcd stores a request of 1.5 MiB (its --max-request-bytes default), and the API server adds to
+the object (managedFields, a resourceVersion). A larger one gets the small status `oversized`
+makes, as one the API server refuses as too large (`too_large`) does."""
 PREVIEW_MEMO = 4096
 """Preview reports the reconciler remembers (one per pipeline with a pending change)."""
 
@@ -642,5 +656,32 @@ class PipelineBody:
                 self.pipeline, type=event.type, reason=event.reason, message=event.message
             )
         body = status.to_json()
-        if body != _comparable(self.pipeline.get("status")):
+        if body == _comparable(self.pipeline.get("status")):
+            return
+        if len(json.dumps({**self.pipeline, "status": body})) > OBJECT_BYTES_LIMIT:
+            self._record_small(status, detail=f"it would be over {OBJECT_BYTES_LIMIT:,} bytes")
+            return
+        try:
             self.cluster.write_status(self.pipeline, body)
+        except ApiException as error:
+            if not too_large(error):
+                raise
+            said = f"the API server refused it: HTTP {error.status}, {api_message(error)}"
+            self._record_small(status, detail=said)
+
+    def _record_small(self, status: PipelineStatus, *, detail: str) -> None:
+        """Record `oversized(status)` instead of a status the API server will not store (it
+        raised at every reconcile: no status, no Event), with a Warning Event the first time.
+        One it refuses too raises, and the reconcile is retried."""
+        previous = _previous(self.pipeline)
+        small = oversized(status, detail=detail, previous=previous, now=_now())
+        body = small.to_json()
+        if body == _comparable(self.pipeline.get("status")):
+            return
+        said_before = previous is not None and any(
+            c.reason == STATUS_TOO_LARGE for c in previous.conditions
+        )
+        if not said_before:
+            said = small.conditions[-1].message
+            self.cluster.event(self.pipeline, type="Warning", reason=STATUS_TOO_LARGE, message=said)
+        self.cluster.write_status(self.pipeline, body)

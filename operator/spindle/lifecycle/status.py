@@ -9,7 +9,9 @@ when a condition did not change.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from spindle.api import Phase
 from spindle.api.status import (
@@ -27,6 +29,14 @@ from spindle.lifecycle.observation import Observation, answering, request_change
 
 READY = "Ready"
 PREVIEWED = "Previewed"
+RECORDED = "Recorded"
+"""A condition only a status the API server refused as too large has (False)."""
+STATUS_TOO_LARGE = "StatusTooLarge"
+STATUS_LIST_LIMIT = 100
+"""The most entries the status keeps of each list of the pending change, and of `maintenance`
+(the rest are counted in `omitted`): a program of 7,000 views (371 KB of SQL, well within
+docs/limits.md) had a status of 1.4 MB, which with its spec was past what etcd stores, so
+none was written."""
 
 
 def timestamp(moment: datetime.datetime) -> str:
@@ -216,6 +226,109 @@ def _program_warnings(warnings: tuple[str, ...]) -> Event:
     return Event("Warning", PROGRAM_WARNINGS, f"{shown}{more}")
 
 
+_Entry = TypeVar("_Entry")
+
+
+def _first(
+    entries: dict[str, _Entry],
+    *,
+    key: str,
+    limit: int,
+    omitted: dict[str, int],
+    wanted: Callable[[_Entry], bool] = lambda entry: False,
+) -> dict[str, _Entry]:
+    """At most `limit` of `entries`, those `wanted` first, in their order; how many were left
+    out is added to `omitted[key]`."""
+    if len(entries) <= limit:
+        return entries
+    omitted[key] = omitted.get(key, 0) + len(entries) - limit
+    kept = set(sorted(entries, key=lambda name: not wanted(entries[name]))[:limit])
+    return {name: entry for name, entry in entries.items() if name in kept}
+
+
+def _cut_lists(body: dict[str, Any], *, key: str, limit: int, omitted: dict[str, int]) -> Any:
+    """`body` (JSON) with each list in it, however deep, cut to its first `limit` entries;
+    how many were left out is added to `omitted`, by the list's dotted path."""
+    cut: dict[str, Any] = {}
+    for name, value in body.items():
+        path = f"{key}.{name}"
+        if isinstance(value, list):
+            cut[name] = value[:limit]
+            if len(value) > limit:
+                omitted[path] = omitted.get(path, 0) + len(value) - limit
+        elif isinstance(value, dict):
+            cut[name] = _cut_lists(value, key=path, limit=limit, omitted=omitted)
+        else:
+            cut[name] = value
+    return cut
+
+
+def _direct(change: dict[str, Any]) -> bool:
+    """An object added, removed or changed itself, not only through what it reads."""
+    reasons = [str(r) for r in change.get("reasons") or []]
+    return not reasons or any(not r.startswith("upstream:") for r in reasons)
+
+
+def _bounded_change(pending: PendingChange, *, limit: int) -> PendingChange:
+    omitted = dict(pending.omitted or {})
+    body = pending.model_dump(mode="json")
+    body["changes"] = _first(
+        body["changes"], key="changes", limit=limit, omitted=omitted, wanted=_direct
+    )
+    for part in ("diff", "estimate"):
+        if body.get(part):
+            body[part] = _cut_lists(body[part], key=part, limit=limit, omitted=omitted)
+    views = (body.get("preview") or {}).get("views")
+    if isinstance(views, dict):
+        body["preview"]["views"] = _first(views, key="preview.views", limit=limit, omitted=omitted)
+    body["omitted"] = omitted or None
+    return PendingChange.model_validate(body)
+
+
+def bounded(status: PipelineStatus, *, limit: int = STATUS_LIST_LIMIT) -> PipelineStatus:
+    """`status` with at most `limit` entries in each list of its pending change and in
+    `maintenance`, those a reader wants first (objects changed themselves, views that
+    recompute), and how many of each it leaves out (`omitted`, `maintenanceOmitted`)."""
+    update: dict[str, Any] = {}
+    if status.pending_change is not None:
+        update["pending_change"] = _bounded_change(status.pending_change, limit=limit)
+    if status.maintenance is not None:
+        left = {"maintenance": status.maintenance_omitted or 0}
+        update["maintenance"] = _first(
+            status.maintenance,
+            key="maintenance",
+            limit=limit,
+            omitted=left,
+            wanted=lambda view: view.reason is not None,
+        )
+        update["maintenance_omitted"] = left["maintenance"] or None
+    return status.model_copy(update=update)
+
+
+def oversized(
+    status: PipelineStatus, *, detail: str, previous: PipelineStatus | None, now: str
+) -> PipelineStatus:
+    """The status to record when the API server will not store `status` (`detail` says why):
+    no list of the pending change or of `maintenance` (`bounded` to none: their counts say
+    what is left out), with the `Recorded` condition saying so and what to do."""
+    small = bounded(status, limit=0)
+    recorded = _condition(
+        RECORDED,
+        holds=False,
+        reason=STATUS_TOO_LARGE,
+        message=f"The pipeline's whole status does not fit in its object ({detail}): with "
+        "it the Pipeline is past what the API server stores (etcd takes 1.5 MiB by default), "
+        "so the status keeps no list of the pending change or of maintenance; `spindle plan "
+        "-f pipeline.yaml` shows the whole change. Apply the Pipeline with `kubectl apply "
+        "--server-side` (a client-side apply keeps a second copy of spec.sql in an "
+        "annotation), or split its program into smaller pipelines.",
+        generation=status.observed_generation,
+        previous=previous,
+        now=now,
+    )
+    return small.model_copy(update={"conditions": [*small.conditions, recorded]})
+
+
 def conclude(
     decision: Decision, observed: Observation, *, driver: DriverStatus | None, now: str
 ) -> Report:
@@ -257,4 +370,4 @@ def conclude(
         else (previous.ignored_approval if previous else None),
         conditions=[ready, *previewed],
     )
-    return Report(status, _news(decision, observed, ignored))
+    return Report(bounded(status), _news(decision, observed, ignored))

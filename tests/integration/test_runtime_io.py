@@ -1627,20 +1627,22 @@ def test_a_pipeline_made_again_over_new_storage_writes_its_delta_output_from_its
     pipeline deleted and created again under the same name over new storage starts its
     sequence again: writing as the same writer, its first steps' changes were skipped without
     a word. It writes as another incarnation. A first start that failed and runs again (its
-    SQL fixed) undoes what it wrote first: the first rows differ, and were skipped too."""
+    SQL fixed, its view renamed) undoes what it wrote first: the first rows differ, and were
+    skipped too (or, under another view's name, kept beside the new ones)."""
     inputs, lake = tmp_path / "in", tmp_path / "lake"
     inputs.mkdir()
     source = connected_to(tmp_path, "file_input", "in")
     table = f"create table events (id bigint, k int) {source};\n"
     output = connected_to(tmp_path, "delta_table_output", "lake")
-    counted = f"create materialized view counts {output} as select count(*) as n from events;\n"
+    counted = f"create materialized view totals {output} as select count(*) as n from events;\n"
     failing = "create view broken as select cast(raise_error('boom') as int) as x;\n"
 
     def written() -> list[tuple[int, int]]:
         rows = spark.read.format("delta").load(str(lake)).select("n", "weight").collect()
         return sorted((r.n, r.weight) for r in rows)
 
-    runtime, store, program = runtime_for(tmp_path, table + counted.replace("(*)", "(*) + 10"))
+    earlier = counted.replace("totals", "counts").replace("(*)", "(*) + 10")
+    runtime, store, program = runtime_for(tmp_path, table + earlier)
     runtime.initialize(program)  # a first start killed before its commit
     store.objects.delete(["latest", *(i.key for i in store.objects.scan("checkpoints/"))])
     assert written() == [(10, 1)] and store.latest() is None
@@ -1648,7 +1650,7 @@ def test_a_pipeline_made_again_over_new_storage_writes_its_delta_output_from_its
     with pytest.raises(Exception, match="boom"):  # fails before any output is written
         runtime.initialize(program)
     assert written() == [(10, 1)]
-    runtime, store, program = runtime_for(tmp_path, table + counted)  # the SQL fixed
+    runtime, store, program = runtime_for(tmp_path, table + counted)  # fixed, and renamed
     first = runtime.initialize(program)
     assert written() == [(0, 1)]  # the earlier attempt's row undone, this one's written
     (inputs / "a.json").write_text('{"id": 1, "k": 1}\n')

@@ -341,9 +341,9 @@ class CheckpointStore:
             raise SpindleError(
                 reason="CheckpointUnreadable",
                 message=f"The incarnation id at {join(self.uri, INCARNATION)} is corrupt. "
-                "Restore it from a backup; or delete it, and the pipeline writes to its Delta "
-                "outputs as another writer from then on (a step it wrote before and replays "
-                "is then written twice).",
+                "It is read before the pipeline's first checkpoint only: delete it, and the "
+                "first start makes another (what an earlier attempt of it wrote to Delta "
+                "outputs is then not undone), or restore it from a backup.",
                 details={"uri": join(self.uri, INCARNATION)},
             )
         return made

@@ -125,7 +125,12 @@ class Output(Protocol):
     def replace(self, spark: SparkSession, contents: DataFrame, *, sequence: int) -> None: ...
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
+        self,
+        spark: SparkSession,
+        *,
+        sequence: int,
+        undoing: Callable[[int, str], None],
+        writers: str | None = None,
     ) -> list[str]: ...
 
     def discard_abandoned(
@@ -1053,10 +1058,16 @@ class FileOutput:
         self._write(spark, changes, sequence=sequence, tag="changes")
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
+        self,
+        spark: SparkSession,
+        *,
+        sequence: int,
+        undoing: Callable[[int, str], None],
+        writers: str | None = None,
     ) -> list[str]:
         """Delete the changes a step of `sequence` wrote but never committed; returns them.
-        (A replay writes the same files again, so `undoing` has nothing to record here.)"""
+        (A replay writes the same files again, so `undoing` has nothing to record here; the
+        files are named by sequence, whichever view or connector wrote them: `writers`.)"""
         with _refused("write", self.connector, self.path):
             return storage.delete_matching(spark, self.path, f"{sequence:08d}-changes-")
 
@@ -1243,23 +1254,35 @@ class DeltaOutput:
             self._alone(spark, latest + 1, latest=latest, commit=columns)
 
     def discard(
-        self, spark: SparkSession, *, sequence: int, undoing: Callable[[int, str], None]
+        self,
+        spark: SparkSession,
+        *,
+        sequence: int,
+        undoing: Callable[[int, str], None],
+        writers: str | None = None,
     ) -> list[str]:
         """Undo the changes a step of `sequence` committed to the table but never
-        checkpointed: when the table's latest commit is that step's (a steps' writer of this
-        pipeline, that sequence), `undoing` records its version and writer, then the table is
-        restored to the version before it (emptied, when that commit created it); returns what
-        was undone. A commit after it (another writer) leaves the table as it is, and so does
-        one that lands between that check and the undo: the undo took it too, so the table is
-        put back as it was before the undo, and nothing is undone."""
+        checkpointed: when the table's latest commits are that step's (this output's steps'
+        writer, or with `writers` any writer named under it: a first start's, whose views
+        may have been renamed since; that sequence), `undoing` records the first one's version
+        and writer, then the table is restored to the version before it (emptied, when that
+        commit created it); returns what was undone. A commit after them (another writer)
+        leaves the table as it is, and so does one that lands between that check and the
+        undo: the undo took it too, so the table is put back as it was before the undo, and
+        nothing is undone."""
+        wanted = self._steps if writers is None else (lambda w: w.startswith(f"{writers}/"))
+        found: tuple[int, str] | None = None  # the first of them: its version, its writer
         with _refused("write", self.connector, self.uri):
-            latest = storage.delta_version(spark, self.uri)
-            ours = self._writer(spark, latest, sequence, self._steps) if latest >= 0 else None
-        if ours is None:
+            latest = first = storage.delta_version(spark, self.uri)
+            while first >= 0 and (ours := self._writer(spark, first, sequence, wanted)):
+                found, first = (first, ours), first - 1
+        if found is None:
             return []
-        undoing(latest, ours)  # first: a replay after a crash here must know of the undo
-        undone = self._undo_alone(spark, latest, latest=latest)
-        return [f"{self.uri} (version {latest})"] if undone else []
+        undoing(*found)  # first: a replay after a crash here must know of the undo
+        if not self._undo_alone(spark, first + 1, latest=latest):
+            return []
+        versions = f"version {latest}" if first + 1 == latest else f"versions {first + 1}-{latest}"
+        return [f"{self.uri} ({versions})"]
 
     def discard_abandoned(
         self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None

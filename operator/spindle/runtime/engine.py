@@ -232,7 +232,7 @@ class Runtime:
         # SQL fixed since, they may differ) are undone, and the first contents written
         incarnation = self.store.incarnation()
         writer = self._writer(incarnation)
-        undone = self._discard_written(program, sequence=0, writer=writer)
+        undone = self._discard_written(program, sequence=0, writer=writer, renamed=True)
         for view in program.views.values():
             self._first_contents(reader, view, state[view.name], writer=writer, undone=undone)
         manifest = self._manifest(
@@ -372,22 +372,28 @@ class Runtime:
             )
 
     def _discard_written(
-        self, program: Program, *, sequence: int, writer: str
+        self, program: Program, *, sequence: int, writer: str, renamed: bool = False
     ) -> dict[str, tuple[int, str]]:
         """Undo what an attempt of `sequence` that never committed wrote to `program`'s
-        outputs as `writer` (`Output.discard`); returns the Delta outputs whose commit of it
-        was undone, recorded before each undo (`CheckpointStore.undone_outputs`)."""
+        outputs as `writer` (`Output.discard`; with `renamed`, as any of its views' or
+        connectors': a first start's attempt may have named them otherwise); returns the
+        Delta outputs whose commit of it was undone, recorded before each undo
+        (`CheckpointStore.undone_outputs`)."""
         undone = self.store.undone_outputs(sequence)
 
-        def undoing(connector: str, version: int, writer: str) -> None:
-            undone[connector] = (version, writer)
+        def undoing(connector: str, version: int, by: str) -> None:
+            undone[connector] = (version, by)
             self.store.record_undone_outputs(sequence, undone)
 
         for view in program.views.values():
             for connector in view.connectors:
                 output = make_output(connector, pipeline=writer)
                 record = functools.partial(undoing, connector.key)
-                for path in output.discard(self.spark, sequence=sequence, undoing=record):
+                writers = writer if renamed else None
+                discarded = output.discard(
+                    self.spark, sequence=sequence, undoing=record, writers=writers
+                )
+                for path in discarded:
                     self.report("output-discarded", connector=connector.key, path=path)
         return undone
 

@@ -256,6 +256,7 @@ def test_a_server_whose_sources_changed_since_it_started_is_replaced(
         assert process.wait(timeout=120) == 0
 
 
+@pytest.mark.slow  # its crash loop runs beside the cluster's tests: the two halves take as long
 def test_server_killed_mid_step_recovers_exactly_once(
     tmp_path: Path, homes: list[Path], spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -608,3 +608,40 @@ def test_an_apply_whose_status_cannot_be_observed_says_it_was_applied(
     assert "pipeline/g applied (generation 1); its status cannot be observed now:" in out.out
     assert "error StorageRequestRejected" in out.err
     assert LocalPipeline(home, "g").generation == 1
+
+
+def test_local_status_says_which_previewed_views_it_does_not_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status keeps 100 of a preview's views: `local status` printed them with no word of
+    the rest, nor of where the whole report is."""
+    from spindle.checkpoint.store import open_store
+    from spindle.plan.preview import PreviewReport, ViewPreview
+    from tests.checkpoints import seed
+    from tests.unit.test_status_bounds import NEW, OLD
+
+    shared = tmp_path / "shared"
+    store = open_store((shared / "default" / "grades").as_uri())
+    seed(store, namespace="default", name="grades", program=OLD)
+    document = yaml.safe_load(Path(MANIFEST).read_text())
+    document["spec"] |= {"sql": NEW, "storage": {"uri": shared.as_uri()}}
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump(document))
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    main(["local", "apply", "-f", str(path), "--json", *home])
+    change = json.loads(capsys.readouterr().out)["pendingChange"]["id"]
+    same = {"status": "modified", "matched_by": (), "rows_before": 1, "rows_after": 1}
+    views = [
+        ViewPreview(name=f"v_{i:05d}", added=0, removed=0, changed=0, **same) for i in range(400)
+    ]
+    views.append(ViewPreview(name="z_own", added=0, removed=0, changed=1, **same))
+    store.write_preview(
+        PreviewReport(
+            change_id=change, checkpoint="c", created_at="t", sample_rows=0, views=tuple(views)
+        )
+    )
+    assert main(["local", "status", "grades", *home]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "z_own" in out
+    assert "Not shown: 301 of preview.views (the status keeps 100 of each list)." in out
+    assert f"The whole report is {store.uri}/previews/{change}.json." in out

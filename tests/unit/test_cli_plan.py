@@ -58,6 +58,13 @@ def test_plan_prints_the_change_id_the_operator_will_ask_for(
             "Bootstrapping",
             "Approved: the manifest's spindle.dev/approve names change b77cf0f27757",
         ),
+        (  # YAML's `|` adds a newline: the operator reads it without, and bootstraps
+            "await_approval",
+            "b77cf0f27757\n",
+            False,
+            "Bootstrapping",
+            "Approved: the manifest's spindle.dev/approve names change b77cf0f27757",
+        ),
         ("allow", None, False, "Bootstrapping", "bootstrapPolicy allow starts it"),
         ("reject", None, False, "BootstrapRejected", "bootstrapPolicy is reject: change"),
     ],

@@ -845,3 +845,22 @@ def test_a_quantity_larger_than_kubernetes_holds_is_an_invalid_spec(
     assert cluster.take_calls() == [("event", "Warning", "InvalidSpec"), ("write_status", "Failed")]
     [ready] = cluster.status("grades")["conditions"]
     assert ready["message"].startswith(f"{field}: ") and "Fix the Pipeline spec" in ready["message"]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "allowed"),
+    [
+        ("9223372036854775807", True),  # 2^63 - 1 itself: in floating point it was 2^63
+        ("9223372036854775807000m", True),
+        ("9223372036854775808", False),
+        ("9223372036854775807001m", False),
+    ],
+)
+def test_a_quantity_is_refused_only_past_2_to_the_63_minus_1(cpu: str, allowed: bool) -> None:
+    from spindle.api.types import Resources
+
+    if allowed:
+        assert Resources(cpu=cpu).cpu == cpu
+    else:
+        with pytest.raises(ValueError, match=r"larger than a Kubernetes quantity can be"):
+            Resources(cpu=cpu)

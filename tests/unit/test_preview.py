@@ -370,3 +370,64 @@ def test_a_preview_pod_no_node_can_take_says_why_in_the_previewed_condition(
     pod["status"] = {"phase": "Running"}  # a node freed up: it runs after all
     reconciler.reconcile("default", "grades")
     assert cluster.status("grades")["conditions"][1]["reason"] == "Previewing"
+
+
+def test_preview_pods_of_a_relabelled_request_or_an_approved_change_are_deleted(
+    cluster: FakeCluster,  # noqa: F811
+    reconciler: Reconciler,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A preview pod no node took stayed Pending after its request was relabelled (as the
+    `DriverUnschedulable` message advises) or its change approved: its deadline never began,
+    it held the namespace's quota, and it could start later, beside the driver."""
+    change = _pending_for_preview(cluster, reconciler, tmp_path)
+    first, second = f"{change}@1", f"{change}@2"
+    cluster.annotate("grades", PREVIEW_ANNOTATION, first)
+    reconciler.reconcile("default", "grades")
+    old = preview_pod_name("grades", first)
+    cluster.pods[("default", old)]["status"] = unschedulable("0/1 nodes are available.")
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+
+    cluster.annotate("grades", PREVIEW_ANNOTATION, second)
+    reconciler.reconcile("default", "grades")
+    new = preview_pod_name("grades", second)
+    assert cluster.take_calls() == [
+        ("delete_pod", old, 120),
+        ("create_pod", new),
+        ("write_status", "AwaitingApproval"),
+    ]
+    assert sorted(n for _, n in cluster.pods) == [new]
+    cluster.set_pod_phase(new, "Running")
+    reconciler.reconcile("default", "grades")
+    assert cluster.take_calls() == []  # the current request's pod runs on
+
+    cluster.annotate("grades", "spindle.dev/approve", change)
+    reconciler.reconcile("default", "grades")
+    assert ("delete_pod", new, 120) in cluster.take_calls()
+    assert sorted(n for _, n in cluster.pods) == [f"grades-{change}-driver"]
+
+
+def test_a_preview_pod_is_kept_while_the_pending_change_is_not_known(
+    cluster: FakeCluster,  # noqa: F811
+    reconciler: Reconciler,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An unreadable Secret says nothing of the pending change: its preview pod stays."""
+    ref = {"name": "s3", "key": "id"}
+    cluster.secrets[("default", "s3")] = {"id": "x"}
+    storage = {
+        "uri": tmp_path.as_uri(),
+        "credentials": {"accessKeyId": ref, "secretAccessKey": ref},
+    }
+    seeded(tmp_path)
+    cluster.apply("grades", spec(tmp_path, V2, storage=storage))
+    reconciler.reconcile("default", "grades")
+    request = f"{cluster.status('grades')['pendingChange']['id']}@1"
+    cluster.annotate("grades", PREVIEW_ANNOTATION, request)
+    reconciler.reconcile("default", "grades")
+    cluster.take_calls()
+    cluster.refuse_secrets = 403
+    reconciler.reconcile("default", "grades")
+    assert not [c for c in cluster.take_calls() if c[0] == "delete_pod"]
+    assert ("default", preview_pod_name("grades", request)) in cluster.pods

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from spindle.api.status import PipelineStatus
 from spindle.k8s import reconcile
 from spindle.k8s.reconcile import Reconciler
 from spindle.lifecycle import conclude, decide
 from spindle.lifecycle.status import STATUS_LIST_LIMIT
+from spindle.plan.preview import PreviewReport, ViewPreview
 from tests.fake_cluster import FakeCluster
 from tests.unit.test_lifecycle import checkpoint, observe
 from tests.unit.test_lifecycle import spec as pipeline_spec
@@ -79,17 +81,90 @@ def test_kubectl_spindle_diff_says_what_the_status_left_out_and_where_the_whole_
     assert "`spindle plan -f pipeline.yaml` shows the whole change" in out
 
 
+def _previewed(request: str | None = None) -> dict[str, Any]:
+    """The status of NEW with a preview of its 401 views, of which only z_own's rows differ
+    (the last view)."""
+    change = decide(observe(spec=pipeline_spec(NEW), checkpoint=checkpoint(OLD))).change_id
+    assert change is not None
+    same = {"status": "modified", "matched_by": (), "rows_before": 10, "rows_after": 10}
+    views = [
+        ViewPreview(name=f"v_{i:05d}", added=0, removed=0, changed=0, **same) for i in range(400)
+    ]
+    views.append(ViewPreview(name="z_own", added=0, removed=6, changed=3, **same))
+    report = PreviewReport(
+        change_id=change, checkpoint="c", created_at="t", sample_rows=0, views=tuple(views)
+    )
+    observed = observe(
+        spec=pipeline_spec(NEW),
+        checkpoint=checkpoint(OLD),
+        preview=replace(report, request=request),
+        preview_request=request,
+    )
+    return conclude(decide(observed), observed, driver=None, now="t").status.to_json()
+
+
+def test_a_preview_of_many_views_keeps_those_whose_rows_differ() -> None:
+    preview = _previewed()["pendingChange"]["preview"]
+    assert len(preview["views"]) == 100
+    assert preview["views"]["z_own"]["removed"] == 6  # it was cut: 100 views of no difference
+
+
+def test_kubectl_spindle_preview_says_what_the_status_left_out(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spindle.cli import kubectl_plugin
+
+    asked: list[str] = []
+    monkeypatch.setattr(kubectl_plugin, "_annotate", lambda args, key, value: asked.append(value))
+    monkeypatch.setattr(
+        kubectl_plugin,
+        "_pipeline",
+        lambda args: {"status": _previewed(asked[-1] if asked else None)},
+    )
+    assert kubectl_plugin.main(["preview", "grades"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "z_own" in out
+    assert "Not shown: 301 of preview.views (the status keeps 100 of each list)." in out
+    change = _previewed()["pendingChange"]["id"]
+    assert f"The whole preview report is previews/{change}.json" in out
+
+
+def test_a_small_status_says_it_keeps_no_list(capsys: pytest.CaptureFixture[str]) -> None:
+    """The note said "the status keeps the first 100 of each list" of a status that kept none."""
+    from spindle.cli.kubectl_plugin import _show
+    from spindle.lifecycle.status import oversized
+
+    status = PipelineStatus.model_validate(_previewed())
+    small = oversized(status, detail="refused", previous=None, now="t")
+    assert small.pending_change is not None
+    _show(small.pending_change.model_dump(mode="json"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Not shown: 402 of changes," in out and "401 of preview.views" in out
+    assert "(the status is too large to keep these lists: see its Recorded condition)" in out
+    assert "keeps the first 100" not in out
+
+
 ETCD_TOO_LARGE = json.dumps({"kind": "Status", "message": "etcdserver: request is too large"})
 
 
 @dataclass
 class Etcd(FakeCluster):
-    """Refuses a status write whose object is over `limit` bytes, as etcd does (a 500)."""
+    """Refuses a status write whose object is over `limit` bytes as etcd stores it (compact
+    JSON, UTF-8), as etcd does (a 500)."""
 
     limit: int = 1_572_864  # etcd's --max-request-bytes default
+    said: list[str] = field(default_factory=list)
+    """The messages of the Events posted."""
+
+    def event(self, pipeline: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+        self.said.append(message)
+        super().event(pipeline, type=type, reason=reason, message=message)
 
     def write_status(self, pipeline: dict[str, Any], status: dict[str, Any]) -> None:
-        if len(json.dumps({**pipeline, "status": status})) > self.limit:
+        stored = json.dumps(
+            {**pipeline, "status": status}, ensure_ascii=False, separators=(",", ":")
+        )
+        if len(stored.encode()) > self.limit:
             self.calls.append(("write_status refused", status["phase"]))
             error = ApiException(status=500, reason="Internal Server Error")
             error.body = ETCD_TOO_LARGE
@@ -109,8 +184,8 @@ def test_a_status_etcd_refuses_is_written_small_saying_why_and_approving_works(
     operator.reconcile("default", "grades")
     assert etcd.take_calls() == [
         ("write_status refused", "AwaitingApproval"),
-        ("event", "Warning", "StatusTooLarge"),
         ("write_status", "AwaitingApproval"),
+        ("event", "Warning", "StatusTooLarge"),
     ]
     small = etcd.status("grades")
     assert small["phase"] == "AwaitingApproval"
@@ -143,8 +218,8 @@ def test_an_object_too_large_for_etcd_gets_the_small_status_without_a_refused_wr
     monkeypatch.setattr(reconcile, "OBJECT_BYTES_LIMIT", len(json.dumps(pipeline)) + 10_000)
     reconciler.reconcile("default", "grades")
     assert cluster.take_calls() == [
-        ("event", "Warning", "StatusTooLarge"),
         ("write_status", "AwaitingApproval"),
+        ("event", "Warning", "StatusTooLarge"),
     ]
     recorded = cluster.status("grades")["conditions"][-1]
     assert recorded["reason"] == "StatusTooLarge"
@@ -155,6 +230,81 @@ def test_an_object_too_large_for_etcd_gets_the_small_status_without_a_refused_wr
     status = cluster.status("grades")
     assert [c["type"] for c in status["conditions"]] == ["Ready"]
     assert len(status["pendingChange"]["changes"]) == 100
+
+
+def test_a_program_with_720_kb_of_cjk_comments_gets_its_whole_status(tmp_path: Path) -> None:
+    """Measured with `\\uXXXX` escapes the object was 1.44 MB, over the operator's 1.4 MB
+    pre-check: the status kept no list and said StatusTooLarge of an object etcd stores."""
+    comment = "-- " + "数据" * 120_000 + "\n"  # 240,000 characters, 720 KB of UTF-8
+    etcd = Etcd()
+    operator = reconciler_of(etcd)
+    seeded(tmp_path, comment + OLD)
+    etcd.apply("grades", spec(tmp_path, comment + NEW))
+    operator.reconcile("default", "grades")
+    assert etcd.take_calls() == [("write_status", "AwaitingApproval")]
+    status = etcd.status("grades")
+    assert [c["type"] for c in status["conditions"]] == ["Ready"]
+    assert len(status["pendingChange"]["changes"]) == 100
+
+
+def _near_the_limit(tmp_path: Path, etcd: Etcd) -> Reconciler:
+    """A Pipeline whose spec leaves no room for even the small status."""
+    operator = reconciler_of(etcd)
+    seeded(tmp_path, OLD)
+    pipeline = etcd.apply("grades", spec(tmp_path, NEW))
+    etcd.limit = len(json.dumps(pipeline)) + 500
+    return operator
+
+
+def test_a_status_refused_even_small_is_said_once_not_at_every_reconcile(tmp_path: Path) -> None:
+    etcd = Etcd()
+    operator = _near_the_limit(tmp_path, etcd)
+    calls = []
+    for _ in range(3):  # each is retried: no status to show
+        with pytest.raises(ApiException):
+            operator.reconcile("default", "grades")
+        calls += etcd.take_calls()
+    events = [c for c in calls if c[0] == "event"]
+    assert events == [("event", "Warning", "StatusTooLarge")]
+    said = etcd.said[-1]
+    assert "refused even the status without the lists" in said
+    assert "etcdserver: request is too large" in said and "--server-side" in said
+
+
+@dataclass
+class Flaky(Etcd):
+    """Etcd that fails the first write of a small status for another reason (a conflict)."""
+
+    failed: bool = False
+
+    def write_status(self, pipeline: dict[str, Any], status: dict[str, Any]) -> None:
+        small = any(c["type"] == "Recorded" for c in status.get("conditions") or [])
+        if small and not self.failed:
+            self.failed = True
+            self.calls.append(("write_status failed", status["phase"]))
+            raise ApiException(status=409, reason="Conflict")
+        super().write_status(pipeline, status)
+
+
+def test_a_small_status_that_fails_for_another_reason_is_said_once_it_is_written(
+    tmp_path: Path,
+) -> None:
+    etcd = Flaky()
+    operator = reconciler_of(etcd)
+    seeded(tmp_path, OLD)
+    pipeline = etcd.apply("grades", spec(tmp_path, NEW))
+    etcd.limit = len(json.dumps(pipeline)) + 10_000
+    with pytest.raises(ApiException):
+        operator.reconcile("default", "grades")
+    assert etcd.take_calls() == [
+        ("write_status refused", "AwaitingApproval"),
+        ("write_status failed", "AwaitingApproval"),
+    ]
+    operator.reconcile("default", "grades")
+    operator.reconcile("default", "grades")
+    assert [c for c in etcd.take_calls() if c[0] == "event"] == [
+        ("event", "Warning", "StatusTooLarge")
+    ]
 
 
 @pytest.mark.slow

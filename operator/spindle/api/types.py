@@ -7,6 +7,7 @@ import json
 import math
 import re
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 from pydantic import (
@@ -40,6 +41,15 @@ HEALTH_PORT = 4048
 """The driver pod's readiness server, on the pod IP (`runtime.health`)."""
 READY_PATH = "/readyz"
 """What its readiness probe asks (`GET`): not Ready while the driver waits to retry a step."""
+
+
+def request_annotation(annotations: dict[str, Any] | None, key: str) -> str | None:
+    """A request annotation of a Pipeline (`spindle.dev/approve`, `spindle.dev/preview`) as
+    its value means it: without the whitespace around it (YAML's `|` adds a newline), None
+    when empty. The operator and `spindle plan -f` read it with this one function: read as
+    written, an approval was ignored, and a preview pod had a name the API server refuses."""
+    value = (annotations or {}).get(key)
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def restate_views(request: str | None) -> tuple[str, ...]:
@@ -198,29 +208,42 @@ MAX_QUANTITY = 2**63 - 1
 value in floating point was infinite, and every reconcile failed on it)."""
 
 QUANTITY_FACTORS = {
-    "": 1,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
+    "": Fraction(1),
+    "m": Fraction(1, 10**3),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
 }
 """What each suffix of a `QUANTITY` multiplies its number by."""
 
 
-def quantity_value(quantity: str) -> float:
-    """A `QUANTITY`'s value: '1.5Gi' is 1610612736.0, '500m' is 0.5."""
+def _quantity_parts(quantity: str) -> tuple[str, Fraction]:
+    """A `QUANTITY`'s number, as written, and its suffix's factor."""
     number = re.match(r"[0-9.]+", quantity)
     assert number is not None, quantity
-    return float(number.group()) * QUANTITY_FACTORS[quantity[number.end() :]]
+    return number.group(), QUANTITY_FACTORS[quantity[number.end() :]]
+
+
+def quantity_value(quantity: str) -> float:
+    """A `QUANTITY`'s value: '1.5Gi' is 1610612736.0, '500m' is 0.5."""
+    number, factor = _quantity_parts(quantity)
+    return float(number) * float(factor)
+
+
+def exact_quantity(quantity: str) -> Fraction:
+    """A `QUANTITY`'s value with no rounding: in floating point 2^63 - 1 was 2^63, over
+    `MAX_QUANTITY`."""
+    number, factor = _quantity_parts(quantity)
+    return Fraction(number) * factor
 
 
 def mebibytes(quantity: str) -> int:
@@ -245,7 +268,7 @@ class Resources(_Model):
     @field_validator("cpu", "memory")
     @classmethod
     def _within_kubernetes(cls, quantity: str | None) -> str | None:
-        if quantity is not None and not quantity_value(quantity) <= MAX_QUANTITY:
+        if quantity is not None and exact_quantity(quantity) > MAX_QUANTITY:
             raise ValueError(
                 f"{quantity!r} is larger than a Kubernetes quantity can be (2^63 - 1); "
                 "write a smaller one, e.g. '4' or '8Gi'"

@@ -92,17 +92,22 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
     return dict(pending)
 
 
-def _omitted(pending: dict[str, Any]) -> str | None:
+def _omitted(pending: dict[str, Any], *, preview: bool = False) -> str | None:
     """What the status left out of the change's lists (`status.pendingChange.omitted`: a large
-    program's status keeps the first 100 of each), and where the whole change is."""
-    omitted = pending.get("omitted") or {}
-    if not omitted:
+    program's status keeps 100 of each, a status too large even so keeps none), and where the
+    whole is; of the preview's views alone for `preview`."""
+    from spindle.lifecycle.status import omitted_note
+
+    note = omitted_note(pending, prefix="preview." if preview else "")
+    if note is None:
         return None
-    counts = ", ".join(f"{count:,} of {name}" for name, count in sorted(omitted.items()))
-    return (
-        f"Not shown: {counts} (the status keeps the first 100 of each list). `spindle plan "
-        "-f pipeline.yaml` shows the whole change."
-    )
+    where = [note] if preview else [note, "`spindle plan -f pipeline.yaml` shows the whole change."]
+    if any(name.startswith("preview.") for name in pending.get("omitted") or {}):
+        where.append(
+            f"The whole preview report is previews/{pending['id']}.json under the pipeline's "
+            "storage root (<storage uri>/<namespace>/<name>)."
+        )
+    return " ".join(where)
 
 
 def _show(pending: dict[str, Any]) -> None:
@@ -277,6 +282,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
         out = render.console()
         out.print(condition["message"], markup=False)
         render.print_preview(preview, change_id=pending["id"], out=out)
+    note = _omitted(status.get("pendingChange") or pending, preview=True)
+    if note is not None:  # after the counts; with --json, on stderr
+        render.console(stderr=args.json).print(note, markup=False)
     return 0
 
 

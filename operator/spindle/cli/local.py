@@ -6,6 +6,7 @@ import argparse
 import datetime
 from typing import Any
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,6 +22,7 @@ from spindle.cli import files, render, served, server_commands
 from spindle.cli.sql_origin import SqlOrigin, sql_origin
 from spindle.errors import SpindleError
 from spindle.lifecycle import Decision
+from spindle.lifecycle.status import omitted_note
 from spindle.local import runner
 from spindle.local.home import LocalPipeline, home_path
 from spindle.wording import counted
@@ -82,13 +84,25 @@ def _show_status(
     plan = decision.plan
     if status.pending_change is not None and plan is not None:
         render.print_plan(plan, out, policy=pipeline.manifest().spec.bootstrap_policy)
-        pending = status.pending_change
-        render.print_preview(pending.preview, change_id=pending.id, out=out)
+        _print_preview(pipeline, status, out=out)
     elif decision.program is not None:  # the plan shows them with a change
         for warning in decision.program.warnings:
             out.print(f"  warning: {warning}", markup=False)
     if status.last_checkpoint is not None:
         out.print(f"  last checkpoint: {status.last_checkpoint.id}")
+
+
+def _print_preview(pipeline: LocalPipeline, status: PipelineStatus, *, out: Console) -> None:
+    """The pending change's preview counts as the status keeps them, and what it left out
+    (`bounded`: 100 views, those whose rows differ first) with where the whole report is."""
+    pending = status.pending_change
+    if pending is None:
+        return
+    render.print_preview(pending.preview, change_id=pending.id, out=out)
+    note = omitted_note(pending.model_dump(mode="json"), prefix="preview.")
+    if note is not None:
+        root, _ = pipeline.storage_root()
+        out.print(f"{note} The whole report is {root}/previews/{pending.id}.json.", markup=False)
 
 
 def read_manifest(path: str) -> PipelineManifest:
@@ -171,7 +185,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
             f"approve {pending.id}. Nothing was approved.",
             details={"pending": pending.id, "given": args.change_id},
         )
-    render.print_preview(pending.preview, change_id=pending.id)
+    _print_preview(pipeline, status, out=render.console())
     pipeline.approve(args.change_id)
     render.console().print(
         f"Approved change {args.change_id}. `spindle local run {pipeline.name}` bootstraps it."

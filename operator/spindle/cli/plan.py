@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from spindle.api import Phase, PipelineManifest
-from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, request_annotation
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
 from spindle.checkpoint.origin import starting_checkpoint
@@ -65,7 +65,7 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
             adopt=False,
         )
     restate = meta.annotations.get(RESTATE_ANNOTATION)
-    approval = meta.annotations.get(APPROVE_ANNOTATION)
+    approval = request_annotation(meta.annotations, APPROVE_ANNOTATION)  # as the operator does
     runtime = spec.runtime_version or RUNTIME_VERSION
     sizes = (
         stored_sizes(store.objects, checkpoint, s3=s3)

@@ -26,6 +26,7 @@ from spindle.api.types import (
     RESTATE_ANNOTATION,
     mebibytes,
     quantity_value,
+    request_annotation,
 )
 from spindle.lifecycle import DriverMode, ObservedDriver, read_timestamp, timestamp
 from spindle.lifecycle.decision import EVICTED
@@ -99,12 +100,8 @@ def preview_pod_name(pipeline: str, request: str) -> str:
 
 
 def annotation(meta: dict[str, Any], key: str) -> str | None:
-    """A request annotation of a Pipeline (`spindle.dev/approve`, `spindle.dev/preview`) as
-    its value means it: without the whitespace around it (YAML's `|` adds a newline), None
-    when empty. Read as written, an approval was ignored, and a preview pod had a name the
-    API server refuses."""
-    value = (meta.get("annotations") or {}).get(key)
-    return (value.strip() or None) if isinstance(value, str) else None
+    """A request annotation of a Pipeline's metadata, as `request_annotation` reads it."""
+    return request_annotation(meta.get("annotations"), key)
 
 
 PREVIEW_MARGIN_SECONDS = 300

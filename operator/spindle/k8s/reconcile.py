@@ -68,10 +68,11 @@ from spindle.lifecycle import (
     Unobservable,
     cycle,
     failed,
+    serving_preview,
     timestamp,
 )
 from spindle.lifecycle.observation import PREVIEW_REJECTED
-from spindle.lifecycle.status import STATUS_TOO_LARGE, oversized
+from spindle.lifecycle.status import STATUS_TOO_LARGE, oversized, unrecorded
 from spindle.plan.preview import PreviewReport
 
 log = logging.getLogger("spindle.reconcile")
@@ -155,6 +156,10 @@ class Reconciler:
     """Each pipeline's store, by (namespace, name), with the root and credentials it was opened
     with: the one its last reconcile read (and `unmoved` checks)."""
     _previews: dict[tuple[str, str, str], PreviewReport | None] = field(default_factory=dict)
+    said_too_large: set[tuple[str, str]] = field(default_factory=set)
+    """The pipelines whose StatusTooLarge Warning Event was posted and no status written since
+    says so (a `Recorded` condition): a status refused even small is said once, not at every
+    reconcile."""
     evictions: dict[tuple[str, str], Eviction] = field(default_factory=dict)
     """The last driver the cluster stopped, by pipeline, from the reconcile that sees it to the
     one that creates the next (its pod goes first: the new one takes its name). Kept in
@@ -244,6 +249,7 @@ class Reconciler:
         """A deleted pipeline: its store (and the checkpoint it keeps) is not kept any longer."""
         self._stores.pop((namespace, name), None)
         self.evictions.pop((namespace, name), None)
+        self.said_too_large.discard((namespace, name))
         self.cluster.pod_versions.forget(namespace, name)
 
     def unmoved(self, namespace: str, name: str, checkpoint: str | None) -> bool:
@@ -463,6 +469,8 @@ class PipelineBody:
     requeue_after: float | None = None
     unobserved: bool = False
     """The observation has a problem (a Secret, the storage): its fix is not in the object."""
+    observation: Observation | None = None
+    """What `observe` saw, for `act`."""
 
     @property
     def cluster(self) -> Cluster:
@@ -479,6 +487,7 @@ class PipelineBody:
             self.pods, self.pod, self.spec, self.checkpoint = [], None, None, None
             observed = replace(self._base(), problem=_refused(error))
         self.unobserved = observed.problem is not None
+        self.observation = observed
         return observed
 
     def _base(self) -> Observation:
@@ -546,6 +555,7 @@ class PipelineBody:
         )
 
     def act(self, decision: Decision) -> Acted:
+        self._end_stale_previews(decision)
         try:
             self.pod, self.requeue_after = self._act(decision)
         except ApiException as error:
@@ -610,6 +620,29 @@ class PipelineBody:
         log.info("adopted existing driver %s", name)
         return existing or wanted, 2.0
 
+    def _end_stale_previews(self, decision: Decision) -> None:
+        """Delete the pipeline's preview pods that serve no request now (`serving_preview`)
+        and have not ended: a pod no node took stayed Pending for good once its request was
+        relabelled or its change approved (its deadline counts from its start), held the
+        namespace's quota, and could start later, beside the driver. Nothing is deleted while
+        the observation has a problem: what is pending is not known then."""
+        observed = self.observation
+        if observed is None or self.unobserved:
+            return
+        meta = self.pipeline["metadata"]
+        serving = serving_preview(decision, observed)
+        kept = preview_pod_name(meta["name"], serving) if serving is not None else None
+        for pod in self.pods:
+            pod_meta = pod["metadata"]
+            owned = any(o.get("uid") == meta["uid"] for o in pod_meta.get("ownerReferences") or [])
+            if not owned or pod_mode(pod) is not DriverMode.PREVIEW or pod_meta["name"] == kept:
+                continue
+            if pod_meta.get("deletionTimestamp") or _finished(pod):
+                continue  # going, or ended: it holds nothing, and its logs say how it ended
+            log.info("deleting preview pod %s: it serves no request now", pod_meta["name"])
+            grace = self.reconciler.settings.driver.termination_grace_seconds
+            self.cluster.delete_pod(pod, grace_seconds=grace)
+
     def _evictions(self, key: tuple[str, str], name: str) -> Eviction | None:
         """The stopped drivers a new driver pod `name` follows, if the cluster stopped the last
         (`Reconciler.evictions`). A pod of another name (a new generation: the user's fix, a
@@ -658,7 +691,7 @@ class PipelineBody:
         body = status.to_json()
         if body == _comparable(self.pipeline.get("status")):
             return
-        if len(json.dumps({**self.pipeline, "status": body})) > OBJECT_BYTES_LIMIT:
+        if object_bytes({**self.pipeline, "status": body}) > OBJECT_BYTES_LIMIT:
             self._record_small(status, detail=f"it would be over {OBJECT_BYTES_LIMIT:,} bytes")
             return
         try:
@@ -668,20 +701,45 @@ class PipelineBody:
                 raise
             said = f"the API server refused it: HTTP {error.status}, {api_message(error)}"
             self._record_small(status, detail=said)
+            return
+        self.reconciler.said_too_large.discard(self.key)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        meta = self.pipeline["metadata"]
+        return meta["namespace"], meta["name"]
 
     def _record_small(self, status: PipelineStatus, *, detail: str) -> None:
         """Record `oversized(status)` instead of a status the API server will not store (it
-        raised at every reconcile: no status, no Event), with a Warning Event the first time.
-        One it refuses too raises, and the reconcile is retried."""
+        raised at every reconcile: no status, no Event), with one Warning Event once it is
+        written. One it refuses too raises, and the reconcile is retried: refused as too
+        large, that is said in a Warning Event once (`Reconciler.said_too_large`)."""
         previous = _previous(self.pipeline)
         small = oversized(status, detail=detail, previous=previous, now=_now())
         body = small.to_json()
         if body == _comparable(self.pipeline.get("status")):
             return
-        said_before = previous is not None and any(
-            c.reason == STATUS_TOO_LARGE for c in previous.conditions
+        said = self.reconciler.said_too_large
+        try:
+            self.cluster.write_status(self.pipeline, body)
+        except ApiException as error:
+            if too_large(error) and self.key not in said:
+                refusal = f"HTTP {error.status}, {api_message(error)}"
+                self._warn_too_large(unrecorded(refusal=refusal))
+                said.add(self.key)
+            raise
+        said_before = self.key in said or (
+            previous is not None and any(c.reason == STATUS_TOO_LARGE for c in previous.conditions)
         )
+        said.discard(self.key)  # the Recorded condition remembers it now
         if not said_before:
-            said = small.conditions[-1].message
-            self.cluster.event(self.pipeline, type="Warning", reason=STATUS_TOO_LARGE, message=said)
-        self.cluster.write_status(self.pipeline, body)
+            self._warn_too_large(small.conditions[-1].message)
+
+    def _warn_too_large(self, message: str) -> None:
+        self.cluster.event(self.pipeline, type="Warning", reason=STATUS_TOO_LARGE, message=message)
+
+
+def object_bytes(body: dict[str, Any]) -> int:
+    """The size of an API object as etcd stores it: compact JSON in UTF-8. Measured with
+    `\\uXXXX` escapes (`json.dumps`'s default), 720 KB of CJK comments counted 1.44 MB."""
+    return len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())

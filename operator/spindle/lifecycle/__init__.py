@@ -14,7 +14,7 @@ from spindle.lifecycle.observation import (
     Unobservable,
     bootstrapped,
 )
-from spindle.lifecycle.rules import decide, decide_start
+from spindle.lifecycle.rules import decide, decide_start, serving_preview
 from spindle.lifecycle.status import (
     Report,
     checkpoint_status,
@@ -42,5 +42,6 @@ __all__ = [
     "decide_start",
     "failed",
     "read_timestamp",
+    "serving_preview",
     "timestamp",
 ]

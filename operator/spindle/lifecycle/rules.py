@@ -716,6 +716,18 @@ def preview_wanted(decision: Decision, observed: Observation) -> bool:
     return report is None or report.request != request
 
 
+def serving_preview(decision: Decision, observed: Observation) -> str | None:
+    """The one preview request whose pod may run: the request for the pending change while it
+    awaits approval. Any other preview pod is stale (a relabelled request's, or one of a change
+    approved, moved or withdrawn): one no node took stayed Pending for good, counted against
+    the namespace's quota, and could start later, beside the driver. None: no preview pod may
+    run."""
+    request = observed.preview_request
+    if decision.phase is not Phase.AWAITING_APPROVAL or not request:
+        return None
+    return request if request_change(request) == decision.change_id else None
+
+
 def decide_start(observed: Observation, *, bootstrap_of: str | None = None) -> Decision:
     """The decision of a body that was asked to start a driver (`spindle local run`, a driver
     pod): one that starts it, or the error that says why not. `bootstrap_of` is the change a

@@ -269,6 +269,11 @@ def _direct(change: dict[str, Any]) -> bool:
     return not reasons or any(not r.startswith("upstream:") for r in reasons)
 
 
+def _rows_differ(counts: dict[str, Any]) -> bool:
+    """A preview's view whose rows the change adds, removes or changes."""
+    return any(counts.get(kind) for kind in ("added", "removed", "changed"))
+
+
 def _bounded_change(pending: PendingChange, *, limit: int) -> PendingChange:
     omitted = dict(pending.omitted or {})
     body = pending.model_dump(mode="json")
@@ -280,15 +285,48 @@ def _bounded_change(pending: PendingChange, *, limit: int) -> PendingChange:
             body[part] = _cut_lists(body[part], key=part, limit=limit, omitted=omitted)
     views = (body.get("preview") or {}).get("views")
     if isinstance(views, dict):
-        body["preview"]["views"] = _first(views, key="preview.views", limit=limit, omitted=omitted)
+        body["preview"]["views"] = _first(
+            views, key="preview.views", limit=limit, omitted=omitted, wanted=_rows_differ
+        )
     body["omitted"] = omitted or None
     return PendingChange.model_validate(body)
+
+
+def omitted_note(pending: dict[str, Any], *, prefix: str = "") -> str | None:
+    """`Not shown: <count> of <list>, ... (<what the status holds of them>).`: what a status
+    left out of the lists of its pending change (JSON) whose dotted path starts with `prefix`
+    (`pendingChange.omitted`); None when it left out none. A reader learns where the whole
+    is from the caller."""
+    omitted = {
+        name: count
+        for name, count in (pending.get("omitted") or {}).items()
+        if name.startswith(prefix)
+    }
+    if not omitted:
+        return None
+    counts = ", ".join(f"{count:,} of {name}" for name, count in sorted(omitted.items()))
+    held = max(_held(pending, path=name) for name in omitted)
+    keeps = (
+        f"the status keeps {held:,} of each list"
+        if held
+        else "the status is too large to keep these lists: see its Recorded condition"
+    )
+    return f"Not shown: {counts} ({keeps})."
+
+
+def _held(pending: dict[str, Any], *, path: str) -> int:
+    """How many entries the status holds of the list at dotted `path` of `pending`."""
+    found: Any = pending
+    for part in path.split("."):
+        found = found.get(part) if isinstance(found, dict) else None
+    return len(found) if isinstance(found, list | dict) else 0
 
 
 def bounded(status: PipelineStatus, *, limit: int = STATUS_LIST_LIMIT) -> PipelineStatus:
     """`status` with at most `limit` entries in each list of its pending change and in
     `maintenance`, those a reader wants first (objects changed themselves, views that
-    recompute), and how many of each it leaves out (`omitted`, `maintenanceOmitted`)."""
+    recompute, previewed views whose rows differ), and how many of each it leaves out
+    (`omitted`, `maintenanceOmitted`)."""
     update: dict[str, Any] = {}
     if status.pending_change is not None:
         update["pending_change"] = _bounded_change(status.pending_change, limit=limit)
@@ -305,6 +343,24 @@ def bounded(status: PipelineStatus, *, limit: int = STATUS_LIST_LIMIT) -> Pipeli
     return status.model_copy(update=update)
 
 
+_SMALLER = (
+    "Apply the Pipeline with `kubectl apply --server-side` (a client-side apply keeps a second "
+    "copy of spec.sql in an annotation), or split its program into smaller pipelines."
+)
+
+
+def unrecorded(*, refusal: str) -> str:
+    """What a Warning Event says when the API server refuses even `oversized`'s status
+    (`refusal` says how): the Pipeline's status is not updated until it is smaller."""
+    return (
+        "The pipeline's status could not be written: the API server refused even the status "
+        f"without the lists of its pending change and maintenance ({refusal}), so the Pipeline "
+        "alone is about as large as it stores, and its status is not updated (a pending "
+        "change's id may be missing or old); `spindle plan -f pipeline.yaml` shows the change "
+        "and its id. " + _SMALLER
+    )
+
+
 def oversized(
     status: PipelineStatus, *, detail: str, previous: PipelineStatus | None, now: str
 ) -> PipelineStatus:
@@ -319,9 +375,7 @@ def oversized(
         message=f"The pipeline's whole status does not fit in its object ({detail}): with "
         "it the Pipeline is past what the API server stores (etcd takes 1.5 MiB by default), "
         "so the status keeps no list of the pending change or of maintenance; `spindle plan "
-        "-f pipeline.yaml` shows the whole change. Apply the Pipeline with `kubectl apply "
-        "--server-side` (a client-side apply keeps a second copy of spec.sql in an "
-        "annotation), or split its program into smaller pipelines.",
+        f"-f pipeline.yaml` shows the whole change. {_SMALLER}",
         generation=status.observed_generation,
         previous=previous,
         now=now,

@@ -92,7 +92,8 @@ class PendingChange(_Status):
         default=None,
         description="How many entries of each long list above the status leaves out, by "
         "list (e.g. 'changes', 'diff.program_diff.modified_views', 'estimate.viewsToEvaluate'"
-        "): it keeps the first 100 of each, so that a large program's status stays within "
+        "): it keeps 100 of each, those that changed themselves and previewed views whose rows "
+        "differ first, so that a large program's status stays within "
         "what the API server stores. `spindle plan -f pipeline.yaml` shows the whole change.",
     )
 

@@ -226,24 +226,17 @@ QUANTITY_FACTORS = {
 """What each suffix of a `QUANTITY` multiplies its number by."""
 
 
-def _quantity_parts(quantity: str) -> tuple[str, Fraction]:
-    """A `QUANTITY`'s number, as written, and its suffix's factor."""
-    number = re.match(r"[0-9.]+", quantity)
-    assert number is not None, quantity
-    return number.group(), QUANTITY_FACTORS[quantity[number.end() :]]
-
-
 def quantity_value(quantity: str) -> float:
     """A `QUANTITY`'s value: '1.5Gi' is 1610612736.0, '500m' is 0.5."""
-    number, factor = _quantity_parts(quantity)
-    return float(number) * float(factor)
+    return float(exact_quantity(quantity))
 
 
 def exact_quantity(quantity: str) -> Fraction:
     """A `QUANTITY`'s value with no rounding: in floating point 2^63 - 1 was 2^63, over
     `MAX_QUANTITY`."""
-    number, factor = _quantity_parts(quantity)
-    return Fraction(number) * factor
+    number = re.match(r"[0-9.]+", quantity)
+    assert number is not None, quantity
+    return Fraction(number.group()) * QUANTITY_FACTORS[quantity[number.end() :]]
 
 
 def mebibytes(quantity: str) -> int:

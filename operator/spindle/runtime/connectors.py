@@ -130,7 +130,7 @@ class Output(Protocol):
         *,
         sequence: int,
         undoing: Callable[[int, str], None],
-        writers: str | None = None,
+        renamed: bool = False,
     ) -> list[str]: ...
 
     def discard_abandoned(
@@ -1063,11 +1063,11 @@ class FileOutput:
         *,
         sequence: int,
         undoing: Callable[[int, str], None],
-        writers: str | None = None,
+        renamed: bool = False,
     ) -> list[str]:
         """Delete the changes a step of `sequence` wrote but never committed; returns them.
         (A replay writes the same files again, so `undoing` has nothing to record here; the
-        files are named by sequence, whichever view or connector wrote them: `writers`.)"""
+        files are named by sequence, whichever view or connector wrote them: `renamed`.)"""
         with _refused("write", self.connector, self.path):
             return storage.delete_matching(spark, self.path, f"{sequence:08d}-changes-")
 
@@ -1259,30 +1259,15 @@ class DeltaOutput:
         *,
         sequence: int,
         undoing: Callable[[int, str], None],
-        writers: str | None = None,
+        renamed: bool = False,
     ) -> list[str]:
         """Undo the changes a step of `sequence` committed to the table but never
-        checkpointed: when the table's latest commits are that step's (this output's steps'
-        writer, or with `writers` any writer named under it: a first start's, whose views
-        may have been renamed since; that sequence), `undoing` records the first one's version
-        and writer, then the table is restored to the version before it (emptied, when that
-        commit created it); returns what was undone. A commit after them (another writer)
-        leaves the table as it is, and so does one that lands between that check and the
-        undo: the undo took it too, so the table is put back as it was before the undo, and
-        nothing is undone."""
-        wanted = self._steps if writers is None else (lambda w: w.startswith(f"{writers}/"))
-        found: tuple[int, str] | None = None  # the first of them: its version, its writer
-        with _refused("write", self.connector, self.uri):
-            latest = first = storage.delta_version(spark, self.uri)
-            while first >= 0 and (ours := self._writer(spark, first, sequence, wanted)):
-                found, first = (first, ours), first - 1
-        if found is None:
-            return []
-        undoing(*found)  # first: a replay after a crash here must know of the undo
-        if not self._undo_alone(spark, first + 1, latest=latest):
-            return []
-        versions = f"version {latest}" if first + 1 == latest else f"versions {first + 1}-{latest}"
-        return [f"{self.uri} ({versions})"]
+        checkpointed: the table's latest commits, when they are that step's (this output's
+        steps' writer, or with `renamed` any of this pipeline's: a first start's, whose views
+        may have been renamed since; that sequence), as `_undo_latest` does, `undoing`
+        recording the first one's version and writer before."""
+        wanted = self._pipelines if renamed else self._steps
+        return self._undo_latest(spark, sequence, wanted, undoing=undoing)
 
     def discard_abandoned(
         self, spark: SparkSession, *, sequence: int, bootstrap: str | None = None
@@ -1294,24 +1279,50 @@ class DeltaOutput:
         retry finds its write done), go with a `RESTORE` to the version before the first of
         them (emptied, when it created the table). A commit of another writer after them
         leaves the table as it is, as `discard` does."""
-        pipeline = self.writer.removesuffix(f"/{self.connector}")
 
-        def abandoned(writer: str) -> bool:  # any view's or connector's of this pipeline
+        def abandoned(writer: str) -> bool:
             _, found, change = writer.rpartition("/bootstrap/")  # a key may hold a "/"
-            ours = writer.startswith(f"{pipeline}/") and bool(found) and not self._steps(writer)
+            ours = self._pipelines(writer) and bool(found) and not self._steps(writer)
             return ours and change.split("/after/")[0] != bootstrap
 
+        return self._undo_latest(spark, sequence, abandoned)
+
+    def _undo_latest(
+        self,
+        spark: SparkSession,
+        sequence: int,
+        wanted: Callable[[str], bool],
+        *,
+        undoing: Callable[[int, str], None] | None = None,
+    ) -> list[str]:
+        """Undo the table's latest commits for `sequence` by `wanted` writers: restore it to
+        the version before the first of them (emptied, when that commit created it), telling
+        `undoing` that one's version and writer first (a replay after a crash here must know
+        of the undo); returns what was undone. A commit of another writer after them leaves
+        the table as it is, and so does one that lands between that check and the undo: the
+        undo took it too, so the table is put back as it was before the undo, and nothing is
+        undone."""
+        found: tuple[int, str] | None = None  # the first of them: its version, its writer
         with _refused("write", self.connector, self.uri):
             latest = first = storage.delta_version(spark, self.uri)
-            while first >= 0 and self._writer(spark, first, sequence, abandoned):
-                first -= 1
-        if first == latest or not self._undo_alone(spark, first + 1, latest=latest):
+            while first >= 0 and (ours := self._writer(spark, first, sequence, wanted)):
+                found, first = (first, ours), first - 1
+        if found is None:
+            return []
+        if undoing is not None:
+            undoing(*found)
+        if not self._undo_alone(spark, first + 1, latest=latest):
             return []
         versions = f"version {latest}" if first + 1 == latest else f"versions {first + 1}-{latest}"
         return [f"{self.uri} ({versions})"]
 
     def _steps(self, writer: str) -> bool:
         return _as(writer, self.writer)
+
+    def _pipelines(self, writer: str) -> bool:
+        """Whether `writer` is any of this pipeline's (incarnation's): any view's or
+        connector's, its steps' or its bootstraps'."""
+        return writer.startswith(f"{self.writer.removesuffix(f'/{self.connector}')}/")
 
     def _undo_alone(self, spark: SparkSession, version: int, *, latest: int) -> bool:
         """Undo the commits from `version` to `latest`, the latest the caller read (`_undo`);

@@ -389,9 +389,8 @@ class Runtime:
             for connector in view.connectors:
                 output = make_output(connector, pipeline=writer)
                 record = functools.partial(undoing, connector.key)
-                writers = writer if renamed else None
                 discarded = output.discard(
-                    self.spark, sequence=sequence, undoing=record, writers=writers
+                    self.spark, sequence=sequence, undoing=record, renamed=renamed
                 )
                 for path in discarded:
                     self.report("output-discarded", connector=connector.key, path=path)

@@ -130,6 +130,63 @@ def test_lint_and_template(helm: Path) -> None:
     ).read_text()
 
 
+def test_pull_secrets_affinity_and_priority(helm: Path) -> None:
+    """The operator pod's pull secrets, affinity and priority class, and the driver service
+    account's pull secrets (Kubernetes gives them to the pods that run as it): none by default."""
+
+    def placed(documents: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        [deployment] = [d for d in documents if d["kind"] == "Deployment"]
+        accounts = [
+            d
+            for d in documents
+            if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "spindle-driver"
+        ]
+        return deployment["spec"]["template"]["spec"], accounts
+
+    default, accounts = placed(rendered(helm))
+    assert not {"imagePullSecrets", "affinity", "priorityClassName"} & default.keys()
+    assert [a["metadata"]["namespace"] for a in accounts] == ["spindle-system"]
+    assert "imagePullSecrets" not in accounts[0]
+    match = (
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0]"
+    )
+    sets = [
+        "watchNamespaces={team-a,team-b}",
+        "imagePullSecrets[0].name=regcred",
+        "driver.imagePullSecrets[0].name=spark-pull",
+        "driver.imagePullSecrets[1].name=mirror-pull",
+        "priorityClassName=spindle-critical",
+        f"{match}.key=pool",
+        f"{match}.operator=In",
+        f"{match}.values={{system}}",
+    ]
+    lint = run_helm(
+        helm, None, "lint", str(CHART), "--strict", *(a for s in sets for a in ("--set", s))
+    )
+    assert "0 chart(s) failed" in lint, lint
+    pod, accounts = placed(rendered(helm, *sets))
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "spindle-critical"
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expression = {"key": "pool", "operator": "In", "values": ["system"]}
+    assert required == {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}
+    # still the restricted profile
+    assert pod["securityContext"] == default["securityContext"]
+    assert pod["containers"][0]["securityContext"] == default["containers"][0]["securityContext"]
+    assert {a["metadata"]["namespace"] for a in accounts} == {"team-a", "team-b"}
+    for account in accounts:
+        assert account["imagePullSecrets"] == [{"name": "spark-pull"}, {"name": "mirror-pull"}]
+    for value, said in (
+        ("imagePullSecrets=regcred", "imagePullSecrets must be a list of Secret names as {name"),
+        ("driver.imagePullSecrets={regcred}", "--set 'driver.imagePullSecrets[0].name=regcred'"),
+    ):
+        refused = run_helm(
+            helm, None, "template", "spindle", str(CHART), "--set", value, check=False
+        )
+        assert said in refused, refused
+
+
 def helm_lint(binary: Path) -> str:
     return run_helm(binary, None, "lint", str(CHART), "--strict") + run_helm(
         binary,

@@ -26,6 +26,13 @@ every template that reads them includes this first. */ -}}
 {{- if and .Values.watchNamespaces (not (kindIs "slice" .Values.watchNamespaces)) -}}
 {{- fail (printf "watchNamespaces must be a list, e.g. --set 'watchNamespaces={%v}' (got %q)" .Values.watchNamespaces (toString .Values.watchNamespaces)) -}}
 {{- end -}}
+{{- range $key, $secrets := dict "imagePullSecrets" .Values.imagePullSecrets "driver.imagePullSecrets" .Values.driver.imagePullSecrets -}}
+{{- $named := or (not $secrets) (kindIs "slice" $secrets) -}}
+{{- if $named }}{{ range $secrets }}{{ if not (kindIs "map" .) }}{{ $named = false }}{{ else if not (get . "name") }}{{ $named = false }}{{ end }}{{ end }}{{ end -}}
+{{- if not $named -}}
+{{- fail (printf "%s must be a list of Secret names as {name: ...}, e.g. --set '%s[0].name=regcred' (got %s)" $key $key (toJson $secrets)) -}}
+{{- end -}}
+{{- end -}}
 {{- $enabled := toString .Values.leaderElection.enabled -}}
 {{- if not (has $enabled (list "auto" "true" "false")) -}}
 {{- fail (printf "leaderElection.enabled must be auto, true or false (got %q)" $enabled) -}}

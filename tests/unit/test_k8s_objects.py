@@ -285,6 +285,22 @@ def test_the_pod_watch_asks_the_api_server_for_the_pods_the_operator_creates() -
     assert not wanted.items() <= executor["metadata"]["labels"].items()  # Spark's, not ours
 
 
+def test_executors_run_as_the_drivers_account_without_its_token() -> None:
+    """Executors never call the API server; under the driver's account they get its image pull
+    secrets (Spark ran them as the namespace's `default` account, its token mounted)."""
+    for named, account in ((None, SETTINGS.service_account), ("team-spark", "team-spark")):
+        spec = _spec(
+            spark={"mode": "kubernetes"}, **({"serviceAccountName": named} if named else {})
+        )
+        pod = driver_pod(
+            pipeline=PIPELINE, spec=spec, mode="run", change_id=None, settings=SETTINGS
+        )
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        executor = json.loads(env["SPINDLE_EXECUTOR_POD_TEMPLATE"]["value"])["spec"]
+        assert pod["spec"]["serviceAccountName"] == executor["serviceAccountName"] == account
+        assert executor["automountServiceAccountToken"] is False
+
+
 def test_local_mode_carries_no_executor_template() -> None:
     pod = driver_pod(pipeline=PIPELINE, spec=_spec(), mode="run", change_id=None, settings=SETTINGS)
     names = {e["name"] for e in pod["spec"]["containers"][0]["env"]}

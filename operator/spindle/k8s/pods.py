@@ -180,20 +180,26 @@ def _whole_cores(quantity: str) -> int:
     return max(1, math.ceil(quantity_value(quantity)))
 
 
-def executor_template() -> dict[str, Any]:
-    """The pod template Spark starts executors from: the driver's security settings."""
+def executor_template(*, service_account: str) -> dict[str, Any]:
+    """The pod template Spark starts executors from: the driver's security settings, and its
+    service account (its image pull secrets) without a token, since executors never call the
+    API server (Spark ran them as the namespace's `default` account, token mounted)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"labels": dict(MANAGED, **{"app.kubernetes.io/name": "spindle-executor"})},
         "spec": {
+            "serviceAccountName": service_account,
+            "automountServiceAccountToken": False,
             "securityContext": POD_SECURITY,
             "containers": [{"name": "executor", "securityContext": CONTAINER_SECURITY}],
         },
     }
 
 
-def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list[dict[str, Any]]:
+def _env(
+    namespace: str, name: str, generation: int, spec: PipelineSpec, *, service_account: str
+) -> list[dict[str, Any]]:
     pipeline = {
         "namespace": namespace,
         "name": name,
@@ -206,7 +212,12 @@ def _env(namespace: str, name: str, generation: int, spec: PipelineSpec) -> list
         {"name": "SPINDLE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     if spec.spark.mode == "kubernetes":
-        env.append({"name": EXECUTOR_TEMPLATE_ENV, "value": json.dumps(executor_template())})
+        env.append(
+            {
+                "name": EXECUTOR_TEMPLATE_ENV,
+                "value": json.dumps(executor_template(service_account=service_account)),
+            }
+        )
     storage = spec.storage
     if storage is not None and storage.credentials is not None:
         for variable, ref in (
@@ -259,6 +270,7 @@ def driver_pod(
     meta = pipeline["metadata"]
     namespace, name, generation = meta["namespace"], meta["name"], int(meta["generation"])
     image = spec.spark.image or settings.image
+    account = spec.service_account_name or settings.service_account
     command = ["spindle", "driver", "--mode", mode]
     if preview is not None and change_id:
         command += ["--change-id", change_id, "--preview-request", _literal(preview)]
@@ -319,7 +331,7 @@ def driver_pod(
         },
         "spec": {
             "restartPolicy": "Never",
-            "serviceAccountName": spec.service_account_name or settings.service_account,
+            "serviceAccountName": account,
             # only a driver that starts executors talks to the API server
             "automountServiceAccountToken": spec.spark.mode == "kubernetes",
             "terminationGracePeriodSeconds": settings.termination_grace_seconds,
@@ -329,7 +341,7 @@ def driver_pod(
                     "name": "driver",
                     "image": image,
                     "command": command,
-                    "env": _env(namespace, name, generation, spec),
+                    "env": _env(namespace, name, generation, spec, service_account=account),
                     "resources": _resources(spec.spark.driver.cpu, spec.spark.driver.memory),
                     "terminationMessagePolicy": "FallbackToLogsOnError",
                     "securityContext": CONTAINER_SECURITY,

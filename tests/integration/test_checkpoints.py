@@ -469,6 +469,10 @@ def test_a_store_without_conditional_writes_is_refused(s3: Any) -> None:
             store.commit(manifest(None))
         assert refused.value.reason == "ConditionalWritesUnsupported"
         assert store.latest() is None
+        with pytest.raises(SpindleError) as refused:  # a first start asks for it first
+            store.incarnation()
+        assert refused.value.reason == "ConditionalWritesUnsupported"
+        assert not store.objects.scan("")  # no incarnation made that another could overwrite
     finally:
         proxy.stop()
 

@@ -331,7 +331,9 @@ class CheckpointStore:
         """This storage's incarnation id, made (create-only) the first time it is asked for:
         by a pipeline's first checkpoint, before it writes to an output, so a first start
         that crashed and runs again writes as the same incarnation. Storage made anew (a new
-        URI, or deleted with its pipeline) makes another."""
+        URI, or deleted with its pipeline) makes another. Only on a store whose create-only
+        writes are proven: otherwise two attempts could each make their own."""
+        self.self_test()
         made = new_incarnation()
         try:
             self.objects.write(INCARNATION, made.encode(), if_none_match=True)

@@ -62,3 +62,71 @@ def test_reference_example_matches_feldera_exactly() -> None:
         new=parse_program(Path("examples/grades/v2.sql").read_text()),
     )
     assert plan.diff.to_json() == REFERENCE_DIFF
+
+
+ROWS_TABLE = (
+    "create table t (a int, b int, j varchar, s array<struct<x: int>>) "
+    "with ('materialized' = 'true');\n"
+)
+GENERATOR_CALLS = {
+    "explode": "explode(sequence(1, b))",
+    "explode_outer": "explode_outer(sequence(1, b))",
+    "posexplode": "posexplode(sequence(1, b))",
+    "posexplode_outer": "posexplode_outer(sequence(1, b))",
+    "inline": "inline(s)",
+    "inline_outer": "inline_outer(s)",
+    "stack": "stack(2, a, b)",
+    "json_tuple": "json_tuple(j, 'x')",
+}
+
+
+def _category(old: str, new: str) -> str | None:
+    plan = make_plan(
+        old=parse_program(f"{ROWS_TABLE}create view v as {old};"),
+        new=parse_program(f"{ROWS_TABLE}create view v as {new};"),
+    )
+    change = plan.changes["v"]
+    assert change.reasons == ("query",)
+    return change.category.value if change.category else None
+
+
+def test_every_generator_is_a_case() -> None:
+    from spindle.program.ordinals import GENERATORS
+
+    assert set(GENERATOR_CALLS) == GENERATORS
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("select 1 as one from t", "select 1 as one, count(*) as n from t"),
+        ("select a from t", "select a, max(b) over (partition by a) as m from t"),
+        (
+            "select a, count(*) as n from t group by all",
+            "select a, count(*) as n, b from t group by all",
+        ),
+        *(("select a from t", f"select a, {call} from t") for call in GENERATOR_CALLS.values()),
+    ],
+)
+def test_an_appended_column_that_changes_the_rows_is_breaking(old: str, new: str) -> None:
+    """An aggregate where the query did not aggregate (one row for all), a generator (several
+    rows for one), a window function, or GROUP BY ALL (grouped by the new column too) changes
+    the view's rows: `non_breaking` said only a column was added."""
+    assert _category(old, new) == "breaking"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("select a from t", "select a, b * 2 as b2 from t"),
+        (
+            "select a, count(*) as n from t group by a",
+            "select a, count(*) as n, sum(b) as s from t group by a",
+        ),
+        ("select count(*) as n from t", "select count(*) as n, max(b) as m from t"),
+        ("select a from t", "select a, (select max(b) from t) as m from t"),
+    ],
+)
+def test_an_appended_column_that_keeps_the_rows_is_non_breaking(old: str, new: str) -> None:
+    """A value of each row, another aggregate of rows already grouped, a scalar subquery."""
+    assert _category(old, new) == "non_breaking"

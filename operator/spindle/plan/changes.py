@@ -5,6 +5,9 @@ relation it reads changed its data), `udf:<name>` (a function it calls changed) 
 checkpoint was written by another runtime version).
 Categories, after SQLMesh and ksqlDB: `non_breaking` (only columns appended; existing columns and
 rows unchanged), `metadata` (only how the view is kept, e.g. MATERIALIZED), `breaking` (the rest).
+A view's appended column keeps its rows unless it aggregates them (an aggregate where the query
+did not aggregate), makes several of each (a generator: `EXPLODE`, `STACK`, ...), reads others
+(a window function), or groups them otherwise (GROUP BY ALL groups by what is not aggregated).
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sqlglot import exp
+
 from spindle.program import Fingerprints, Program, Table, View
+from spindle.program.calls import call_name
 from spindle.program.canonical import query_shape
+from spindle.program.grouping import is_aggregate
+from spindle.program.ordinals import GENERATORS
 
 
 class Status(StrEnum):
@@ -80,17 +88,49 @@ def table_change(old: Table, new: Table) -> ObjectChange | None:
     return ObjectChange(new.name, "table", Status.MODIFIED, tuple(reasons), category)
 
 
+def _own_aggregate(node: exp.Expr, select: exp.Select) -> bool:
+    """Whether `node` is an aggregate call of `select` (one in a subquery is the subquery's)."""
+    return (
+        isinstance(node, exp.Func | exp.Any)
+        and is_aggregate(node)
+        and node.find_ancestor(exp.Select) is select
+    )
+
+
+def _changes_rows(item: exp.Expr, select: exp.Select, *, grouped: bool) -> bool:
+    """Whether select item `item` of `select` changes which rows it has: a window function,
+    a generator (several rows for each), or an aggregate where the rows were not `grouped`
+    already (one row for all)."""
+    return any(
+        isinstance(node, exp.Window)
+        or (isinstance(node, exp.Func) and call_name(node).lower() in GENERATORS)
+        or (not grouped and _own_aggregate(node, select))
+        for node in item.walk()
+    )
+
+
 def _appended_projections(old: View, new: View) -> bool:
-    """Only output columns were appended: same sources, filters and grouping, no DISTINCT."""
+    """Only output columns were appended, and they keep the rows: same sources, filters and
+    grouping, no DISTINCT and no GROUP BY ALL, and no appended column that aggregates where
+    the query did not, generates rows or is a window function."""
     before, after = query_shape(old.query), query_shape(new.query)
     if before is None or after is None or before.distinct or after.distinct:
         return False
-    return (
+    if not (
         before.body == after.body
         and len(after.projections) > len(before.projections)
         and after.projections[: len(before.projections)] == before.projections
         and "*" not in before.projections
-    )
+    ):
+        return False
+    was, select = old.query, new.query
+    assert isinstance(was, exp.Select) and isinstance(select, exp.Select)  # as query_shape says
+    group = select.args.get("group")
+    if group is not None and group.args.get("all"):
+        return False
+    grouped = group is not None or any(_own_aggregate(node, was) for node in was.walk())
+    appended = select.expressions[len(before.projections) :]
+    return not any(_changes_rows(item, select, grouped=grouped) for item in appended)
 
 
 def view_change(

@@ -66,6 +66,21 @@ def test_no_change_exits_zero() -> None:
     assert "No changes" in result.stdout
 
 
+def test_no_change_still_prints_the_programs_warnings(tmp_path: Path) -> None:
+    """The readable diff returned on "No changes" before its warnings (ProgramWarnings): a
+    property Spindle ignores went unsaid unless something else changed too."""
+    v1 = (GRADES / "v1.sql").read_text()
+    typo = v1.replace("'materialized' = 'true'", "'materialized' = 'true', 'colour' = 'blue'", 1)
+    assert typo != v1
+    (tmp_path / "new.sql").write_text(typo)
+    result = spindle("diff", str(GRADES / "v1.sql"), str(tmp_path / "new.sql"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "No changes: the programs are equivalent.",
+        "warning: 'students': Spindle does not read property 'colour'; it is ignored",
+    ]
+
+
 @pytest.mark.parametrize("as_json", [True, False])
 def test_invalid_program_exits_1_with_error_body_and_no_traceback(
     tmp_path: Path, as_json: bool

@@ -178,3 +178,90 @@ def test_a_change_tables_names_are_whole_when_the_output_is_not_a_terminal(
     assert main(["diff", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "…" not in out and any(name in line for line in _table(out))
+
+
+def _outputs_program(plus: int) -> str:
+    """Table t and views v1..v3, each with an output connector; `plus` is in their queries."""
+    out = (
+        '[{{"name": "out", "transport": {{"name": "file_output", "config": {{"path": '
+        '"/out/v{i}"}}}}, "format": {{"name": "csv"}}}}]'
+    )
+    return "create table t (a int) with ('materialized' = 'true');\n" + "".join(
+        f"create view v{i} with ('connectors' = '{out.format(i=i)}') "
+        f"as select a + {plus} as a from t;\n"
+        for i in (1, 2, 3)
+    )
+
+
+@pytest.mark.parametrize(
+    ("kept", "said"),
+    [
+        (
+            None,  # a status too large: it keeps no list
+            [
+                "  views to evaluate: 3 views (not kept in the status)",
+                "  stored state read: size unknown, of 1 relation (not kept in the status)",
+                "  outputs replaced: 3 outputs (not kept in the status)",
+            ],
+        ),
+        (
+            1,
+            [
+                "  views to evaluate: v1 and 2 more (not kept in the status)",
+                "  stored state read: size unknown (t)",
+                "  outputs replaced: v1.out and 2 more (not kept in the status)",
+            ],
+        ),
+    ],
+)
+def test_kubectl_spindle_approve_never_says_none_of_a_list_the_status_cut(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kept: int | None,
+    said: list[str],
+) -> None:
+    """A status too large (StatusTooLarge), or of more than 100 entries a list, printed
+    "views to evaluate: none" and "outputs replaced: none" above "Not shown: 3 of
+    estimate.outputs": what it kept, and how many more it did not."""
+    from spindle.cli import kubectl_plugin
+    from spindle.lifecycle import conclude, decide
+    from spindle.lifecycle.status import bounded, oversized
+    from tests.unit.test_lifecycle import checkpoint, observe, spec
+
+    observed = observe(spec=spec(_outputs_program(2)), checkpoint=checkpoint(_outputs_program(1)))
+    status = conclude(decide(observed), observed, driver=None, now="t").status
+    status = (
+        oversized(status, detail="413", previous=None, now="t")
+        if kept is None
+        else bounded(status, limit=kept)
+    )
+    pipeline = {"metadata": {"name": "p", "generation": 2}, "status": status.to_json()}
+    monkeypatch.setattr(kubectl_plugin, "_pipeline", lambda args: pipeline)
+    annotated: list[str] = []
+    monkeypatch.setattr(kubectl_plugin, "_annotate", lambda a, key, value: annotated.append(value))
+    assert kubectl_plugin.main(["approve", "p", "--yes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for line in said:
+        assert line in lines
+    assert not [line for line in lines if line.endswith(": none")]
+    assert annotated == [status.pending_change.id if status.pending_change else None]
+
+
+def test_an_emptied_table_whose_rows_are_not_known_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spindle diff` has no statistics: it printed `t (unknown dropped)`."""
+    from spindle.cli.render import estimate_lines
+
+    old, new = tmp_path / "old.sql", tmp_path / "new.sql"
+    old.write_text("create table t (a int, b int) with ('materialized'='true');\n")
+    new.write_text("create table t (a int, b bigint) with ('materialized'='true');\n")
+    assert main(["diff", str(old), str(new)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  tables emptied by the change: t (stored rows unknown)" in lines
+    assert main(["diff", str(old), str(new), "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)["estimate"]
+    estimate["tablesEmptied"] = [{"name": "t", "storedRows": 1204}]
+    assert "  tables emptied by the change: t (1,204 stored rows dropped)" in estimate_lines(
+        estimate
+    )

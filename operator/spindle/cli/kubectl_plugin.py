@@ -115,7 +115,7 @@ def _show(pending: dict[str, Any]) -> None:
     out.print(render.change_table(pending["id"], pending.get("changes") or {}, pending["diff"]))
     if pending.get("reason"):
         out.print(f"Reason: {pending['reason']}", markup=False)
-    render.print_estimate(pending.get("estimate"), out)
+    render.print_estimate(pending.get("estimate"), out, omitted=pending.get("omitted"))
     render.print_preview(pending.get("preview"), change_id=pending["id"], out=out)
     bootstrap = pending.get("bootstrap") or {}
     if bootstrap.get("allowed") is False:

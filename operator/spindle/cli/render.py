@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from rich.console import Console
     from rich.table import Table
@@ -104,45 +104,78 @@ def query_diffs(plan: ChangePlan) -> list[str]:
 
 
 def _count(value: Any, unit: str) -> str:
-    """`1 row`, `2,000 rows` or `unknown`, for a plural `unit`."""
-    return "unknown" if value is None else counted(value, unit.removesuffix("s"), unit)
+    """`1 row`, `2,000 rows` or `rows unknown`, for a plural `unit`."""
+    return f"{unit} unknown" if value is None else counted(value, unit.removesuffix("s"), unit)
 
 
-def estimate_lines(estimate: dict[str, Any]) -> list[str]:
-    """The estimate (`status.pendingChange.estimate`, or a plan's) as plain lines."""
-    reads = ", ".join(estimate.get("storedRelationsRead") or []) or "none"
+NOT_KEPT = "not kept in the status"
+"""What the estimate says of the entries a status left out of a list (`pendingChange.omitted`)."""
+
+
+def _listed(names: Sequence[str], left_out: int, noun: str) -> str:
+    """`a, b`, `none`, or, for a list the status cut, what it kept and `and N more (not kept
+    in the status)` (`N <noun>s (...)` when it kept none): never `none` for a list that has
+    entries."""
+    kept = ", ".join(names)
+    if not left_out:
+        return kept or "none"
+    if not kept:
+        return f"{counted(left_out, noun)} ({NOT_KEPT})"
+    return f"{kept} and {left_out:,} more ({NOT_KEPT})"
+
+
+def estimate_lines(estimate: dict[str, Any], omitted: Mapping[str, int] | None = None) -> list[str]:
+    """The estimate (`status.pendingChange.estimate`, or a plan's) as plain lines. `omitted`
+    (`status.pendingChange.omitted`) counts the entries a status left out of its lists, by
+    dotted path (`estimate.outputs`): a cut list says how many more it has."""
+
+    def left_out(field: str) -> int:
+        return int((omitted or {}).get(f"estimate.{field}") or 0)
+
+    def listed(field: str, noun: str, names: Sequence[str] | None = None) -> str:
+        found = (estimate.get(field) or []) if names is None else names
+        return _listed(found, left_out(field), noun)
+
+    def has(field: str) -> bool:
+        """Whether the list has entries, kept in the status or not."""
+        return bool(estimate.get(field)) or left_out(field) > 0
+
     size = (
         "size unknown"
         if estimate.get("inputRows") is None
         else f"{_count(estimate.get('inputRows'), 'rows')}, "
         f"{_count(estimate.get('inputBytes'), 'bytes')}"
     )
+    read = listed("storedRelationsRead", "relation")
     lines = [
         f"Estimate: {estimate['headline']}",
-        f"  views to evaluate: {', '.join(estimate.get('viewsToEvaluate') or []) or 'none'}",
-        f"  stored state read: {size} ({reads})",
+        f"  views to evaluate: {listed('viewsToEvaluate', 'view')}",
+        f"  stored state read: {size} ({read})"
+        if not left_out("storedRelationsRead")  # no parentheses in parentheses
+        else f"  stored state read: {size}, of {read}",
         f"  rows read from connectors: {estimate.get('connectorRows', 0)} "
         f"({estimate.get('connectorRowsNote')})",
     ]
-    emptied = estimate.get("tablesEmptied") or []
-    if emptied:
-        dropped = ", ".join(
-            f"{t['name']} ({_count(t.get('storedRows'), 'stored rows')} dropped)" for t in emptied
-        )
-        lines.append(f"  tables emptied by the change: {dropped}")
-    if estimate.get("inputsRestarted"):
+    if has("tablesEmptied"):
+        dropped = [
+            f"{t['name']} (stored rows unknown)"
+            if t.get("storedRows") is None
+            else f"{t['name']} ({_count(t['storedRows'], 'stored rows')} dropped)"
+            for t in estimate.get("tablesEmptied") or []
+        ]
+        emptied = listed("tablesEmptied", "table", dropped)
+        lines.append(f"  tables emptied by the change: {emptied}")
+    if has("inputsRestarted"):
+        restarted = listed("inputsRestarted", "input")
+        lines.append(f"  inputs read again from their start after the bootstrap: {restarted}")
+    if has("sizesUnknown"):
         lines.append(
-            "  inputs read again from their start after the bootstrap: "
-            + ", ".join(estimate["inputsRestarted"])
+            "  no statistics (no checkpoint, or its Delta log does not say) for: "
+            + listed("sizesUnknown", "relation")
         )
-    if estimate.get("sizesUnknown"):
-        lines.append(
-            f"  no statistics for: {', '.join(estimate['sizesUnknown'])} (no checkpoint, or its "
-            "Delta log does not say)"
-        )
-    outputs = ", ".join(estimate.get("outputs") or []) or "none"
     mode = estimate.get("outputsOnBootstrap", "replace")
     verb = {"replace": "replaced", "append": "appended to", "silent": "left alone (silent)"}
+    outputs = listed("outputs", "output")
     lines.append(f"  outputs {verb.get(mode, mode)}: {outputs}")
     rate = estimate.get("throughput")
     basis = (
@@ -154,11 +187,16 @@ def estimate_lines(estimate: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_estimate(estimate: dict[str, Any] | None, out: Console | None = None) -> None:
+def print_estimate(
+    estimate: dict[str, Any] | None,
+    out: Console | None = None,
+    *,
+    omitted: Mapping[str, int] | None = None,
+) -> None:
     if not estimate:
         return
     out = out or console()
-    for line in estimate_lines(estimate):
+    for line in estimate_lines(estimate, omitted):
         out.print(line, markup=False)
 
 
@@ -278,6 +316,7 @@ def print_plan(
     out = out or console()
     if plan.diff.is_empty:
         out.print("No changes: the programs are equivalent.")
+        _print_warnings(plan, out)
         return
     out.print(plan_table(plan))
     for block in query_diffs(plan):
@@ -288,14 +327,21 @@ def print_plan(
         out.print(f"Maintained incrementally: {escape(', '.join(incremental))}")
     for name, reason in recomputed.items():
         out.print(f"[yellow]Recomputed each step:[/] {escape(name)} ({escape(reason or '')})")
-    for warning in plan.new.warnings:
-        out.print(f"[yellow]warning:[/] {escape(warning)}")
+    _print_warnings(plan, out)
     print_estimate(plan.estimate.to_json() if plan.estimate else None, out)
     if plan.bootstrap.allowed:
         out.print(NEXT_STEP[policy].format(id=plan.change_id))
     else:
         out.print(f"[red]Bootstrap refused: {plan.bootstrap.error_code}[/]")
         out.print(plan.bootstrap.message or "", markup=False)
+
+
+def _print_warnings(plan: ChangePlan, out: Console) -> None:
+    """The new program's warnings (`ProgramWarnings`: what Spindle ignores), changed or not."""
+    from rich.markup import escape
+
+    for warning in plan.new.warnings:
+        out.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 def print_error(error: SpindleError, *, as_json: bool) -> None:

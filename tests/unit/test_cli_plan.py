@@ -101,6 +101,41 @@ def test_plan_says_what_the_manifest_as_committed_leads_to(
     assert ("Approve with change id" in out) is (policy == "await_approval")
 
 
+def test_a_stopped_pipeline_with_a_changed_program_is_not_said_to_match(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With desiredState: Stopped, plan said "the program matches checkpoint ..." of a
+    changed program: it prints the plan and its change id, and that nothing bootstraps until
+    desiredState is Running; only an unchanged program matches."""
+    uri = _checkpointed(tmp_path / "root")
+    for version in ("v1", "v2"):
+        document = yaml.safe_load((EXAMPLE / f"pipeline-{version}.yaml").read_text())
+        document["spec"]["desiredState"] = "Stopped"
+        (tmp_path / f"{version}.yaml").write_text(yaml.safe_dump(document))
+    changed = str(tmp_path / "v2.yaml")
+    assert main(["plan", "-f", changed, "--checkpoint", uri]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "matches" not in out and "Change b77cf0f27757" in out
+    assert (
+        "The pipeline is stopped (spec.desiredState: Stopped): change b77cf0f27757 does not "
+        "bootstrap, and nothing runs, until desiredState is Running." in out
+    )
+    assert main(["plan", "-f", changed, "--checkpoint", uri, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["changeId"], body["reason"], body["needsApproval"]) == (
+        "b77cf0f27757",
+        "Stopped",
+        False,
+    )
+    assert body["pendingChange"]["diff"]["program_diff"]["added_views"] == ["avg_grade_all_courses"]
+
+    assert main(["plan", "-f", str(tmp_path / "v1.yaml"), "--checkpoint", uri]) == 0
+    assert "the program matches checkpoint 0000" in capsys.readouterr().out
+    assert main(["plan", "-f", str(tmp_path / "v1.yaml"), "--checkpoint", uri, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert (body["changeId"], body["pendingChange"], body["reason"]) == (None, None, "Stopped")
+
+
 def test_plan_and_diff_list_the_programs_warnings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

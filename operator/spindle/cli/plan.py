@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from spindle.api import Phase, PipelineManifest
+from spindle.api import DesiredState, Phase, PipelineManifest
 from spindle.api.types import APPROVE_ANNOTATION, RESTATE_ANNOTATION, request_annotation
 from spindle.checkpoint import Manifest, PipelineRef
 from spindle.checkpoint.objects import S3Options
@@ -23,6 +23,7 @@ from spindle.cli.local import read_manifest_at
 from spindle.cli.sql_origin import in_file
 from spindle.errors import SpindleError
 from spindle.lifecycle import Observation, decide
+from spindle.lifecycle.rules import pending_change
 from spindle.program import Program, parse_program
 from spindle.versions import RUNTIME_VERSION
 
@@ -87,7 +88,10 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
         parse_program(spec.sql).refuse_unrunnable(references=not observed.spark_ran)
         raise decision.refusal()
     pending = decision.pending_change
-    warnings = decision.plan.new.warnings if decision.plan else _warnings(decision.program)
+    plan = decision.plan
+    if pending is None and plan is not None and plan.needs_approval:
+        pending = pending_change(plan)  # a change desiredState: Stopped keeps from running
+    warnings = plan.new.warnings if plan else _warnings(decision.program)
     body: dict[str, Any] = {
         "changeId": pending.id if pending else None,
         "checkpoint": checkpoint.id if checkpoint else None,
@@ -114,9 +118,15 @@ def _plan(args: argparse.Namespace, manifest: PipelineManifest) -> int:
         for warning in warnings:
             out.print(f"warning: {warning}", markup=False)
         return 0
-    assert decision.plan is not None
-    render.print_plan(decision.plan, out, policy=spec.bootstrap_policy)
-    if decision.phase is Phase.AWAITING_APPROVAL:
+    assert plan is not None
+    render.print_plan(plan, out, policy=spec.bootstrap_policy)
+    if decision.pending_change is None and spec.desired_state is DesiredState.STOPPED:
+        out.print(
+            f"The pipeline is stopped (spec.desiredState: Stopped): change {pending.id} does "
+            "not bootstrap, and nothing runs, until desiredState is Running.",
+            markup=False,
+        )
+    elif decision.phase is Phase.AWAITING_APPROVAL:
         if approval is not None:
             out.print(
                 f'The manifest\'s {APPROVE_ANNOTATION}: "{approval}" names another change: '

@@ -25,6 +25,9 @@ os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
 # local commands run in the test's own process (cold, or on the `spark` fixture's session); the
 # warm server's tests (tests/integration/test_warm_server.py) start servers and stop them
 os.environ.setdefault("SPINDLE_NO_SERVER", "1")
+# the JIT's first tier only: the tests' JVMs live for a few steps each, and C2 compiled code
+# they never ran long enough to use (a third of their CPU; benchmarks and driver pods keep C2)
+os.environ.setdefault("SPINDLE_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")

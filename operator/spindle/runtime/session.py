@@ -70,6 +70,10 @@ def _quiet_query_context() -> None:
         root.addFilter(_interrupt_trace)
 
 
+JAVA_OPTIONS = "SPINDLE_JAVA_OPTIONS"
+"""Extra options of the JVM of a session this process starts, after Spindle's own (a
+Pipeline's driver takes its own from `spark.driver.extraJavaOptions` in `spec.spark.conf`)."""
+
 WAREHOUSE = Path(tempfile.gettempdir()) / f"spindle-spark-warehouse-{os.getuid()}"
 """Spark's warehouse directory: empty, out of the working directory."""
 
@@ -98,8 +102,12 @@ def spark_conf(*, s3: S3Options | None, extra: Mapping[str, str] | None = None) 
         # pod's root) when a query looks a name up in the catalog, as an unknown function does.
         "spark.sql.warehouse.dir": WAREHOUSE.as_uri(),
         # small machines: the serial GC. Not C1 only: a driver runs for hours, and planning the
-        # change queries of every step is ~30% slower without C2 (measured on the oracle test)
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseSerialGC",
+        # change queries of every step is ~30% slower without C2 (measured on the oracle test).
+        # Sessions of a few steps spend less CPU with C1 only: `$SPINDLE_JAVA_OPTIONS` (the
+        # test suite's `-XX:TieredStopAtLevel=1`) adds to these.
+        "spark.driver.extraJavaOptions": " ".join(
+            ("-Duser.timezone=UTC -XX:+UseSerialGC", *os.environ.get(JAVA_OPTIONS, "").split())
+        ),
         "spark.databricks.delta.snapshotPartitions": "2",
         # Delta's data skipping (per-file min/max) prunes nothing a step reads: state is read
         # whole or joined by key, and a step's file holds rows of any key, so a query's filter

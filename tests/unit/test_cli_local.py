@@ -509,6 +509,76 @@ def test_under_bootstrap_policy_reject_nothing_offers_or_takes_an_approval(
     assert "warning: 'students': Spindle does not read property 'colour'" in capsys.readouterr().out
 
 
+REFUSED_OLD = """create table t (a int, b int);
+create table u (a int) with ('materialized' = 'true');
+create view v as select a from t;
+create view w as select a from u;
+"""
+REFUSED_NEW = REFUSED_OLD.replace("select a from t", "select a + 1 as a from t")
+
+
+def _applied(tmp_path: Path, sql: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], str]:
+    """Pipeline `p` of `sql` applied under a home, its storage holding a checkpoint of
+    REFUSED_OLD: the home arguments, and the pending change's id."""
+    from spindle.checkpoint.store import open_store
+    from tests.checkpoints import seed
+
+    shared = tmp_path / "shared"
+    root = open_store((shared / "default" / "p").as_uri())
+    seed(root, namespace="default", name="p", program=REFUSED_OLD)
+    document = {
+        "apiVersion": "spindle.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "p"},
+        "spec": {"sql": sql, "storage": {"uri": shared.as_uri()}},
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(document))
+    home = ["--home", str(tmp_path / "home"), "--no-server"]
+    main(["local", "apply", "-f", str(path), *home])
+    capsys.readouterr()
+    assert main(["local", "status", "p", "--json", *home]) == 0
+    return home, str(json.loads(capsys.readouterr().out)["pendingChange"]["id"])
+
+
+def test_a_change_the_plan_refuses_is_not_approved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`local approve` said "Approved change ..." of a change refused at planning
+    (TableNotMaterialized, phase Failed), which no run would ever bootstrap."""
+    home, change = _applied(tmp_path, REFUSED_NEW, capsys)
+    assert main(["local", "approve", "p", change, *home]) == 1
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert err.startswith(
+        f"error NoPendingChange: Pipeline 'p' has no change awaiting approval: its phase is "
+        f"Failed (TableNotMaterialized), and change {change} will not run, so an approval "
+        "would not start it. Views that need bootstrapping read tables that are not "
+        "materialized (t)"
+    )
+    assert "Nothing was approved; `spindle local status p` shows the change." in err
+    assert "Approved" not in captured.out
+    assert LocalPipeline(tmp_path / "home", "p").approval is None
+
+
+def test_a_change_approved_already_is_not_approved_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    approvable = REFUSED_OLD.replace("from u", "from u where a > 0")
+    home, change = _applied(tmp_path, approvable, capsys)
+    assert main(["local", "approve", "p", change, *home]) == 0
+    assert f"Approved change {change}." in capsys.readouterr().out
+    assert main(["local", "approve", "p", change, *home]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith(
+        f"error NoPendingChange: Pipeline 'p' has no change awaiting approval: its phase is "
+        f"Stopped (NotRunning), and change {change} is approved already, or needs no "
+        "approval (bootstrapPolicy allow). No run is in progress; `spindle local run p` "
+        "bootstraps the approved change."
+    )
+    assert LocalPipeline(tmp_path / "home", "p").approval == change
+
+
 def test_a_home_that_cannot_hold_a_servers_files_runs_the_command_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,6 +29,33 @@ PIPELINE = {
 }
 
 
+REFUSED = {
+    "refused": (
+        "Failed",
+        "TableNotMaterialized",
+        "Views that need bootstrapping read tables that are not materialized (t), so their "
+        "contents are not stored. Declare them with 'materialized' = 'true'.",
+    ),
+    "rejected": (
+        "Stopped",
+        "BootstrapRejected",
+        "The program changed (change b77cf0f27757) and bootstrapPolicy is reject; the "
+        "checkpoint is untouched. Revert the change or set bootstrapPolicy to await_approval "
+        "or allow.",
+    ),
+}
+"""Pipelines whose status shows a pending change that cannot run: phase, reason, message."""
+PATCHED: list[str] = []
+"""The paths the server was asked to patch."""
+
+
+def _refused(name: str) -> dict[str, Any]:
+    phase, reason, message = REFUSED[name]
+    condition = {"type": "Ready", "status": "False", "reason": reason, "message": message}
+    status = {**PIPELINE["status"], "phase": phase, "conditions": [condition]}
+    return {**PIPELINE, "metadata": {**PIPELINE["metadata"], "name": name}, "status": status}
+
+
 def _forbidden(what: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -59,10 +86,13 @@ class _Server(http.server.BaseHTTPRequestHandler):
             self._send(401, {"kind": "Status", "message": "Unauthorized", "code": 401})
         elif self.path.endswith("/pipelines/broken"):
             self._send(500, {"kind": "Status", "message": "etcdserver: timeout", "code": 500})
+        elif self.path.rsplit("/", 1)[-1] in REFUSED:
+            self._send(200, _refused(self.path.rsplit("/", 1)[-1]))
         else:
             self._send(200, PIPELINE)
 
     def do_PATCH(self) -> None:
+        PATCHED.append(self.path)
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self._send(403, _forbidden("admission webhook denied"))
 
@@ -131,3 +161,26 @@ def test_credentials_the_api_server_does_not_accept_say_to_log_in_again(
     assert main(["status", "expired", "--kubeconfig", str(kubeconfig)]) == 1
     printed = " ".join(capsys.readouterr().err.split())
     assert "error ApiRequestUnauthorized:" in printed and "Log in again" in printed
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_change_that_cannot_run_is_not_approved(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """`approve --yes` annotated spindle.dev/approve and said "approved" of a change refused
+    at planning (Failed) or by bootstrapPolicy reject (Stopped): the status shows it for
+    review, but no approval runs it. Exit 1, nothing patched, the phase, reason and what to do."""
+    PATCHED.clear()
+    assert main(["approve", name, "--yes", "--kubeconfig", str(kubeconfig)]) == 1
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    phase, reason, message = REFUSED[name]
+    assert err == (
+        f"error NothingToApprove: Pipeline {name} has no change awaiting approval: its phase "
+        f"is {phase} ({reason}), and change b77cf0f27757 will not run, so an approval would "
+        f"not start it. {message} Nothing was approved; `kubectl spindle diff {name}` shows "
+        "the change."
+    )
+    assert "approved" not in captured.out and PATCHED == []
+    assert main(["diff", name, "--kubeconfig", str(kubeconfig)]) == 0  # still shown
+    assert "Change b77cf0f27757" in capsys.readouterr().out

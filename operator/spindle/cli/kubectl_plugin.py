@@ -5,8 +5,10 @@ It is the console script kubectl-spindle.
 `approve` reads the pending change id from the status, shows the diff, the estimate (what the
 bootstrap evaluates, reads and replaces, and how long it should take) and the data-diff
 preview's counts when there is one (`status.pendingChange.preview`), and asks before it
-annotates `spindle.dev/approve=<id>` (`--yes` skips the question). It only ever approves the id
-it showed: if the pending change moves in between, the operator ignores the approval.
+annotates `spindle.dev/approve=<id>` (`--yes` skips the question), only while the phase is
+`AwaitingApproval` (a change refused, or stopped by `bootstrapPolicy: reject`, stays in the status
+for review, but no approval runs it). It only ever approves the id it showed: if the pending
+change moves in between, the operator ignores the approval.
 `preview` annotates `spindle.dev/preview=<id>@<time>`, waits for the operator's preview pod to
 report (the `Previewed` condition naming that request) and prints the counts as tables.
 `restart` starts a failed driver again from the last checkpoint: it adds one to
@@ -23,6 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from spindle.api import Phase
 from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION
 from spindle.cli import cluster_query, render
 from spindle.cli.main import own_usage, parsed, reader_gone
@@ -90,6 +93,33 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
             f"{status.get('phase', 'unknown')}).",
         )
     return dict(pending)
+
+
+def _awaiting(pipeline: dict[str, Any]) -> dict[str, Any]:
+    """The pending change, when an approval can start it: only while the phase is
+    `AwaitingApproval`. A change the plan refuses (`Failed`) or `bootstrapPolicy: reject`
+    stops (`Stopped`) stays in the status for review, but no approval runs it."""
+    pending = _pending(pipeline)
+    status = pipeline.get("status") or {}
+    phase = str(status.get("phase") or "unknown")
+    if phase == Phase.AWAITING_APPROVAL:
+        return pending
+    name = pipeline["metadata"]["name"]
+    conditions: list[dict[str, Any]] = status.get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    reason = str(ready.get("reason") or phase)
+    raise SpindleError(
+        reason="NothingToApprove",
+        message=render.not_awaiting_approval(
+            name,
+            change=pending["id"],
+            phase=phase,
+            reason=reason,
+            said=str(ready.get("message") or ""),
+            shown_by=f"`kubectl spindle diff {name}`",
+        ),
+        details={"phase": phase, "reason": reason, "pending": pending["id"]},
+    )
 
 
 def _omitted(pending: dict[str, Any], *, preview: bool = False) -> str | None:
@@ -161,7 +191,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    pending = _pending(_pipeline(args))
+    pending = _awaiting(_pipeline(args))
     change = pending["id"]
     _show(pending)
     if not args.yes:

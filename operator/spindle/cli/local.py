@@ -177,6 +177,19 @@ def cmd_approve(args: argparse.Namespace) -> int:
             f"(phase {status.phase.value}); nothing was approved.",
             details={"phase": status.phase.value},
         )
+    if status.phase is not Phase.AWAITING_APPROVAL:  # shown for review, but it cannot run
+        raise SpindleError(
+            reason="NoPendingChange",
+            message=render.not_awaiting_approval(
+                f"'{pipeline.name}'",
+                change=pending.id,
+                phase=status.phase.value,
+                reason=decision.reason,
+                said=decision.message,
+                shown_by=f"`spindle local status {pipeline.name}`",
+            ),
+            details={"phase": status.phase.value, "reason": decision.reason},
+        )
     if args.change_id != pending.id:
         raise SpindleError(
             reason="ApprovalMismatch",

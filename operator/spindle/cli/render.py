@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # rich loads on first use, so `--json` output starts faster
     from rich.console import Console
     from rich.table import Table
 
-from spindle.api import BootstrapPolicy
+from spindle.api import BootstrapPolicy, Phase
 from spindle.errors import SpindleError
 from spindle.plan import ChangePlan
 from spindle.wording import counted
@@ -342,6 +342,25 @@ def _print_warnings(plan: ChangePlan, out: Console) -> None:
 
     for warning in plan.new.warnings:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
+
+
+def not_awaiting_approval(
+    name: str, *, change: str, phase: str, reason: str, said: str, shown_by: str
+) -> str:
+    """Why no approval is taken for change `change` of pipeline `name`, whose status shows it
+    in `phase` (not `AwaitingApproval`) with Ready reason `reason` and message `said` (which
+    says what to do); `shown_by` is the command that shows the change."""
+    underway = phase == Phase.BOOTSTRAPPING or reason in ("Bootstrapping", "NotRunning")
+    state = (
+        "is approved already, or needs no approval (bootstrapPolicy allow)"
+        if underway
+        else "will not run, so an approval would not start it"
+    )
+    return (
+        f"Pipeline {name} has no change awaiting approval: its phase is {phase} ({reason}), "
+        f"and change {change} {state}. {said} Nothing was approved; {shown_by} shows the "
+        "change."
+    )
 
 
 def print_error(error: SpindleError, *, as_json: bool) -> None:

@@ -561,21 +561,24 @@ def test_a_change_the_plan_refuses_is_not_approved(
     assert LocalPipeline(tmp_path / "home", "p").approval is None
 
 
-def test_a_change_approved_already_is_not_approved_again(
+def test_approving_a_change_again_is_no_error_and_another_id_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A script that approves twice (a retried CI job) is told the change is approved already,
+    exit 0; naming another change then is still refused."""
     approvable = REFUSED_OLD.replace("from u", "from u where a > 0")
     home, change = _applied(tmp_path, approvable, capsys)
     assert main(["local", "approve", "p", change, *home]) == 0
     assert f"Approved change {change}." in capsys.readouterr().out
-    assert main(["local", "approve", "p", change, *home]) == 1
-    err = " ".join(capsys.readouterr().err.split())
-    assert err.startswith(
-        f"error NoPendingChange: Pipeline 'p' has no change awaiting approval: its phase is "
-        f"Stopped (NotRunning), and change {change} is approved already, or needs no "
-        "approval (bootstrapPolicy allow). No run is in progress; `spindle local run p` "
-        "bootstraps the approved change."
+    assert main(["local", "approve", "p", change, *home]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out == (
+        f"Change {change} of pipeline 'p' is approved already (phase Stopped); nothing to do. "
+        "`spindle local run p` bootstraps it."
     )
+    assert main(["local", "approve", "p", "0" * 12, *home]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error NoPendingChange: Pipeline 'p' has no change awaiting approval")
     assert LocalPipeline(tmp_path / "home", "p").approval == change
 
 

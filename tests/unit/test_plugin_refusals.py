@@ -56,6 +56,22 @@ def _refused(name: str) -> dict[str, Any]:
     return {**PIPELINE, "metadata": {**PIPELINE["metadata"], "name": name}, "status": status}
 
 
+UNDERWAY = {
+    **PIPELINE,
+    "metadata": {
+        **PIPELINE["metadata"],
+        "name": "underway",
+        "annotations": {"spindle.dev/approve": "b77cf0f27757\n"},
+    },
+    "status": {
+        **PIPELINE["status"],
+        "phase": "Bootstrapping",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "Bootstrapping"}],
+    },
+}
+"""A pipeline bootstrapping the change its annotation approved."""
+
+
 def _forbidden(what: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -86,6 +102,8 @@ class _Server(http.server.BaseHTTPRequestHandler):
             self._send(401, {"kind": "Status", "message": "Unauthorized", "code": 401})
         elif self.path.endswith("/pipelines/broken"):
             self._send(500, {"kind": "Status", "message": "etcdserver: timeout", "code": 500})
+        elif self.path.endswith("/pipelines/underway"):
+            self._send(200, UNDERWAY)
         elif self.path.rsplit("/", 1)[-1] in REFUSED:
             self._send(200, _refused(self.path.rsplit("/", 1)[-1]))
         else:
@@ -182,5 +200,23 @@ def test_a_change_that_cannot_run_is_not_approved(
         "the change."
     )
     assert "approved" not in captured.out and PATCHED == []
+    assert main(["preview", name, "--kubeconfig", str(kubeconfig)]) == 1  # not waited out
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error NothingToApprove: ") and "Nothing was previewed;" in err
+    assert PATCHED == []
     assert main(["diff", name, "--kubeconfig", str(kubeconfig)]) == 0  # still shown
     assert "Change b77cf0f27757" in capsys.readouterr().out
+
+
+def test_approving_a_change_again_is_no_error(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script that approves twice (a retried CI job) while the change bootstraps is told it is
+    approved already, exit 0, and nothing is patched."""
+    PATCHED.clear()
+    assert main(["approve", "underway", "--yes", "--kubeconfig", str(kubeconfig)]) == 0
+    assert capsys.readouterr().out == (
+        "Change b77cf0f27757 of pipeline underway is approved already (phase Bootstrapping); "
+        "nothing to do.\n"
+    )
+    assert PATCHED == []

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spindle.api import Phase
-from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION
+from spindle.api.types import APPROVE_ANNOTATION, PREVIEW_ANNOTATION, request_annotation
 from spindle.cli import cluster_query, render
 from spindle.cli.main import own_usage, parsed, reader_gone
 from spindle.errors import SpindleError
@@ -95,7 +95,12 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
     return dict(pending)
 
 
-def _awaiting(pipeline: dict[str, Any]) -> dict[str, Any]:
+def _ready(status: dict[str, Any]) -> dict[str, Any]:
+    conditions: list[dict[str, Any]] = status.get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def _awaiting(pipeline: dict[str, Any], *, nothing: str = "Nothing was approved") -> dict[str, Any]:
     """The pending change, when an approval can start it: only while the phase is
     `AwaitingApproval`. A change the plan refuses (`Failed`) or `bootstrapPolicy: reject`
     stops (`Stopped`) stays in the status for review, but no approval runs it."""
@@ -105,8 +110,7 @@ def _awaiting(pipeline: dict[str, Any]) -> dict[str, Any]:
     if phase == Phase.AWAITING_APPROVAL:
         return pending
     name = pipeline["metadata"]["name"]
-    conditions: list[dict[str, Any]] = status.get("conditions") or []
-    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready = _ready(status)
     reason = str(ready.get("reason") or phase)
     raise SpindleError(
         reason="NothingToApprove",
@@ -117,6 +121,7 @@ def _awaiting(pipeline: dict[str, Any]) -> dict[str, Any]:
             reason=reason,
             said=str(ready.get("message") or ""),
             shown_by=f"`kubectl spindle diff {name}`",
+            nothing=nothing,
         ),
         details={"phase": phase, "reason": reason, "pending": pending["id"]},
     )
@@ -191,7 +196,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    pending = _awaiting(_pipeline(args))
+    pipeline = _pipeline(args)
+    status = pipeline.get("status") or {}
+    approved = request_annotation(pipeline["metadata"].get("annotations"), APPROVE_ANNOTATION)
+    pending_id = (status.get("pendingChange") or {}).get("id")
+    ready = _ready(status)
+    phase = str(status.get("phase") or "unknown")
+    if (
+        pending_id
+        and approved == pending_id
+        and render.underway(phase=phase, reason=str(ready.get("reason") or phase))
+    ):  # approving again (a script run twice) is no error
+        print(render.approved_already(args.name, change=pending_id, phase=phase))
+        return 0
+    pending = _awaiting(pipeline)
     change = pending["id"]
     _show(pending)
     if not args.yes:
@@ -280,7 +298,8 @@ def served(status: dict[str, Any], request: str) -> dict[str, Any] | None:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    pending = _pending(_pipeline(args))
+    # the operator previews only a change awaiting approval: a request would wait it out
+    pending = _awaiting(_pipeline(args), nothing="Nothing was previewed")
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
     request = f"{pending['id']}@{stamp}"
     _annotate(args, PREVIEW_ANNOTATION, request)

@@ -177,6 +177,16 @@ def cmd_approve(args: argparse.Namespace) -> int:
             f"(phase {status.phase.value}); nothing was approved.",
             details={"phase": status.phase.value},
         )
+    if pipeline.approval == pending.id == args.change_id and render.underway(
+        phase=status.phase.value, reason=decision.reason
+    ):  # approving again (a script run twice) is no error
+        render.console().print(
+            render.approved_already(
+                f"'{pipeline.name}'", change=pending.id, phase=status.phase.value
+            )
+            + f" `spindle local run {pipeline.name}` bootstraps it."
+        )
+        return 0
     if status.phase is not Phase.AWAITING_APPROVAL:  # shown for review, but it cannot run
         raise SpindleError(
             reason="NoPendingChange",

@@ -344,21 +344,38 @@ def _print_warnings(plan: ChangePlan, out: Console) -> None:
         out.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
+def underway(*, phase: str, reason: str) -> bool:
+    """Whether a status in `phase` with Ready reason `reason` shows a change that is on its way:
+    bootstrapping, or (locally) approved and waiting for `spindle local run`."""
+    return phase == Phase.BOOTSTRAPPING or reason in ("Bootstrapping", "NotRunning")
+
+
+def approved_already(name: str, *, change: str, phase: str) -> str:
+    """An approval of change `change` that was given before: nothing to do (exit 0)."""
+    return f"Change {change} of pipeline {name} is approved already (phase {phase}); nothing to do."
+
+
 def not_awaiting_approval(
-    name: str, *, change: str, phase: str, reason: str, said: str, shown_by: str
+    name: str,
+    *,
+    change: str,
+    phase: str,
+    reason: str,
+    said: str,
+    shown_by: str,
+    nothing: str = "Nothing was approved",
 ) -> str:
     """Why no approval is taken for change `change` of pipeline `name`, whose status shows it
     in `phase` (not `AwaitingApproval`) with Ready reason `reason` and message `said` (which
     says what to do); `shown_by` is the command that shows the change."""
-    underway = phase == Phase.BOOTSTRAPPING or reason in ("Bootstrapping", "NotRunning")
     state = (
         "is approved already, or needs no approval (bootstrapPolicy allow)"
-        if underway
+        if underway(phase=phase, reason=reason)
         else "will not run, so an approval would not start it"
     )
     return (
         f"Pipeline {name} has no change awaiting approval: its phase is {phase} ({reason}), "
-        f"and change {change} {state}. {said} Nothing was approved; {shown_by} shows the "
+        f"and change {change} {state}. {said} {nothing}; {shown_by} shows the "
         "change."
     )
 

@@ -235,6 +235,19 @@ def test_every_argument_of_a_users_command_has_help() -> None:
     assert [name for name, action in arguments.items() if not action.help] == []
 
 
+def test_only_commands_the_warm_server_may_run_list_its_options() -> None:
+    """`local stop`, `restate` and `server ...` always run in their own process: their help
+    listed `--no-server` and `--idle-timeout`, which do nothing there (still accepted)."""
+    arguments = dict(_arguments(build_parser(), ()))
+    listed = {
+        name.rsplit(" ", 1)[0]
+        for name, action in arguments.items()
+        if name.endswith((" --no-server", " --idle-timeout")) and action.help != argparse.SUPPRESS
+    }
+    assert {"local status", "local run", "local apply", "query"} <= listed
+    assert not listed & {"local stop", "local restate", "local server stop", "local server status"}
+
+
 # -- a server busy with another command -----------------------------------------------------------
 
 
@@ -576,6 +589,10 @@ def test_approving_a_change_again_is_no_error_and_another_id_is_refused(
         f"Change {change} of pipeline 'p' is approved already (phase Stopped); nothing to do. "
         "`spindle local run p` bootstraps it."
     )
+    assert main(["local", "status", "p", *home]) == 0  # it said "Approve with change id"
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Bootstrap: allowed, and change {change} is approved." in out
+    assert "Approve with" not in out
     assert main(["local", "approve", "p", "0" * 12, *home]) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert err.startswith("error NoPendingChange: Pipeline 'p' has no change awaiting approval")

@@ -83,7 +83,12 @@ def _show_status(
         out.print(f"  {condition.reason}: {said}", markup=False)
     plan = decision.plan
     if status.pending_change is not None and plan is not None:
-        render.print_plan(plan, out, policy=pipeline.manifest().spec.bootstrap_policy)
+        render.print_plan(
+            plan,
+            out,
+            policy=pipeline.manifest().spec.bootstrap_policy,
+            approved=pipeline.approval == plan.change_id,
+        )
         _print_preview(pipeline, status, out=out)
     elif decision.program is not None:  # the plan shows them with a change
         for warning in decision.program.warnings:
@@ -344,20 +349,31 @@ JSON_HELP = "print the status as one JSON object"
 NAME_HELP = "the pipeline's name (metadata.name of its manifest)"
 
 
-def register(sub: Any) -> None:
+def _home_options(*, served: bool) -> argparse.ArgumentParser:
+    """`--home`, and the warm server's options: shown by commands the server may run
+    (`served`); accepted but not listed by those that always run in their own process."""
     home = argparse.ArgumentParser(add_help=False)
     home.add_argument("--home", help="local state (default: $SPINDLE_HOME, else ~/.spindle)")
     home.add_argument(
         "--no-server",
         action="store_true",
-        help="run in this process, without the home's warm Spark server ($SPINDLE_NO_SERVER=1)",
+        help="run in this process, without the home's warm Spark server ($SPINDLE_NO_SERVER=1)"
+        if served
+        else argparse.SUPPRESS,
     )
     home.add_argument(
         "--idle-timeout",
         type=idle_seconds,
         default=600.0,
-        help="seconds the warm Spark server waits for the next command before it stops",
+        help="seconds the warm Spark server waits for the next command before it stops"
+        if served
+        else argparse.SUPPRESS,
     )
+    return home
+
+
+def register(sub: Any) -> None:
+    home, own = _home_options(served=True), _home_options(served=False)
     local = sub.add_parser("local", help="run pipelines locally, with no cluster")
     actions = local.add_subparsers(dest="action", required=True)
 
@@ -371,7 +387,7 @@ def register(sub: Any) -> None:
         ("run", cmd_run, "run in the foreground (bootstrapping first when approved)"),
         ("stop", cmd_stop, "stop a running pipeline gracefully (--force: at once)"),
     ):
-        command = actions.add_parser(name, parents=[home], help=helptext)
+        command = actions.add_parser(name, parents=[own if name == "stop" else home], help=helptext)
         command.add_argument("name", help=NAME_HELP)
         command.set_defaults(run=handler)
         if name == "status":
@@ -396,7 +412,7 @@ def register(sub: Any) -> None:
     approve.set_defaults(run=cmd_approve)
 
     restate = actions.add_parser(
-        "restate", parents=[home], help="recompute views without an SQL change (approve it)"
+        "restate", parents=[own], help="recompute views without an SQL change (approve it)"
     )
     restate.add_argument("name", help=NAME_HELP)
     restate.add_argument("views", nargs="+", metavar="VIEW", help="a view to recompute")
@@ -415,7 +431,7 @@ def register(sub: Any) -> None:
     execute.add_argument("sql", help="INSERT INTO t VALUES (...), ...")
     execute.set_defaults(run=cmd_execute)
 
-    server_commands.register(actions, home)
+    server_commands.register(actions, own)
 
     query = sub.add_parser("query", parents=[home], help="Spark SQL over materialized state")
     query.add_argument("name", help=NAME_HELP)

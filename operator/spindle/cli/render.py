@@ -301,6 +301,8 @@ NEXT_STEP = {
     "or allow.",
 }
 """What a plan whose bootstrap is possible leads to, under each bootstrap policy."""
+APPROVED = "Bootstrap: allowed, and change [bold]{id}[/] is approved."
+"""A plan whose change was approved (locally: before the run that bootstraps it)."""
 
 
 def print_plan(
@@ -308,9 +310,11 @@ def print_plan(
     out: Console | None = None,
     *,
     policy: BootstrapPolicy = BootstrapPolicy.AWAIT_APPROVAL,
+    approved: bool = False,
 ) -> None:
     """The change, how each view is maintained, its warnings and estimate, and the next step
-    under `policy` (the manifest's `spec.bootstrapPolicy`; two program files have none)."""
+    under `policy` (the manifest's `spec.bootstrapPolicy`; two program files have none), or
+    that it is `approved` already."""
     from rich.markup import escape
 
     out = out or console()
@@ -330,7 +334,7 @@ def print_plan(
     _print_warnings(plan, out)
     print_estimate(plan.estimate.to_json() if plan.estimate else None, out)
     if plan.bootstrap.allowed:
-        out.print(NEXT_STEP[policy].format(id=plan.change_id))
+        out.print((APPROVED if approved else NEXT_STEP[policy]).format(id=plan.change_id))
     else:
         out.print(f"[red]Bootstrap refused: {plan.bootstrap.error_code}[/]")
         out.print(plan.bootstrap.message or "", markup=False)

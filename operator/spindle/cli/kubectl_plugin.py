@@ -269,7 +269,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
         raise SpindleError(
             reason="CrdOutdated",
             message="The API server dropped spec.restartNonce: the Pipeline CRD it serves "
-            "predates it (helm does not upgrade CRDs). Apply crds/pipeline.yaml, then run "
+            "predates it (helm does not upgrade CRDs). Update it with `kubectl apply "
+            "--server-side --force-conflicts -f charts/spindle/crds/pipeline.yaml`, then run "
             "restart again.",
         )
     print(f"pipeline/{args.name} restarting from its last checkpoint: spec.restartNonce={nonce}")

@@ -25,14 +25,32 @@ def refusal(text: str) -> SpindleError:
     return raised.value
 
 
-def test_the_message_names_the_call_and_the_closest_function() -> None:
-    error = refusal(TABLE + "create view v as select avgg(grade) as a from t;\n")
+@pytest.mark.parametrize(
+    ("view", "call", "message", "where"),
+    [
+        (
+            "create view v as select avgg(grade) as a from t;",
+            "avgg",
+            "View 'v' calls 'avgg', which is neither a Spark function nor one the program "
+            "declares. Did you mean 'avg'? Fix the name, or declare it with CREATE FUNCTION.",
+            (2, 25),
+        ),
+        (  # no close name: the message still says what to do
+            "create view v as select id,\n  zzqqxx(grade) as a from t;",
+            "zzqqxx",
+            "View 'v' calls 'zzqqxx', which is neither a Spark function nor one the program "
+            "declares. Fix the name, or declare it with CREATE FUNCTION.",
+            (3, 3),
+        ),
+    ],
+)
+def test_the_message_names_the_call_the_closest_function_and_what_to_do(
+    view: str, call: str, message: str, where: tuple[int, int]
+) -> None:
+    error = refusal(TABLE + view)
     assert error.reason == "UnknownFunction"
-    assert error.message == (
-        "View 'v' calls 'avgg', which is neither a Spark function nor one the program declares. "
-        "Did you mean 'avg'? (line 2, column 25)"
-    )
-    assert error.details == {"line": 2, "column": 25, "view": "v", "call": "avgg"}
+    assert error.message == f"{message} (line {where[0]}, column {where[1]})"
+    assert error.details == {"line": where[0], "column": where[1], "view": "v", "call": call}
 
 
 @pytest.mark.parametrize(

@@ -43,11 +43,14 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
             where,
             reason="UnknownFunction",
             message=f"{kind} '{name}' calls '{called}', which is neither a Spark function nor one "
-            f"the program declares.{hint}",
+            f"the program declares.{hint} {WHAT_TO_DO}",
             **{kind.lower(): name, "call": called},
         )
         problems.append(problem)
     return tuple(problems)
+
+
+WHAT_TO_DO = "Fix the name, or declare it with CREATE FUNCTION."
 
 
 def _start(call: exp.Expr) -> int:

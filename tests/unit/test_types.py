@@ -14,6 +14,7 @@ from spindle.errors import SpindleError
 from spindle.lifecycle import decide
 from spindle.program import parse_program
 from spindle.program.types import STORED_TYPES, declared_for, stored_type
+from tests.unit.test_calls import refusal
 from tests.unit.test_columns import diff_refusal
 from tests.unit.test_lifecycle import observe, spec
 
@@ -61,7 +62,7 @@ REFUSED: list[tuple[str, str]] = [  # as written -> what the message tells the u
     ("timestamp with time zone", "declare TIMESTAMP and store instants in UTC"),
     ("interval", "declare BIGINT and store a count of seconds"),
     ("interval day", "declare BIGINT and store a count of seconds"),
-    ("uuid", "declare VARCHAR, or BINARY(16)"),
+    ("uuid", "declare VARCHAR, or BINARY (16 bytes)"),
     ("json", "declare VARCHAR and read fields with get_json_object"),
     ("tinyint unsigned", "declare SMALLINT, which holds every TINYINT UNSIGNED value"),
     ("int unsigned", "declare BIGINT, which holds every INT UNSIGNED value"),
@@ -69,6 +70,7 @@ REFUSED: list[tuple[str, str]] = [  # as written -> what the message tells the u
     ("map<int, varchar>", "use one row per entry"),
     ("array<int>", "use one row per element"),
     ("struct<a int>", "use one column per field"),
+    ("row(a int, b varchar)", "use one column per field"),  # Feldera's; was a syntax error
     ("bit", "declare BOOLEAN or BINARY"),
     ("decimal", "give it a precision, and a scale for digits after the point: DECIMAL(10, 2)"),
     ("numeric", "give it a precision"),
@@ -170,3 +172,78 @@ def test_what_to_declare_for_a_type_spark_reads(spark_type: str, declared: str |
     assert declared_for(spark_type) == declared
     if declared is not None:
         assert stored_type(declared) is not None
+
+
+def test_an_array_of_arrays_is_shown_as_one() -> None:
+    """Feldera's `INT ARRAY ARRAY`, which sqlglot renders `ARRAY<INT>[ARRAY]`."""
+    error = refusal(table("int array array"))
+    assert error.message.startswith("Column 't.x': Spindle cannot store type ARRAY<ARRAY<INT>>;")
+
+
+SIGNATURES: list[tuple[str, str, tuple[int, int]]] = [  # a function; what is said; where
+    (  # Spark's SQL has no UINT: the result was CAST(... AS UINT)
+        "create function f(x int) returns int unsigned as x + 1;",
+        "Function 'f': its result has the type UINT, which Spindle cannot run on Spark: declare "
+        "BIGINT, which holds every INT UNSIGNED value",
+        (2, 17),  # at the function's name: the result's type is not located
+    ),
+    (
+        "create function f(x decimal(50, 2)) returns int as 1;",
+        "Function 'f': parameter 'x' has the type DECIMAL(50, 2), which Spindle cannot run on "
+        "Spark: DECIMAL(p, s) needs a precision p from 1 to 38",
+        (2, 19),
+    ),
+    (  # written as a TIMESTAMP, where a view's CAST(s AS TIME) is refused (`writable`)
+        "create function f(x int) returns time as x;",
+        "Function 'f': its result has the type TIME, which Spindle cannot run on Spark: declare "
+        "TIMESTAMP (a time on a fixed date) or VARCHAR",
+        (2, 17),
+    ),
+    (  # written CAST(x AS BINARY(16)) for each call, which Spark refuses
+        "create function f(x varbinary(16)) returns int as 1;",
+        "Function 'f': parameter 'x' has the type VARBINARY(16), which Spindle cannot run on "
+        "Spark: declare BINARY, without a size",
+        (2, 19),
+    ),
+    (
+        "create function f(x time) returns int as 1;",
+        "Function 'f': parameter 'x' has the type TIME",
+        (2, 19),
+    ),
+    (
+        "create function f(x int) returns int as cast(x as money);",
+        "Function 'f' uses the type MONEY, which Spindle cannot run on Spark: use one of BIGINT,",
+        (2, 51),  # at the type
+    ),
+    (
+        "create function f(x int) returns varchar as\n  cast(x as timestamp with time zone);",
+        "Function 'f' uses the type TIMESTAMPTZ, which Spindle cannot run on Spark: use "
+        "TIMESTAMP and store instants in UTC",
+        (3, 13),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("function", "said", "where"), SIGNATURES, ids=[s[1][:40] for s in SIGNATURES]
+)
+def test_a_functions_type_spark_has_not_is_refused(
+    function: str, said: str, where: tuple[int, int]
+) -> None:
+    error = refusal(f"create table t (id int);\n{function}\ncreate view v as select id from t;")
+    assert error.reason == "UnsupportedType"
+    assert error.message.startswith(said)
+    assert (error.details["line"], error.details["column"]) == where
+    assert error.details["function"] == "f"
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        "create function f(x float64, y array<int>) returns decimal(10, 2) as x;",
+        "create function f(x text) returns datetime as cast(x as timestamp);",
+        "create function f(x row(a int)) returns int as 1;",  # Feldera's ROW: Spark's STRUCT
+    ],
+)
+def test_a_functions_type_spark_has_is_accepted(function: str) -> None:
+    parse_program(f"create table t (id int);\n{function}").refuse_unrunnable()

@@ -119,3 +119,105 @@ def test_a_generator_of_one_column_or_with_a_name_for_each_is_written(item: str)
         f"{TABLE}create view a as select array(struct(n, s)) as a from t;\n"
         f"create view v as select {item} from {'a' if item == 'inline(a)' else 't'};"
     ).refuse_unrunnable()
+
+
+def test_an_unpivot_is_named_as_written() -> None:
+    refused = refusal(
+        parse_program(f"{TABLE}create view v as select * from t unpivot (x for k in (n, s));")
+    )
+    assert refused.reason == "UnsupportedSql"
+    assert refused.message.startswith("View 'v' uses UNPIVOT, which Spindle cannot run on Spark")
+
+
+OTHERS = "use one of BIGINT, BINARY, BOOLEAN, CHAR, DATE, DOUBLE, FLOAT, INT, SMALLINT, TIMESTAMP"
+
+
+@pytest.mark.parametrize(
+    ("query", "said", "at"),
+    [
+        # Spark refused these after approval (its DECIMAL has 38 digits at most; no MONEY)
+        (
+            "select cast(n as decimal(40, 2)) as d from t",
+            "DECIMAL(40, 2), which Spindle cannot run on Spark: DECIMAL(p, s) needs a precision "
+            "p from 1 to 38",
+            "decimal",
+        ),
+        (
+            "select cast(n as money) as m from t",
+            f"MONEY, which Spindle cannot run on Spark: {OTHERS}",
+            "money",
+        ),
+        ("select n::bogus as b from t", "BOGUS, which", "bogus"),
+        ("select cast(n as serial) as b from t", "SERIAL, which", "serial"),
+        # written CAST(n AS UINT), a type Spark has not
+        (
+            "select cast(n as int unsigned) as u from t",
+            "UINT, which Spindle cannot run on Spark: "
+            "use BIGINT, which holds every INT UNSIGNED value",
+            "int unsigned",
+        ),
+        # written CAST(s AS TIMESTAMP): the zone dropped
+        (
+            "select cast(s as timestamp with time zone) as z from t",
+            "TIMESTAMPTZ, which Spindle cannot run on Spark: use TIMESTAMP and store instants "
+            "in UTC",
+            "timestamp",
+        ),
+        (
+            "select timestamp with time zone '2024-01-01 00:00:00' as z from t",
+            "TIMESTAMPTZ",
+            "timestamp",
+        ),
+        # an element of a type Spark computes with
+        ("select cast(array(n) as array<decimal(50, 2)>) as a from t", "DECIMAL(50, 2)", "array<"),
+        # written for Spark as it is: a type Spark has not
+        (
+            "select cast(n as float64) as f from t",
+            "FLOAT64, which Spindle cannot run on Spark: use DOUBLE",
+            "float64",
+        ),
+        # Spark's BINARY and DOUBLE take no size: PARSE_SYNTAX_ERROR after approval
+        (
+            "select cast(s as varbinary(16)) as b from t",
+            "VARBINARY(16), which Spindle cannot run on Spark: use BINARY, without a size",
+            "varbinary",
+        ),
+        ("select cast(n as double(10, 2)) as d from t", "DOUBLE(10, 2)", "double"),
+        # the outer cast's type, after the inner's
+        ("select n,\n  cast(cast(n as int) as money) as m from t", "MONEY", "money"),
+        ("select n::int::money as m from t", "MONEY", "money"),
+        ("select cast(null as money) as m, cast(count(*) as int) as c from t", "MONEY", "money"),
+    ],
+)
+def test_a_type_spark_has_not_is_refused_at_the_type(query: str, said: str, at: str) -> None:
+    refused = refusal(parse_program(f"{TABLE}create view v as {query};"))
+    assert refused.reason == "UnsupportedType"
+    assert refused.message.startswith(f"View 'v' uses the type {said}")
+    before = f"create view v as {query}"[: f"create view v as {query}".index(at)]
+    line, column = before.count("\n"), len(before) - before.rfind("\n")
+    assert (refused.details["line"], refused.details["column"]) == (2 + line, column)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "cast(n as bigint) as a",
+        "cast(s as text) as b",  # Spark's STRING
+        "cast(s as string) as c",
+        "cast(s as varchar(10)) as d",
+        "cast(n as numeric(10, 2)) as e",
+        "cast(n as double precision) as f",
+        "cast(s as datetime) as g",  # Spark's TIMESTAMP
+        "n::real as h",
+        "cast(s as bytea) as i",
+        "cast(split(s, ',') as array<int>) as j",  # Spark's, though no column stores it
+        "cast(null as map<varchar, int>) as k",
+        "cast(null as row(a int)) as l",  # Feldera's ROW type: Spark's STRUCT
+        "date '2024-02-29' as m",
+        "cast(s as varchar(5)) as n",  # sizes Spark's SQL reads, or sqlglot drops for it
+        "cast(n as float(10)) as o",
+        "cast(s as timestamp(3)) as p",
+    ],
+)
+def test_a_type_spark_has_is_written(item: str) -> None:
+    parse_program(f"{TABLE}create view v as select {item} from t;").refuse_unrunnable()

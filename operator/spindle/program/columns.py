@@ -11,9 +11,11 @@ named `weight` of a view with outputs, the column each change reaches them with.
 INTERSECT or EXCEPT whose inputs select different numbers of columns is `ColumnCountMismatch`.
 
 The check only refuses what Spark would refuse too. Where it cannot know a scope's columns (a
-table function, `UNNEST`, a source whose columns it could not work out, a query sqlglot cannot
-qualify) it checks nothing there. Names compare case-insensitively, as Spark's analyzer does by
-default; a select alias is a name too (Spark resolves lateral, GROUP BY and ORDER BY aliases).
+table function, a source whose columns it could not work out, a query sqlglot cannot qualify)
+it checks nothing there. An `UNNEST(a) AS x(e)` has the columns its alias names, and its
+arguments are checked with the scope's other columns. Names compare case-insensitively, as
+Spark's analyzer does by default; a select alias is a name too (Spark resolves lateral, GROUP
+BY and ORDER BY aliases).
 """
 
 from __future__ import annotations
@@ -382,8 +384,14 @@ def _sources(scope: Scope, known: Mapping[str, _Columns]) -> list[_Source] | Non
         if joined is None:
             continue
         node = joined.this
+        if isinstance(node, exp.Unnest):
+            named = _unnested(node)
+            if named is None:
+                return None
+            found.append(named)
+            continue
         if not isinstance(node, exp.Table | exp.Subquery):
-            return None  # a table function, UNNEST, VALUES, LATERAL: columns not known here
+            return None  # a table function, VALUES, LATERAL: columns not known here
         name = node.alias_or_name
         source = scope.sources.get(name)
         if isinstance(source, Scope):
@@ -403,6 +411,17 @@ def _sources(scope: Scope, known: Mapping[str, _Columns]) -> list[_Source] | Non
             _Source(name, node.name if isinstance(node, exp.Table) else name, columns, semi)
         )
     return found
+
+
+def _unnested(node: exp.Unnest) -> _Source | None:
+    """An UNNEST's columns, as its alias names them (`UNNEST(a) AS x(e)`), or None for one
+    that names none (refused: `program.writable`)."""
+    alias = node.args.get("alias")
+    offset = node.args.get("offset")  # WITH ORDINALITY's name, where sqlglot keeps it apart
+    if not isinstance(alias, exp.TableAlias) or not alias.columns:
+        return None
+    names = (*alias.columns, *([offset] if isinstance(offset, exp.Identifier) else []))
+    return _Source(alias.name, alias.name, tuple(n.name for n in names))
 
 
 def _aliases(selects: Sequence[exp.Expr], column: exp.Column) -> set[str]:
@@ -434,8 +453,9 @@ def _problems(
             for s in each.expression.selects
         ]
         inner = {  # a subquery's unresolved columns: its own pass checks them, down the chain
-            id(c)
+            id(c)  # (an UNNEST's have no pass of their own: they are checked here)
             for child in (*scope.subquery_scopes, *scope.udtf_scopes, *scope.derived_table_scopes)
+            if not isinstance(child.expression, exp.Unnest)
             for c in child.external_columns
         }
         for column in (*scope.columns, *_having_columns(scope)):

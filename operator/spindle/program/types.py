@@ -9,11 +9,21 @@ anything runs, with what to declare instead; the runtime reads the same table.
 Types are the canonical SQL `spindle.program.facts` gives columns (`DECIMAL(5, 2)`,
 `VARCHAR(20)`, `INTERVAL DAY`, `MAP<INT, INT>`), so aliases arrive already resolved (NUMERIC is
 DECIMAL, INT8 is BIGINT, TEXT is VARCHAR).
+
+A type a view or a function writes (`CAST(d AS DECIMAL(40, 2))`, a parameter's) is checked by
+the same table (`written_type_problem`): `DECIMAL(40, 2)`, `MONEY`, `INT UNSIGNED` (sqlglot's
+UINT) and TIME passed planning and failed in Spark after approval, or were written as another
+type (TIME and TIMESTAMP WITH TIME ZONE as TIMESTAMP). ARRAY, MAP and STRUCT are Spark's types
+to compute with, though no column stores them: there only their elements are checked.
 """
 
 from __future__ import annotations
 
 import re
+
+from sqlglot import exp
+
+from spindle.program.dialect import DIALECT
 
 STORED_TYPES: dict[str, str] = {
     "TINYINT": "TINYINT",
@@ -39,7 +49,7 @@ INSTEAD: dict[str, str] = {
     "TIMESTAMPLTZ": "declare TIMESTAMP and store instants in UTC",
     "TIME": "declare TIMESTAMP (a time on a fixed date) or VARCHAR",
     "INTERVAL": "declare BIGINT and store a count of seconds (or months)",
-    "UUID": "declare VARCHAR, or BINARY(16)",
+    "UUID": "declare VARCHAR, or BINARY (16 bytes)",
     "JSON": "declare VARCHAR and read fields with get_json_object",
     "VARIANT": "declare VARCHAR and read fields with get_json_object",
     "UTINYINT": "declare SMALLINT, which holds every TINYINT UNSIGNED value",
@@ -52,6 +62,8 @@ INSTEAD: dict[str, str] = {
     "STRUCT": "nested types are not stored yet; use one column per field",
     "ROW": "nested types are not stored yet; use one column per field",
     "BIT": "declare BOOLEAN or BINARY",
+    "FLOAT32": "declare REAL, its other name (sqlglot writes FLOAT32 for Spark as it is)",
+    "FLOAT64": "declare DOUBLE, its other name (sqlglot writes FLOAT64 for Spark as it is)",
 }
 """What to declare instead of a type Spindle cannot store, by the type's name."""
 
@@ -97,18 +109,78 @@ def type_problem(declared: str) -> str | None:
     """Why a declared type cannot be stored and what to declare instead; None when it can."""
     if stored_type(declared) is not None:
         return None
-    shown = declared if len(declared) <= 60 else f"{declared[:57]}..."
+    return f"Spindle cannot store type {_shown(declared)}; {_instead(declared)}"
+
+
+def _instead(declared: str) -> str:
+    """What to declare instead of a type no column stores."""
     upper = _upper(declared)
     if _DECIMAL.match(upper):
-        instead = (
+        return (
             f"DECIMAL(p, s) needs a precision p from 1 to {MAX_DECIMAL_PRECISION} and a scale s "
             "from 0 to p, for example DECIMAL(10, 2)"
         )
-    else:
-        instead = INSTEAD.get(
-            _name(upper), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
+    return INSTEAD.get(
+        _name(upper), f"declare one of {', '.join(sorted(STORED_TYPES))} or DECIMAL(p, s)"
+    )
+
+
+_ARRAY_OF = re.compile(r"^(.*)\[ARRAY\]$")
+"""Feldera's `INT ARRAY ARRAY`, as sqlglot renders it (`ARRAY<INT>[ARRAY]`: the second ARRAY
+read as a size)."""
+
+
+def _shown(declared: str) -> str:
+    """A type as a message shows it: `ARRAY<ARRAY<INT>>` for `INT ARRAY ARRAY`, at most 60
+    characters."""
+    while (nested := _ARRAY_OF.match(declared)) is not None:
+        declared = f"ARRAY<{nested.group(1)}>"
+    return declared if len(declared) <= 60 else f"{declared[:57]}..."
+
+
+COMPUTED_TYPES = frozenset({exp.DType.ARRAY, exp.DType.MAP, exp.DType.STRUCT})
+"""Types a view or function may compute with (`CAST(s AS ARRAY<INT>)`), though no column
+stores them: their elements are checked."""
+
+WRITTEN_ALIASES: dict[str, str] = {"TEXT": "VARCHAR", "DATETIME": "TIMESTAMP"}
+"""Names sqlglot renders a type a view writes by (STRING and CLOB are TEXT), and writes for
+Spark as the type the table above has (a column's type arrives resolved, FLOAT64 as DOUBLE,
+by `spindle.program.facts`; in a CAST, FLOAT64 is written for Spark as it is: `INSTEAD`)."""
+
+
+def written_type_problem(node: exp.DataType, *, verb: str = "use") -> str | None:
+    """Why a type a view or function writes (a CAST's, a parameter's) is not one Spindle runs
+    on Spark, and what to `verb` instead (`the type MONEY, which ...: use one of ...`); None
+    when it is one. A scalar type is checked as a table column's is (`type_problem`); ARRAY,
+    MAP and STRUCT by their elements (a STRUCT's fields are column definitions)."""
+    if node.this in COMPUTED_TYPES:
+        elements = (
+            e.args.get("kind") if isinstance(e, exp.ColumnDef) else e for e in node.expressions
         )
-    return f"Spindle cannot store type {shown}; {instead}"
+        found = (
+            written_type_problem(e, verb=verb) for e in elements if isinstance(e, exp.DataType)
+        )
+        return next((problem for problem in found if problem is not None), None)
+    written = node.sql(dialect=DIALECT).upper()
+    name = _name(written)
+    declared = WRITTEN_ALIASES.get(name, name) + written[len(name) :]
+    if stored_type(declared) is None:
+        instead = _instead(declared).replace("declare ", f"{verb} ")
+    elif (
+        "(" in written
+        and "(" in (spark := node.sql(dialect="spark").upper())
+        and _name(spark) not in SIZED
+    ):
+        instead = f"{verb} {_name(spark)}, without a size: Spark's SQL gives it none"
+    else:
+        return None
+    return f"type {_shown(written)}, which Spindle cannot run on Spark: {instead}"
+
+
+SIZED = frozenset({"DECIMAL", "CHAR", "VARCHAR"})
+"""The types Spark's SQL takes with a size: another one with a size, as sqlglot writes it for
+Spark (`BINARY(16)`, `DOUBLE(10, 2)`, `INT(11)`; not `FLOAT(10)` or `TIMESTAMP(3)`, which it
+writes without), Spark refuses."""
 
 
 DECLARED_FOR: dict[str, str] = {

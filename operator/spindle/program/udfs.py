@@ -7,7 +7,9 @@ parameter's type, the result cast to the return type. The plan runs the same cod
 that calls a function, so the two never disagree. What that cannot do right failed after
 approval, or ran wrong without a word, and is a problem of the program, at the line and column
 where it is written:
-- a parameter or return type Spark has not, or none (`UnsupportedType`);
+- a parameter or return type Spark has not, or none, and a type the body casts to that Spark
+  has not (`UnsupportedType`, as a table's column would be: `DECIMAL(50, 2)`, `INT UNSIGNED`,
+  TIME, which the runtime wrote as a TIMESTAMP);
 - a call with more arguments than parameters, or fewer (`WrongArgumentCount`), or in a form its
   written-out body cannot take (`f(a) OVER`, `f(DISTINCT a)`, `t.f(a)`, `f(a).k`: `UnsupportedSql`);
 - a body that reads a name that is not a parameter (`UnknownColumn`), a parameter's field or a
@@ -29,6 +31,8 @@ from spindle.program.model import Function, Program, Unrunnable, View
 from spindle.program.spark_calls import as_written
 from spindle.program.statements import text_start
 from spindle.program.syntax import parsed
+from spindle.program.types import written_type_problem
+from spindle.program.writable import type_problems
 
 MAX_CALL_DEPTH = 64
 """How deep calls of the program's functions may nest, one inside another's body, at most (the
@@ -50,6 +54,9 @@ def function_problems(program: Program) -> tuple[Unrunnable, ...]:
         if len(udf.expressions) == len(function.parameters):
             typed[function.name] = function
             found.extend(_body_problems(program, function))
+        for problem in type_problems(function.body, function.text, said="uses the"):
+            where = program.locate(function.text, problem.start) or function.position
+            found.append(problem.at(where, "Function", function.name))
     owners = [
         *(("View", v.name, v.text, v.query) for v in program.views.values()),
         *(("Function", f.name, f.text, f.body) for f in functions.values()),
@@ -88,12 +95,16 @@ def _signature(program: Program, function: Function) -> Iterator[Unrunnable]:
 
 
 def _type_problem(type_sql: str | None) -> str | None:
+    """Why a parameter's or the result's declared type (canonical: FLOAT64 is DOUBLE) is none
+    Spindle runs on Spark: none, not a SQL type, or one Spark has not (`types`: DECIMAL(50, 2),
+    INT UNSIGNED, TIME, which the runtime wrote as a TIMESTAMP)."""
     if type_sql is None:
         return "has no type; give it one (`x INT`)"
     built = _built(type_sql)
-    if built is not None and built.this != exp.DataType.Type.USERDEFINED:
-        return None
-    return _not_a_type(type_sql)
+    if built is None or built.this == exp.DataType.Type.USERDEFINED:
+        return _not_a_type(type_sql)
+    problem = written_type_problem(built, verb="declare")
+    return None if problem is None else f"has the {problem}"
 
 
 def _built(type_sql: str) -> exp.DataType | None:

@@ -1,33 +1,52 @@
 """Views Spindle cannot write for Spark, refused when the program is planned.
 
-Two kinds, each `UnsupportedSql` at its own line and column:
-- a construct Spindle does not run (`UNSUPPORTED`: LATERAL, PIVOT);
+Three kinds, each at its own line and column:
+- a construct Spindle does not run (`UNSUPPORTED`: LATERAL, PIVOT, UNPIVOT), or an UNNEST
+  sqlglot writes for Spark otherwise than it means (`_unnest`: without a name for its column
+  it was dropped from the query, WITH ORDINALITY written as one name too many, a LEFT JOIN or
+  an ON condition dropped): `UnsupportedSql`;
 - a call sqlglot cannot write in Spark's SQL: `REGEXP_REPLACE(s, 'a')` (no replacement) made
-  the driver fail after approval with `InternalError: Unexpected KeyError: 'replacement'`.
+  the driver fail after approval with `InternalError: Unexpected KeyError: 'replacement'`
+  (`UnsupportedSql`);
+- a type Spark has not (`CAST(d AS DECIMAL(40, 2))`, `CAST(n AS MONEY)`), as a table's column
+  would be refused (`types.written_type_problem`): `UnsupportedType`, at the type.
 
-Both used to be found by the runtime only, as it translated the view for its first step or
-bootstrap (`runtime.translate`, which keeps the same checks for a checkpointed program).
+Most used to be found by the runtime only, as it translated the view for its first step or
+bootstrap (`runtime.translate`, which keeps the same checks for a checkpointed program), or
+by Spark, after approval.
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import NamedTuple
 
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel
+from sqlglot.errors import ErrorLevel, TokenError
+from sqlglot.parser import Parser
+from sqlglot.tokenizer_core import Token, TokenType
 
 from spindle.program.calls import call_name
-from spindle.program.model import Program, Unrunnable
+from spindle.program.dialect import DIALECT, in_casts
+from spindle.program.model import Position, Program, Unrunnable
 from spindle.program.ordinals import GENERATORS
 from spindle.program.spark_calls import as_written, numeric_places
 from spindle.program.statements import text_start
+from spindle.program.types import written_type_problem
 
 UNSUPPORTED: dict[type[exp.Expr], str] = {
     exp.Lateral: "LATERAL",
     exp.Pivot: "PIVOT",
 }
+
+
+def unsupported(node: exp.Expr) -> str | None:
+    """The construct of `UNSUPPORTED` that `node` is, or None (an UNPIVOT is a Pivot to sqlglot)."""
+    label = UNSUPPORTED.get(type(node))
+    return f"UN{label}" if label == "PIVOT" and node.args.get("unpivot") else label
 
 
 def spark_sql(tree: exp.Expr) -> str:
@@ -48,24 +67,31 @@ def unwritable(node: exp.Expr) -> str | None:
 
 
 def writing_problems(program: Program) -> tuple[Unrunnable, ...]:
-    """Each view's first construct or call Spindle cannot write for Spark, in text order."""
+    """Each view's first construct, call or type Spindle cannot write for Spark."""
     problems: list[Unrunnable] = []
     for view in program.views.values():
-        found = next(_problems(view.query), None)
-        if found is None:
-            continue
-        node, said = found
-        where = program.locate(view.text, text_start(node) or 0)  # LATERAL: its call
-        if where is not None:
-            problems.append(
-                Unrunnable.at(
-                    where,
-                    reason="UnsupportedSql",
-                    message=f"View '{view.name}' {said}",
-                    view=view.name,
-                )
-            )
+        found = next(_problems(view.query, view.text), None)
+        where = None if found is None else program.locate(view.text, found.start)
+        if found is not None and where is not None:
+            problems.append(found.at(where, "View", view.name))
     return tuple(problems)
+
+
+class Found(NamedTuple):
+    """A problem of a view's (or a function's) SQL: where it starts in the statement, why."""
+
+    start: int
+    said: str
+    reason: str = "UnsupportedSql"
+
+    def at(self, where: Position, kind: str, name: str) -> Unrunnable:
+        """The problem of `kind` (View, Function) `name`, located at `where`."""
+        return Unrunnable.at(
+            where,
+            reason=self.reason,
+            message=f"{kind} '{name}' {self.said}",
+            **{kind.lower(): name},
+        )
 
 
 DATE_TRUNC_UNITS = frozenset(
@@ -256,18 +282,181 @@ TIME ZONE z` as FROM_UTC_TIMESTAMP; Spark makes a date that does not exist NULL,
 SIMILAR TO after approval."""
 
 
-def _problems(query: exp.Expr) -> Iterator[tuple[exp.Expr, str]]:
+def _unnest(node: exp.Expr) -> str | None:
+    """An UNNEST in FROM or a JOIN that sqlglot writes for Spark (`LATERAL VIEW EXPLODE(...) x
+    AS e`, an inner join of each row with its elements) otherwise than it means."""
+    joined = node.parent
+    if not isinstance(joined, exp.From | exp.Join) or node.arg_key != "this":
+        return None  # `SELECT UNNEST(a)`: EXPLODE(a), a generator Spark runs as written
+    alias = node.args.get("alias")
+    if not isinstance(alias, exp.TableAlias) or not alias.columns:
+        return (
+            "uses UNNEST without a name for its column, which Spindle cannot write for Spark "
+            "(the UNNEST was dropped from the query, each row kept once): name it, UNNEST(a) "
+            "AS x(e), and read x.e"
+        )
+    arrays = len(node.expressions)
+    if arrays > 1 and len(alias.columns) != arrays:
+        return (
+            f"uses UNNEST of {arrays} arrays with {len(alias.columns)} names for their columns, "
+            "which Spark refuses (UDTF_ALIAS_NUMBER_MISMATCH): name one per array, UNNEST(a, b) "
+            "AS x(e, f)"
+        )
+    if isinstance(joined, exp.Join) and (joined.side or joined.args.get("using")):
+        return (
+            f"uses {joined.side or 'a'} JOIN of UNNEST, which Spindle writes for Spark as an "
+            "inner join (a row without elements was dropped): write CROSS JOIN UNNEST(a) AS "
+            "x(e), or keep such rows with EXPLODE_OUTER(a) in the select list"
+        )
+    on = joined.args.get("on") if isinstance(joined, exp.Join) else None
+    if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        return (
+            "joins UNNEST ON a condition, which Spindle cannot write for Spark (the condition "
+            "was dropped): write CROSS JOIN UNNEST(a) AS x(e), and the condition in WHERE"
+        )
+    return None
+
+
+def _ordinality(tokens: list[Token]) -> Iterator[Found]:
+    """UNNEST ... WITH ORDINALITY (and BigQuery's WITH OFFSET, parsed alike): sqlglot wrote
+    `LATERAL VIEW EXPLODE(a) x AS e, o`, which Spark refused after approval
+    (UDTF_ALIAS_NUMBER_MISMATCH), or `POSEXPLODE`, numbered from 0. Found in the text: the
+    parsed query keeps no trace of it once its canonical form is written."""
+    for before, token in itertools.pairwise(tokens):
+        if before.token_type is TokenType.WITH and token.token_type in _NUMBERED:
+            yield Found(
+                before.start,
+                f"uses UNNEST ... WITH {token.text.upper()}, which Spindle cannot write for "
+                "Spark (it was written as EXPLODE with a name too many, which Spark refused "
+                "after approval, or as POSEXPLODE, numbered from 0): write UNNEST(a) AS x(e) "
+                "without it, or number the elements with POSEXPLODE in the select list, SELECT "
+                "POSEXPLODE(a) AS (pos, e) (pos counts from 0)",
+            )
+
+
+_NUMBERED = frozenset({TokenType.ORDINALITY, TokenType.OFFSET})
+
+
+def _problems(query: exp.Expr, text: str) -> Iterator[Found]:
+    tokens = statement_tokens(text) if _NUMBERED_WORDS.search(text) else []
+    yield from _ordinality(tokens)
     for node in query.walk():
-        label = UNSUPPORTED.get(type(node))
+        label = unsupported(node)
         if label is not None:
-            yield node, f"uses {label}, which Spindle cannot run on Spark"
+            yield Found(text_start(node) or 0, f"uses {label}, which Spindle cannot run on Spark")
         check = CALL_PROBLEMS.get(type(node))
         said = check(node) if check is not None else None
         if said is not None:  # a type is where its CAST is
-            yield (node.parent if isinstance(node, exp.DataType) else node) or node, said
+            at = node.parent if isinstance(node, exp.DataType) else node
+            yield Found(text_start(at or node) or 0, said)
+        said = _unnest(node) if isinstance(node, exp.Unnest) else None
+        if said is not None:
+            yield Found(_keyword_before(text, node, TokenType.UNNEST), said)
     found = unwritable_call(query)
     if found is not None:
-        yield found
+        yield Found(text_start(found[0]) or 0, found[1])
+    yield from type_problems(query, text, said="uses the")
+
+
+_NUMBERED_WORDS = re.compile(r"ordinality|offset", re.IGNORECASE)
+
+
+def type_problems(tree: exp.Expr, text: str, *, said: str) -> Iterator[Found]:
+    """`UnsupportedType` for each type `tree` (in the statement `text`) writes that Spindle
+    cannot run on Spark (`types.written_type_problem`), at the type, in the tree's order."""
+    starts: Mapping[int, int] | None = None
+    for node in tree.find_all(exp.DataType):
+        if isinstance(node.parent, exp.DataType | exp.ColumnDef):
+            continue  # an element: its type's check reads it
+        problem = written_type_problem(node)
+        if problem is None:
+            continue
+        starts = type_starts(tree, text) if starts is None else starts
+        at = starts.get(id(node), text_start(node.parent) if node.parent else None)
+        yield Found(at or 0, f"{said} {problem}", "UnsupportedType")
+
+
+def statement_tokens(text: str) -> list[Token]:
+    """The tokens of a statement's text (none for one that does not tokenize: it parsed)."""
+    try:
+        return DIALECT.tokenize(text)
+    except TokenError:
+        return []
+
+
+def _keyword_before(text: str, node: exp.Expr, keyword: TokenType) -> int:
+    """Where the last `keyword` before `node`'s text starts (`UNNEST` of `UNNEST(a)`, whose
+    arguments sqlglot locates, not the word)."""
+    start = text_start(node)
+    found = [
+        t.start
+        for t in statement_tokens(text)
+        if t.token_type is keyword and (start is None or t.start < start)
+    ]
+    return (found[-1] if start is not None else found[0]) if found else start or 0
+
+
+_TYPE_WORDS = frozenset(Parser.TYPE_TOKENS)
+_TYPED_LITERAL_WORDS = frozenset({"WITH", "WITHOUT", "LOCAL", "TIME", "ZONE"})
+"""Words of a typed literal's type besides type names: TIMESTAMP WITH TIME ZONE '...'."""
+
+
+def type_starts(tree: exp.Expr, text: str) -> dict[int, int]:
+    """Where each CAST's type in `tree` (by the type's id) starts in its statement `text`.
+
+    sqlglot locates names and literals, not types: a type is the first one written after its
+    CAST's operand (after `AS` within `CAST(`, or after `::`), or before a typed literal's
+    string (`DATE '2024-01-01'`). A cast whose operand has no located token (`CAST(NULL AS
+    T)`) takes a type start no other cast has, in the tree's order."""
+    tokens = statement_tokens(text)
+    index = {t.start: i for i, t in enumerate(tokens)}
+    after = _cast_type_starts(tokens)
+    starts: dict[int, int] = {}
+    unplaced: list[exp.Cast] = []
+    for cast in reversed(list(tree.find_all(exp.Cast))):  # the innermost first
+        operand = cast.this
+        start = (
+            _typed_literal(tokens, index.get(text_start(operand) or -1))
+            if isinstance(operand, exp.Literal)
+            else None
+        )
+        ends = [int(n.meta["end"]) for n in operand.walk() if n._meta and "end" in n.meta]
+        ends += [starts[id(c.to)] for c in operand.find_all(exp.Cast) if id(c.to) in starts]
+        if start is None and ends:
+            start = next((a for a in after if a > max(ends)), None)
+        if start is None:
+            unplaced.append(cast)
+        else:
+            starts[id(cast.to)] = start
+    left = [a for a in after if a not in starts.values()]
+    for cast, start in zip(reversed(unplaced), left, strict=False):
+        starts[id(cast.to)] = start
+    return starts
+
+
+def _cast_type_starts(tokens: list[Token]) -> list[int]:
+    """Where a type starts after `::`, or after the `AS` of a CAST call, in text order."""
+    return [
+        following.start
+        for _, token, following, in_cast in in_casts(tokens)
+        if token.token_type is TokenType.DCOLON or (token.token_type is TokenType.ALIAS and in_cast)
+    ]
+
+
+def _typed_literal(tokens: list[Token], at: int | None) -> int | None:
+    """Where the type of a typed literal whose string is token `at` starts (`DATE` of `DATE
+    '2024-01-01'`), or None for a string that is not one (`CAST('1' AS INT)`)."""
+    if at is None:
+        return None
+    first = at
+    while first > 0 and (
+        tokens[first - 1].token_type in _TYPE_WORDS
+        or tokens[first - 1].text.upper() in _TYPED_LITERAL_WORDS
+    ):
+        first -= 1
+    while first < at and tokens[first].token_type not in _TYPE_WORDS:
+        first += 1
+    return tokens[first].start if first < at else None
 
 
 def unwritable_call(query: exp.Expr) -> tuple[exp.Expr, str] | None:

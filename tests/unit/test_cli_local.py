@@ -151,6 +151,59 @@ def test_a_valid_idle_timeout_reaches_the_server(
     assert warm_client.idle_timeout("600") == 600.0
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--home", "first", "--home", "second"],
+        ["--home=first", "--home", "second"],
+        ["--home", "first", "--home=second"],
+    ],
+)
+def test_a_home_given_twice_is_the_last_for_the_server_as_for_the_command(
+    given: list[str], tmp_path: Path, served: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Routing took the first `--home`, argparse the last: the command ran on the first home's
+    server, on the second home's files."""
+    monkeypatch.chdir(tmp_path)
+    homes: list[str] = []
+
+    def connect(files: Any, **_: Any) -> FakeConnection:
+        homes.append(files.home)
+        return FakeConnection([{"exit": 0}])
+
+    monkeypatch.setattr(warm_client, "connect", connect)
+    argv = ["local", "status", "grades", *given]
+    assert warm_client.home_of(argv) == str(tmp_path / "second")
+    assert warm_client.route(argv) == 0 and homes == [str(tmp_path / "second")]
+    assert build_parser().parse_args(argv).home == "second"
+
+
+def test_server_status_shows_its_command_as_it_was_typed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`now:` joined the words with spaces: `--home sp ace home` for `--home 'sp ace home'`."""
+    from spindle.cli import server_commands
+
+    command = ["local", "run", "grades", "--until-idle", "--home", "sp ace home"]
+    status = {
+        "running": True,
+        "home": "/h",
+        "pid": 7,
+        "socket": "/h/server/spindle.sock",
+        "version": "v",
+        "uptimeSeconds": 3.0,
+        "memoryBytes": 2**20,
+        "idleTimeoutSeconds": 600.0,
+        "command": command,
+        "waiting": 0,
+        "log": "/h/server/server.log",
+    }
+    monkeypatch.setattr(server_commands, "server_status", lambda _: status)
+    assert main(["local", "server", "status", "--home", "/h"]) == 0
+    out = capsys.readouterr().out
+    assert "now: spindle local run grades --until-idle --home 'sp ace home'" in out
+
+
 # -- a home that is not a directory ---------------------------------------------------------------
 
 

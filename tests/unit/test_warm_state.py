@@ -135,3 +135,68 @@ def test_a_server_asked_to_stop_lets_a_query_or_a_preview_end_and_stops_a_run_af
         server.command, server.stop_command = command, threading.Event()
         server.shut_down()
         assert server.exiting.is_set() and server.stop_command.is_set() is stopped
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (
+            {"stopping": True, "command": ["local", "run", "grades", "--until-idle"]},
+            "waiting for the step in progress to commit (PID {pid})",
+        ),
+        (
+            {"stopping": True, "command": ["query", "grades", "select 1", "--home", "a b"]},
+            "waiting for `spindle query grades 'select 1' --home 'a b'` to end (PID {pid})",
+        ),
+        (None, "waiting for the server to end the command in progress (PID {pid})"),
+        ({"stopping": True, "command": None}, None),
+    ],
+)
+def test_stopping_a_server_says_what_it_waits_for(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    answer: dict[str, object] | None,
+    said: str | None,
+) -> None:
+    """`spindle local server stop` waited up to 300 s in silence for the command in progress
+    (a run's step): it says what it waits for. An idle server stops at once, unsaid."""
+    import threading
+
+    from spindle.cli import warm_client
+
+    busy = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    server = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE)
+    try:
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+        files = ServerFiles(tmp_path / "home")
+        monkeypatch.setattr(ServerFiles, "server_pid", lambda _: server.pid)
+        monkeypatch.setattr(warm_client, "request", lambda *_: answer)
+        threading.Timer(1.5, server.kill).start()  # its command ended: it exits
+        assert stop(files) == server.pid
+        err = capsys.readouterr().err
+        assert err == ("" if said is None else f"[spindle] {said.format(pid=server.pid)}\n")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_server_asked_to_stop_names_the_command_it_finishes_first(tmp_path: Path) -> None:
+    """What `local server stop` says it waits for."""
+    import socket
+    import threading
+
+    from spindle.cli.warm_server import Server
+
+    for command in (["local", "run", "grades", "--until-idle"], None):
+        server = Server(files=ServerFiles(tmp_path), token="t", idle_timeout=60.0)
+        server.command, server.stop_command = command, threading.Event()
+        ours, theirs = socket.socketpair()
+        with ours:
+            ours.sendall(b'{"token": "t", "op": "stop"}\n')
+            server.handle(theirs)
+            lines = ours.makefile("r").read().splitlines()
+        assert json.loads(lines[1]) == {"stopping": True, "command": command}

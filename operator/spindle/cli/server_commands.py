@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from spindle.cli import render
-from spindle.cli.warm_client import ServerError, request, stop
+from spindle.cli.warm_client import ServerError, command_line, request, stop
 from spindle.errors import SpindleError
 from spindle.local.home import home_path
 from spindle.local.warm import ServerFiles, resident_bytes
@@ -55,7 +55,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not status["running"]:
         out.print(f"No Spark server runs for {status['home']}.", markup=False)
         return 0
-    command = " ".join(status["command"]) if status["command"] else "idle"
+    command = command_line(status["command"]) if status["command"] else "idle"
     out.print(
         f"Spark server for {status['home']}\n"
         f"  PID {status['pid']}, socket {status['socket']}\n"

@@ -40,12 +40,15 @@ class ServerError(Exception):
 
 
 def _option(argv: Sequence[str], name: str) -> str | None:
+    """The value of the option's last occurrence (`--home H` or `--home=H`), as argparse
+    takes it: the first one ran a command given `--home` twice on the other home's server."""
+    value = None
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def idle_timeout(text: str) -> float:
@@ -291,6 +294,13 @@ def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
     if not answer or not answer.get("stopping"):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+    command = (answer or {}).get("command")  # it finishes that first (a run, its step)
+    if command and command[:2] == ["local", "run"]:
+        _say(f"waiting for the step in progress to commit (PID {pid})")
+    elif command:
+        _say(f"waiting for `{command_line(command)}` to end (PID {pid})")
+    elif "command" not in (answer or {}) and not _wait_gone(pid, 1.0):  # it did not say
+        _say(f"waiting for the server to end the command in progress (PID {pid})")
     if not _wait_gone(pid, timeout):
         raise ServerError(
             "ServerNotStopped",
@@ -299,6 +309,13 @@ def stop(files: ServerFiles, *, timeout: float = 300.0) -> int | None:
         )
     files.clear(pid=pid)
     return pid
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """A served command as the user would type it again: `spindle` and its words, quoted."""
+    import shlex
+
+    return shlex.join(["spindle", *argv])
 
 
 def _columns() -> int:
@@ -438,11 +455,13 @@ def route(argv: Sequence[str]) -> int | None:
                 if not needs_spark:  # no Spark needed: here, now, rather than after it
                     connection.close()
                     return None
-                _say(f"waiting for the server, which runs `spindle {' '.join(connection.busy)}`")
+                _say(f"waiting for the server, which runs `{command_line(connection.busy)}`")
             code = _relay(connection, files, argv, idle, cwd=cwd)
             if code >= 0:
                 return code
-            _wait_gone(connection.pid, 300.0)  # it was stopping: start the next one
+            if not _wait_gone(connection.pid, 1.0):  # it was stopping: start the next one
+                _say(f"waiting for the stopping server to end its command (PID {connection.pid})")
+                _wait_gone(connection.pid, 300.0)
     except ServerError as error:
         return _report(error, argv)
     except KeyboardInterrupt:

@@ -133,8 +133,9 @@ class Server:
             if op == "status":
                 send({**self.state(), "command": self.command, "waiting": self.waiting - 1})
             elif op == "stop":
+                command = self.command  # the one it finishes before it ends
                 self.shut_down()
-                send({"stopping": True})
+                send({"stopping": True, "command": command})
             elif op == "run":
                 self.serve(request, send, reader, gone)
 

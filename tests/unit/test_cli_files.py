@@ -182,6 +182,27 @@ def test_files_without_read_permission_are_user_errors() -> None:
         assert "Permission denied" in body["message"] and str(locked) in body["message"]
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_file_under_the_users_home_is_found_in_every_spelling(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shell expands `~` in `-f ~/p.yaml`, not in `--file=~/p.yaml` (nor in quotes):
+    that was "Cannot read ~/p.yaml: No such file", where `--home=~/h` found the home."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    source = V1 if command in PROGRAM else MANIFEST
+    (tmp_path / "mine").write_bytes(Path(source).read_bytes())
+    argv = commands(tmp_path / "home")[command]("~/mine")
+    assert main(argv) in (0, 1)  # a diff of two programs that differ exits 1
+    out = capsys.readouterr()
+    assert "FileUnreadable" not in out.out + out.err
+    code, body = run(commands(tmp_path / "home")[command]("~/gone"), capsys)
+    assert code == 1 and body["error_code"] == "FileUnreadable"
+    assert f"Cannot read ~/gone ({tmp_path}/gone): No such file" in str(body["message"])
+
+
 def test_user_text_in_messages_and_plans_is_never_markup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

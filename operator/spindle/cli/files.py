@@ -41,9 +41,11 @@ _HINTS = {
 
 
 def _unreadable(path: str, problem: str, hint: str) -> SpindleError:
+    expanded = os.path.expanduser(path)
+    shown = path if expanded == path else f"{path} ({expanded})"
     return SpindleError(
         reason="FileUnreadable",
-        message=f"Cannot read {path}: {problem}; {hint}.",
+        message=f"Cannot read {shown}: {problem}; {hint}.",
         details={"path": path},
     )
 
@@ -52,13 +54,14 @@ def read_bytes(
     path: str, *, limit: int, too_large: Callable[[int], SpindleError] | None = None
 ) -> bytes:
     """The bytes of a file. Missing, unreadable, empty and larger than `limit` (`too_large`
-    builds that error) are refused; an endless stream is read no further than the limit."""
+    builds that error) are refused; an endless stream is read no further than the limit. A
+    leading `~` is the user's home, as in `--home`: the shell leaves it in `--file=~/p.yaml`."""
     try:
         if path == "-":
             data = sys.stdin.buffer.read(limit + 1)
             size = len(data)
         else:
-            with open(path, "rb") as file:
+            with open(os.path.expanduser(path), "rb") as file:
                 data = file.read(limit + 1)
                 size = max(len(data), os.fstat(file.fileno()).st_size)
     except OSError as error:

@@ -14,6 +14,7 @@ import pytest
 
 from spindle.api import Phase
 from spindle.cli.main import main
+from spindle.errors import SpindleError
 from spindle.lifecycle import conclude, decide
 from spindle.program import parse_program
 from tests.unit.test_lifecycle import V1, checkpoint, observe, spec
@@ -356,3 +357,69 @@ def test_the_operator_posts_what_the_program_warns_of_once_per_generation() -> N
     assert [e.reason for e in conclude(decide(edited), edited, driver=None, now="t3").events] == [
         "ProgramWarnings"
     ]
+
+
+def connected(relation: str, connector: str) -> str:
+    """A table `relation` with one file input named `connector`."""
+    connectors = json.dumps([{**entry(), "name": connector}])
+    return f"create table {relation} (id int) with ('connectors' = '{connectors}');"
+
+
+MISREAD = {  # read otherwise than written: refused for a program to run, a running one runs on
+    "a dot in a connector's name": (
+        connected('"w.a"', "b") + "\n" + connected("w", "a.b"),
+        "Connectors of 'w': connector 'a.b' has a '.' in its name, so its key 'w.a.b' could be "
+        "another relation's connector's. A connector's name may have any character but '.': "
+        "rename it, for example 'a_b'. Fix it in the 'connectors' property",
+        (2, 14),
+    ),
+    "a key given twice in an object": (
+        '  create table t (id int) with (\'connectors\' = \'[{"name": "f", "transport": {"name": '
+        '"file_input", "config": {"path": "/x", "path": "/y"}}}]\');',
+        "Connectors of 't': the key 'path' is given twice in one object, and only the last "
+        "value was read; keep one. Fix it in the 'connectors' property",
+        (1, 16),
+    ),
+}
+
+
+@pytest.mark.parametrize(("sql", "said", "at"), MISREAD.values(), ids=MISREAD.keys())
+def test_a_connector_read_otherwise_than_written_is_refused_in_a_program_to_run(
+    sql: str, said: str, at: tuple[int, int]
+) -> None:
+    """Two relations' connectors were one input, of which the runtime read one; the last of a
+    key's values was read without a word."""
+    program = parse_program(sql)
+    program.refuse_unrunnable(references=False)  # one that ran runs as it did
+    with pytest.raises(SpindleError) as raised:
+        program.refuse_unrunnable()
+    error = raised.value
+    assert (error.reason, error.message) == (
+        "InvalidConnectors",
+        f"{said} (line {at[0]}, column {at[1]})",
+    )
+    assert (error.details["line"], error.details["column"]) == at
+
+
+@pytest.mark.parametrize(
+    ("connectors", "said"),
+    [
+        ([{**entry(), "name": ""}], "entry 0 has an invalid name"),
+        ([entry(), entry(config={"path": "/other"})], "duplicate connector name 'f'"),
+    ],
+)
+def test_an_empty_or_repeated_connector_name_is_refused(
+    connectors: list[dict[str, Any]], said: str
+) -> None:
+    with pytest.raises(SpindleError) as raised:
+        parse_program(f"create table t (id int) with ('connectors' = '{json.dumps(connectors)}');")
+    error = raised.value
+    assert error.reason == "InvalidConnectors" and said in error.message
+    assert (error.details["line"], error.details["column"]) == (1, 14)
+
+
+def test_a_slash_in_a_connectors_name_is_a_character_like_another() -> None:
+    """The runtime reads a Delta output's writer with a `/` in the connector's key."""
+    program = parse_program(table({**entry(), "name": "in/2025"}))
+    program.refuse_unrunnable()
+    assert [c.key for c in program.connectors] == ["t.in/2025"]

@@ -35,10 +35,34 @@ def test_a_named_primary_key_is_refused_and_a_checkpoints_runs_as_it_did() -> No
     for sql in [
         "create table t (id int, x int, primary key (id));",
         "create table t (id int primary key, x int);",
-        'create table t ("Id" int, x int, primary key (id));',  # as Spark compares names
     ]:
         parse_program(sql).refuse_unrunnable()
-    assert parse_program(sql).tables["t"].primary_key == ("id",)
+        assert parse_program(sql).tables["t"].primary_key == ("id",)
+
+
+KEYED = {  # what the key is and which columns are NOT NULL, names compared as Spark's are
+    "the key's case": ('create table t ("Id" bigint, name varchar, primary key (id));', ("Id",)),
+    "the column's case": ('create table t (id bigint, primary key ("ID"));', ("id",)),
+    "quoted both": ('create table t ("Id" bigint, x int, primary key ("Id"));', ("Id",)),
+    "on the column": ('create table t ("Id" bigint primary key, x int);', ("Id",)),
+    "two columns": (
+        'create table t ("A" int, "B" int, x int, primary key (a, "B"));',
+        ("A", "B"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("sql", "key"), KEYED.values(), ids=KEYED.keys())
+def test_a_key_names_its_columns_as_they_are_spelled_and_makes_them_not_null(
+    sql: str, key: tuple[str, ...]
+) -> None:
+    """`"Id"` with `PRIMARY KEY (id)` stayed nullable, its key spelled `id`: the runtime's check
+    of a key column's NULL, which compares names as spelled, passed over it."""
+    program = parse_program(sql)
+    program.refuse_unrunnable()
+    table = program.tables["t"]
+    assert table.primary_key == key
+    assert tuple(c.name for c in table.columns if not c.nullable) == key
 
 
 def refusal(sql: str) -> SpindleError:
@@ -97,8 +121,56 @@ REFUSED = {
     "an empty name": (
         'create table "" (id int);',
         "InvalidProgram",
-        "The name '' has no character but dots",
+        "The name '' is empty: a table's or view's name names its folders",
         (1, 14),
+    ),
+    "an empty view name": (
+        T + 'create view "" as select id from t;',
+        "InvalidProgram",
+        "The name '' is empty",
+        (2, 13),
+    ),
+    "two keys on columns": (
+        "create table t (id bigint primary key,\n  name varchar primary key);",
+        "InvalidProgram",
+        "Table 't': another PRIMARY KEY (name): a table has one primary key; list all its "
+        "columns in one PRIMARY KEY (id, name) (line 2, column 3)",
+        (2, 3),
+    ),
+    "a column's key and the table's": (
+        "create table t (id bigint primary key, name varchar,\n  primary key (name));",
+        "InvalidProgram",
+        "Table 't': another PRIMARY KEY (name): a table has one primary key; list all its "
+        "columns in one PRIMARY KEY (id, name) (line 2, column 16)",
+        (2, 16),
+    ),
+    "two table keys": (
+        'create table t (id bigint, name varchar, primary key (id),\n  primary key (name, "ID"));',
+        "InvalidProgram",
+        "Table 't': another PRIMARY KEY (name, ID): a table has one primary key; list all its "
+        "columns in one PRIMARY KEY (id, name) (line 2, column 16)",
+        (2, 16),
+    ),
+    "a table's qualified name": (
+        "create table cat.s.t (id int);",
+        "InvalidProgram",
+        "The name 'cat.s.t' has a qualifier: Spindle has no schemas or catalogs; write t "
+        "(line 1, column 14)",
+        (1, 14),
+    ),
+    "a view's qualified name": (
+        T + "create view s.v as select id from t;",
+        "InvalidProgram",
+        "The name 's.v' has a qualifier: Spindle has no schemas or catalogs; write v "
+        "(line 2, column 13)",
+        (2, 13),
+    ),
+    "a function's qualified name": (
+        "create function s.f(x int) returns int as x;",
+        "InvalidProgram",
+        "The name 's.f' has a qualifier: Spindle has no schemas or catalogs; write f "
+        "(line 1, column 17)",
+        (1, 17),
     ),
     "a control character in a name": (
         'create table "a\tb" (id int);',
@@ -404,6 +476,41 @@ def test_a_backtick_says_names_are_quoted_with_double_quotes(sql: str, at: tuple
         at,
     )
     assert 'write "id", not `id`' in error.message
+
+
+def test_a_program_that_ran_with_two_keys_or_a_qualified_name_runs_as_it_did() -> None:
+    """The keys were one key of their columns, and `s.v` was `v`: a checkpoint's program that
+    has them reads so (while a program to run is refused with them)."""
+    sql = (
+        "create table t (id int primary key, name varchar, primary key (name));\n"
+        "create view s.v as select id from t;\n"
+        "create view w as select id from v;"
+    )
+    program = parse_program(sql)
+    program.refuse_unrunnable(references=False)
+    assert program.tables["t"].primary_key == ("id", "name")
+    assert list(program.views) == ["v", "w"]
+
+
+def test_a_view_reading_a_qualified_name_is_told_of_the_declarations_qualifier() -> None:
+    """`s.w` read nothing declared: the table was named `w`. The declaration is the mistake."""
+    with pytest.raises(SpindleError) as raised:
+        parse_program(
+            "create table s.w (id bigint);\n"
+            "create view v as select id from s.w;\n"
+            "create view u as select id from s.w;"
+        )
+    error = raised.value
+    assert (error.reason, error.details["line"], error.details["column"]) == (
+        "InvalidProgram",
+        1,
+        14,
+    )
+    assert error.message == (
+        "The name 's.w' has a qualifier: Spindle has no schemas or catalogs; write w "
+        "(line 1, column 14)"
+    )
+    assert "more" not in error.details  # once, not once per reader
 
 
 def test_a_program_that_ran_with_a_backtick_or_an_empty_format_still_runs() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from spindle.errors import SpindleError
@@ -450,3 +452,212 @@ def test_a_missing_semicolon_between_statements_is_hinted() -> None:
     error = error_of("create table t (id bigint)\ncreate view v as select id from t;")
     assert error.message.startswith("Syntax error: Unexpected 'create' (each statement ends")
     assert (error.details["line"], error.details["column"]) == (2, 1)
+
+
+INPUT = json.dumps([{"transport": {"name": "file_input", "config": {"path": "/x"}}}])
+GIVEN_TWICE = {  # the last value was read without a word
+    "connectors": (
+        f"create table t (a int) with ('connectors' = '{INPUT}', 'connectors' = '[]');",
+        "'t': property 'connectors' is given twice (keys are read regardless of case), and only "
+        "the last value was read; keep one (line 1, column 14)",
+        (),
+    ),
+    "materialized": (
+        "create table t (a int) with ('materialized' = 'true', 'materialized' = 'false');",
+        "'t': property 'materialized' is given twice",
+        (),
+    ),
+    "in another case": (
+        f"create table t (a int) with ('Connectors' = '[]',\n  'connectors' = '{INPUT}');",
+        "'t': property 'connectors' is given twice",
+        ("t.unnamed-0",),
+    ),
+}
+
+
+@pytest.mark.parametrize(("sql", "said", "keys"), GIVEN_TWICE.values(), ids=GIVEN_TWICE.keys())
+def test_a_property_given_twice_is_refused_in_a_program_to_run(
+    sql: str, said: str, keys: tuple[str, ...]
+) -> None:
+    program = parse_program(sql)
+    program.refuse_unrunnable(references=False)  # one that ran read the last value, and runs so
+    assert tuple(c.key for c in program.connectors) == keys
+    refused = refusal(program)
+    assert refused.reason == "InvalidProperty" and said in refused.message
+    assert (refused.details["line"], refused.details["column"]) == (1, 14)
+
+
+def test_a_clause_spindle_does_not_read_is_named_in_its_warning() -> None:
+    """`COMMENT 'x'` was warned of as a property named 'x'; `PARTITIONED BY` went unsaid."""
+    program = parse_program(
+        "create table t (a int) comment 'x' location '/tmp/x' using delta;\n"
+        "create table u (a int) engine = memory partitioned by (a);\n"
+        "create view v comment 'the view' as select a from t;"
+    )
+    program.refuse_unrunnable()
+    assert program.warnings == (
+        "'t': Spindle does not read the clause `COMMENT 'x'`; it is ignored",
+        "'t': Spindle does not read the clause `LOCATION '/tmp/x'`; it is ignored",
+        "'t': Spindle does not read the clause `USING DELTA`; it is ignored",
+        "'u': Spindle does not read the clause `ENGINE=memory`; it is ignored",
+        "'u': Spindle does not read the clause `PARTITIONED BY (a)`; it is ignored",
+        "'v': Spindle does not read the clause `COMMENT 'the view'`; it is ignored",
+    )
+    said = "create table t (a int) comment 'materialized';"  # no property of that name
+    assert not parse_program(said).tables["t"].materialized
+
+
+T = "create table t (a int);\n"
+NESTED = "Comments nest: the /* inside it opens a comment of its own, which needs a */ too"
+
+NESTED_COMMENTS = {  # (program, the views read, the problem: its start, where)
+    "closed by the last */": (
+        T + "create view v as select a /* a /* b */ c */ from t;",
+        ["v"],
+        None,
+    ),
+    "a statement inside": (
+        T + "/* outer /* inner */ ; create view zz as select a from t; */\n"
+        "create view v as select a from t;",
+        ["v"],
+        None,
+    ),
+    "a /* right after the opening one does not nest": (
+        T + "create view v as select a /*/* x */ from t;",
+        ["v"],
+        None,
+    ),
+    "never closed, in a statement": (
+        T + "create view v as select a from t /* a /* b */ ;\ncreate view w as select a from t;",
+        None,
+        ("Syntax error: the comment that starts here is never closed. " + NESTED, (2, 34)),
+    ),
+    "never closed, between statements": (  # read as before comments nested: a program ran so
+        T + "/* a /* b */\ncreate view v as select a from t;",
+        ["v"],
+        ("Syntax error: the comment that starts here is never closed. " + NESTED, (2, 1)),
+    ),
+    "never closed, nothing nested": (
+        T + "/* old\ncreate view v as select a from t;",
+        [],
+        (
+            "Syntax error: the comment that starts here is never closed; everything after it "
+            "was read as a comment. Close it with */ (comments nest: each /* needs a */ of its "
+            "own)",
+            (2, 1),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("sql", "views", "problem"), NESTED_COMMENTS.values(), ids=NESTED_COMMENTS.keys()
+)
+def test_block_comments_nest_as_sqlglot_reads_them(
+    sql: str, views: list[str] | None, problem: tuple[str, tuple[int, int]] | None
+) -> None:
+    """The statement splitter closed a comment at its first */, sqlglot at the */ of its own
+    level: an unclosed comment was `Cannot tokenize` at the statement's start, and a statement
+    in a comment was read as one."""
+    if views is None:  # the statement cannot be read
+        assert problem is not None
+        error = error_of(sql)
+    else:
+        program = parse_program(sql)
+        assert list(program.views) == views
+        if problem is None:
+            program.refuse_unrunnable()
+            return
+        error = refusal(program)
+    said, at = problem
+    assert (error.reason, error.details["line"], error.details["column"]) == ("InvalidProgram", *at)
+    assert error.message.startswith(said)
+
+
+@pytest.mark.parametrize("length", range(8))
+def test_a_block_comments_end_is_sqlglots(length: int) -> None:
+    """Every comment of up to 7 characters of `/`, `*` and a letter after its `/*` ends where
+    sqlglot's tokenizer ends it, or never closes where it fails."""
+    from itertools import product
+
+    from sqlglot.errors import TokenError
+
+    from spindle.program.dialect import DIALECT
+    from spindle.program.statements import block_comment
+
+    for chars in product("/*a", repeat=length):
+        text = "select 1 /*" + "".join(chars) + "\n"
+        end = block_comment(text, 9).end
+        try:
+            tokens = DIALECT.tokenize(text)
+        except TokenError:
+            tokens = []
+        if end < 0:
+            assert not tokens, text
+        elif tokens:
+            assert tokens[1].comments[0] == text[11 : end - 2], text
+        else:  # what follows it does not tokenize: a comment it opens never closes
+            later = text.find("/*", end)
+            assert later >= 0 and block_comment(text, later).end < 0, text
+
+
+UNTOKENIZED = {  # what sqlglot cannot tokenize: said at its position, with what to do
+    "a hex string of other digits": (
+        "create view v as select x'zz' as b from t;",
+        "Syntax error: a binary literal (x'0A') of other characters than hexadecimal digits. "
+        "Write its bytes in hex (0-9, A-F), or drop the x for a string",
+        (2, 25),
+    ),
+    "a template's comment never closed": (
+        "create view v as\n  select {# a from t;",
+        "Syntax error: the comment that starts here is never closed. {# opens a comment (a "
+        "template's, to the parser) that ends at #}. Close it with #}, or write the text in a "
+        "string",
+        (3, 10),
+    ),
+    "a quote in backticks": (  # no quote to sqlglot: the ' opens a string
+        "create view v as select `a'` from t;",
+        'Syntax error: a backtick. Names are quoted with double quotes here: write "id", not `id`',
+        (2, 25),
+    ),
+    "a string never closed": (
+        "create view v as select 'a from t;",
+        "Syntax error: the string that starts here is never closed. Close it with ' (a ' "
+        "inside a string is written '')",
+        (2, 25),
+    ),
+}
+
+
+@pytest.mark.parametrize(("view", "said", "at"), UNTOKENIZED.values(), ids=UNTOKENIZED.keys())
+def test_what_sqlglot_cannot_tokenize_is_said_where_it_is(
+    view: str, said: str, at: tuple[int, int]
+) -> None:
+    error = error_of(T + view)
+    where = (error.details["line"], error.details["column"])
+    assert (error.reason, error.message, where) == (
+        "InvalidProgram",
+        f"{said} (line {at[0]}, column {at[1]})",
+        at,
+    )
+
+
+def test_a_comma_right_after_another_is_refused_in_a_program_to_run() -> None:
+    """`SELECT a,, b` read as `SELECT a, b`: what was left out between them read as never
+    written."""
+    program = parse_program(
+        "create table t (a int,, b int);\n"
+        "create view v as select a, /* c */ , b, ',,' as s from t;\n"
+        "create view w as select a, -b as n from t;"
+    )
+    program.refuse_unrunnable(references=False)  # one that ran read them as one, and runs so
+    assert [c.name for c in program.tables["t"].columns] == ["a", "b"]
+    error = refusal(program)
+    assert (error.reason, error.details["line"], error.details["column"]) == (
+        "InvalidProgram",
+        1,
+        23,
+    )
+    said = "Syntax error: a comma right after another, with nothing between them; remove one"
+    assert error.message.startswith(said) and error.message.endswith("(line 1, column 23)")
+    assert error.details["problems"] == 2 and "(line 2, column 36)" in error.details["more"][0]

@@ -50,6 +50,23 @@ class TableFacts:
     key), a constraint Spindle does not apply (`UNAPPLIED`). A program that ran with one ran
     so, and runs so; a program to run is refused with it."""
     properties: tuple[tuple[str, str], ...]
+    """The `WITH ('key' = 'value')` properties in order, keys lower-cased (a key given twice
+    is here twice)."""
+    clauses: tuple[str, ...] = ()
+    """Other clauses sqlglot read as properties, which Spindle does not read (`COMMENT 'x'`,
+    `USING DELTA`), as Spark's SQL writes them."""
+    qualifier: Qualifier | None = None
+
+
+@dataclass(frozen=True)
+class Qualifier:
+    """The schema (and catalog) a declaration's name was written with (`s.w`), which Spindle,
+    having no schemas, read past: the object is named `w`."""
+
+    offset: int
+    """Where the qualifier starts in the statement."""
+    written: str
+    """The name as written, qualifier included (`s.w`): what a reference to it reads."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,8 @@ class ViewFacts:
     reads: tuple[Reference, ...]
     calls: tuple[Reference, ...]
     canonical: str
+    clauses: tuple[str, ...] = ()
+    qualifier: Qualifier | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +90,7 @@ class FunctionFacts:
     returns: str
     calls: tuple[Reference, ...]
     canonical: str
+    qualifier: Qualifier | None = None
 
 
 Facts = TableFacts | ViewFacts | FunctionFacts
@@ -91,15 +111,41 @@ def _type_sql(kind: exp.DataType) -> str:
     return _TYPE_ALIASES.get(text.upper(), text.upper())
 
 
-def _string_properties(create: exp.Create) -> tuple[tuple[str, str], ...]:
+READ_CLAUSES = (exp.MaterializedProperty, exp.ReturnsProperty)
+"""Clauses sqlglot keeps among a declaration's properties that Spindle reads otherwise."""
+_CLAUSE_LENGTH = 60
+"""How much of a clause Spindle does not read a warning quotes."""
+
+
+def _properties(create: exp.Create) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The `WITH ('key' = 'value')` properties, keys lower-cased, and the other clauses sqlglot
+    read as properties, as Spark's SQL writes them: sqlglot keeps `COMMENT 'x'` as a property
+    whose `this` is the comment, which was warned about as a property named 'x'."""
     props = create.args.get("properties")
     found: list[tuple[str, str]] = []
+    clauses: list[str] = []
     for prop in props.expressions if props else []:
-        if isinstance(prop, exp.Property) and isinstance(prop.this, exp.Literal | exp.Var):
+        if type(prop) is exp.Property and isinstance(prop.this, exp.Literal | exp.Var):
             value = prop.args.get("value")
             text = value.this if isinstance(value, exp.Literal) else (value.sql() if value else "")
             found.append((str(prop.this.this).lower(), str(text)))
-    return tuple(found)
+        elif not isinstance(prop, READ_CLAUSES):
+            clause = prop.sql(dialect="spark")
+            if len(clause) > _CLAUSE_LENGTH:
+                clause = clause[: _CLAUSE_LENGTH - 3] + "..."
+            clauses.append(clause)
+    return tuple(found), tuple(clauses)
+
+
+def _qualifier(named: exp.Expr) -> Qualifier | None:
+    """The qualifier of a declaration's name (`s.w`, `c.s.w`), or None for a plain one."""
+    if not isinstance(named, exp.Table):
+        return None
+    first = named.args.get("catalog") or named.args.get("db")
+    if first is None:
+        return None
+    written = ".".join(part.name for part in named.parts)
+    return Qualifier(offset=_meta_offset(first), written=written)
 
 
 def _keyword_column(item: exp.Expr) -> bool:
@@ -196,6 +242,7 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
     offsets: list[int] = []
     primary_key: list[str] = []
     key_offsets: list[int] = []
+    keys: list[list[str]] = []  # each PRIMARY KEY written: a table has one
     misread: list[tuple[int, str, str]] = []
     for element, item in enumerate(schema.expressions):
         if isinstance(item, exp.ColumnDef):
@@ -214,6 +261,8 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
                 ):
                     nullable = False
                 elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
+                    keys.append([item.name])
+                    misread.extend(_another_key(keys, _meta_offset(item.this)))
                     primary_key.append(item.name)
                     key_offsets.append(_meta_offset(item.this))
                     nullable = False
@@ -226,6 +275,8 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             offsets.append(_meta_offset(item.this))
         elif isinstance(item, exp.PrimaryKey):
             named = [e for e in item.expressions if isinstance(e, exp.Identifier | exp.Column)]
+            keys.append([e.name for e in named])
+            misread.extend(_another_key(keys, _meta_offset(named[0] if named else item)))
             primary_key.extend(e.name for e in named)
             key_offsets.extend(_meta_offset(e) for e in named)
         elif isinstance(item, exp.Constraint) and item.find(exp.PrimaryKey):
@@ -251,8 +302,13 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
             raise _keyword_problem(item)
         elif (problem := _table_constraint(item)) is not None:
             misread.append((_meta_offset(item), "UnsupportedSql", problem))
+    spelled: dict[str, str] = {}  # names compare regardless of case, as Spark's do
+    for column in columns:
+        spelled.setdefault(column.name.lower(), column.name)
+    primary_key = [spelled.get(name.lower(), name) for name in primary_key]  # as its column's
     pk = set(primary_key)
     columns = [Column(c.name, c.type, False, c.lateness) if c.name in pk else c for c in columns]
+    properties, clauses = _properties(create)
     return TableFacts(
         name=table.name,
         name_offset=_meta_offset(table),
@@ -261,8 +317,28 @@ def _table_facts(create: exp.Create, *, lateness: Mapping[int, str]) -> TableFac
         primary_key=tuple(primary_key),
         key_offsets=tuple(key_offsets),
         misread=tuple(misread),
-        properties=_string_properties(create),
+        properties=properties,
+        clauses=clauses,
+        qualifier=_qualifier(table),
     )
+
+
+def _another_key(keys: Sequence[Sequence[str]], offset: int) -> list[tuple[int, str, str]]:
+    """`InvalidProgram` at a PRIMARY KEY after the table's first: the keys were merged into
+    one of all their columns without a word (a table that ran with them ran so)."""
+    if len(keys) < 2:
+        return []
+    every: dict[str, str] = {}  # once each, as names compare regardless of case
+    for name in (name for key in keys for name in key):
+        every.setdefault(name.lower(), name)
+    return [
+        (
+            offset,
+            "InvalidProgram",
+            f"another PRIMARY KEY ({', '.join(keys[-1])}): a table has one primary key; "
+            f"list all its columns in one PRIMARY KEY ({', '.join(every.values())})",
+        )
+    ]
 
 
 def _view_facts(create: exp.Create) -> ViewFacts:
@@ -283,14 +359,17 @@ def _view_facts(create: exp.Create) -> ViewFacts:
     canonical = canonical_sql(query, nodes)
     if isinstance(target, exp.Schema):
         canonical = f"({', '.join(c.name for c in target.expressions)}) {canonical}"
+    properties, clauses = _properties(create)
     return ViewFacts(
         name=table.name,
         name_offset=_meta_offset(table),
         materialized=materialized,
-        properties=_string_properties(create),
+        properties=properties,
         reads=read_relations(query),
         calls=called_functions(query, nodes),
         canonical=canonical,
+        clauses=clauses,
+        qualifier=_qualifier(table),
     )
 
 
@@ -314,6 +393,7 @@ def _function_facts(create: exp.Create) -> FunctionFacts:
         returns=_type_sql(return_type) if isinstance(return_type, exp.DataType) else "",
         calls=called_functions(body),
         canonical=canonical_sql(create),
+        qualifier=_qualifier(udf.this),
     )
 
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 
 from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
 
 from spindle.errors import SpindleError, located
 from spindle.program.columns import unstorable_name
 from spindle.program.connectors import parse_connectors
-from spindle.program.facts import FunctionFacts, TableFacts, ViewFacts, analyze
+from spindle.program.facts import Facts, FunctionFacts, TableFacts, ViewFacts, analyze
 from spindle.program.formats import format_problems, misread_formats
 from spindle.program.limits import check_program
 from spindle.program.locations import location_problems
@@ -28,9 +30,21 @@ from spindle.program.model import (
     Unrunnable,
     View,
 )
-from spindle.program.properties import flag, property_problems
+from spindle.program.properties import (
+    flag,
+    property_problems,
+    repeated_properties,
+    unread_clauses,
+)
 from spindle.program.statements import Statement, split
-from spindle.program.syntax import Problem, backtick, parsed, tokenize, unclosed_comment
+from spindle.program.syntax import (
+    Problem,
+    backtick,
+    never_closed,
+    parsed,
+    tokenize,
+    unclosed_comment,
+)
 from spindle.program.types import type_problem
 
 DUPLICATE = {"relation": "DuplicateRelation", "function": "DuplicateFunction"}
@@ -136,17 +150,32 @@ def _pathless(statement: Statement, facts: TableFacts | ViewFacts) -> list[Unrun
     found = _PATHLESS.search(name)
     if found is None and name.strip("."):
         return []
-    what = f"the character {found.group()!r}" if found else "no character but dots"
+    what = f"has the character {found.group()!r}" if found else "has no character but dots"
+    if not name:
+        what = "is empty"
     return [
         Unrunnable.at(
             statement.locate(facts.name_offset),
             reason="InvalidProgram",
-            message=f"The name {name!r} has {what}: a table's or view's name names its folders "
-            "in storage, and cannot have a / or \\ or a control character, or be only dots. "
-            "Rename it",
+            message=f"The name {name!r} {what}: a table's or view's name names its folders "
+            "in storage, and cannot have a / or \\ or a control character, or be empty or "
+            "only dots. Rename it",
             relation=name,
         )
     ]
+
+
+def _qualified(statement: Statement, facts: Facts) -> Unrunnable:
+    """`InvalidProgram` at the qualifier of a declaration's name (`s.w`), which Spindle read
+    past: the object was named `w`, and a view reading `s.w` read nothing declared."""
+    assert facts.qualifier is not None
+    return Unrunnable.at(
+        statement.locate(facts.qualifier.offset),
+        reason="InvalidProgram",
+        message=f"The name '{facts.qualifier.written}' has a qualifier: Spindle has no schemas "
+        f"or catalogs; write {facts.name}",
+        name=facts.name,
+    )
 
 
 def _backticked(statement: Statement) -> list[Unrunnable]:
@@ -162,6 +191,29 @@ def _backticked(statement: Statement) -> list[Unrunnable]:
             )
         ]
     return []
+
+
+_DOUBLED_COMMA = re.compile(r",\s*(?:,|/\*|--)")
+"""Text that may be two commas with nothing but space or a comment between: a statement that
+has it is tokenized to know (`_doubled_commas`)."""
+
+
+def _doubled_commas(statement: Statement) -> list[Unrunnable]:
+    """`InvalidProgram` at a comma right after another (`SELECT id,, x`): sqlglot reads the
+    empty item between as none at all, so a column left out of a list read as never written."""
+    if not _DOUBLED_COMMA.search(statement.text):
+        return []
+    tokens = tokenize(statement.text)
+    return [
+        Unrunnable.at(
+            statement.locate(second.start),
+            reason="InvalidProgram",
+            message="Syntax error: a comma right after another, with nothing between them; "
+            "remove one, or write what is missing between them",
+        )
+        for first, second in itertools.pairwise(tokens)
+        if first.token_type is second.token_type is TokenType.COMMA
+    ]
 
 
 def _misdeclared(statement: Statement, facts: TableFacts) -> list[Unrunnable]:
@@ -259,12 +311,14 @@ def parse_program(text: str) -> Program:
     positions: dict[str, Position] = {}
     spellings: dict[str, tuple[str, Position]] = {}  # by lower-cased name, as Spark sees it
     connected: list[tuple[Position, tuple[Connector, ...]]] = []  # in the program's order
+    qualified: dict[str, Unrunnable] = {}  # by the name as written (`s.w`)
 
     for statement in split(text):
         facts = analyze(statement)
         position = statement.locate(facts.name_offset)
         if "`" in statement.text:  # parsed all the same (`x\`` as an alias): a program that ran
             clashes.extend(_backticked(statement))
+        clashes.extend(_doubled_commas(statement))  # read as one: a program that ran so
         namespace = "function" if isinstance(facts, FunctionFacts) else "relation"
         key = f"{namespace}:{facts.name}"
         if key in positions:
@@ -295,6 +349,9 @@ def parse_program(text: str) -> Program:
                     name=facts.name,
                 )
             )
+        if facts.qualifier is not None:
+            qualified[facts.qualifier.written] = _qualified(statement, facts)
+            clashes.append(qualified[facts.qualifier.written])
         props = dict(facts.properties) if not isinstance(facts, FunctionFacts) else {}
         if not isinstance(facts, FunctionFacts):
             clashes.extend(_pathless(statement, facts))
@@ -302,15 +359,19 @@ def parse_program(text: str) -> Program:
             flawed, noted = property_problems(props, relation=facts.name, kind=kind, at=position)
             unrunnable.extend(flawed)
             warnings.extend(noted)
-        if isinstance(facts, TableFacts):
-            connectors, notes, refused = parse_connectors(
+            warnings.extend(unread_clauses(facts.clauses, relation=facts.name))
+            clashes.extend(repeated_properties(facts.properties, relation=facts.name, at=position))
+            declared = parse_connectors(
                 relation=facts.name,
-                direction=Direction.INPUT,
+                direction=Direction.INPUT if kind == "table" else Direction.OUTPUT,
                 raw=props.get("connectors"),
                 at=position,
             )
-            warnings.extend(notes)
-            unrunnable.extend(refused)
+            connectors = declared.connectors
+            warnings.extend(declared.warnings)
+            unrunnable.extend(declared.refused)
+            clashes.extend(declared.misread)
+        if isinstance(facts, TableFacts):
             typed = [
                 (offset, column.name, column.type)
                 for offset, column in zip(facts.column_offsets, facts.columns, strict=True)
@@ -333,14 +394,6 @@ def parse_program(text: str) -> Program:
             clashes.extend(misread_formats(tables[facts.name]))
             connected.append((position, connectors))
         elif isinstance(facts, ViewFacts):
-            connectors, notes, refused = parse_connectors(
-                relation=facts.name,
-                direction=Direction.OUTPUT,
-                raw=props.get("connectors"),
-                at=position,
-            )
-            warnings.extend(notes)
-            unrunnable.extend(refused)
             view_reads[facts.name] = (statement, facts)
             views[facts.name] = View(
                 name=facts.name,
@@ -373,7 +426,9 @@ def parse_program(text: str) -> Program:
     unknown: list[SpindleError] = []  # every view's, listed as one error: one round of fixes
     for name, (statement, facts) in view_reads.items():
         for reference in facts.reads:
-            if reference.name not in tables and reference.name not in views:
+            if reference.name not in tables and reference.name in qualified:
+                unknown.append(qualified[reference.name].error())  # the declaration's problem
+            elif reference.name not in tables and reference.name not in views:
                 where = statement.locate(reference.offset)
                 close = difflib.get_close_matches(reference.name, [*tables, *views], n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -391,6 +446,7 @@ def parse_program(text: str) -> Program:
         udfs = tuple(sorted({c.name for c in facts.calls if c.name in functions}))
         views[name] = replace(views[name], functions=udfs)
     if unknown:
+        unknown = list({e.message: e for e in unknown}.values())  # a qualifier once
         unknown.sort(key=lambda e: (e.details["line"], e.details["column"]))
         first = unknown[0]
         if len(unknown) > 1:
@@ -401,12 +457,13 @@ def parse_program(text: str) -> Program:
     unrunnable.extend(location_problems(connected))
     opened = unclosed_comment(text)
     if opened is not None:  # a problem of the program to run: a checkpointed one ran so
+        offset, kind = opened
+        then = "; everything after it was read as a comment" if kind == "comment" else ""
         unrunnable.append(
             Unrunnable.at(
-                Statement(text=text, start=0, line=1, column=1).locate(opened),
+                Statement(text=text, start=0, line=1, column=1).locate(offset),
                 reason="InvalidProgram",
-                message="Syntax error: the comment that starts here is never closed; "
-                "everything after it was read as a comment. Close it with */",
+                message=never_closed(kind, then=then),
             )
         )
     return Program(

@@ -12,7 +12,7 @@ Any other key Spindle does not read is a warning, as Feldera ignores keys it doe
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from spindle.program.model import Position, Unrunnable
 
@@ -66,3 +66,33 @@ def property_problems(
             )
         )
     return problems, warnings
+
+
+def repeated_properties(
+    properties: Iterable[tuple[str, str]], *, relation: str, at: Position
+) -> list[Unrunnable]:
+    """`InvalidProperty` for each key given again (keys compare regardless of case): the last
+    value was read without a word, and a `'connectors'` list given twice lost the first. A
+    program that ran with one ran with the last value: a problem of a program to run."""
+    seen: set[str] = set()
+    found: list[Unrunnable] = []
+    for key, _ in properties:
+        if key in seen:
+            found.append(
+                Unrunnable.at(
+                    at,
+                    reason="InvalidProperty",
+                    message=f"'{relation}': property '{key}' is given twice (keys are read "
+                    "regardless of case), and only the last value was read; keep one",
+                    relation=relation,
+                    property=key,
+                )
+            )
+        seen.add(key)
+    return found
+
+
+def unread_clauses(clauses: Iterable[str], *, relation: str) -> list[str]:
+    """A warning for each clause of a declaration Spindle does not read (`COMMENT 'x'`,
+    `LOCATION '/x'`, `USING DELTA`), as Feldera ignores what it does not know."""
+    return [f"'{relation}': Spindle does not read the clause `{c}`; it is ignored" for c in clauses]

@@ -39,6 +39,55 @@ class Statement:
         return Position(self.line + line - 1, col)
 
 
+BLOCK_COMMENTS = {"/*": "*/", "{#": "#}"}
+"""What opens a block comment for sqlglot's tokenizer, and what closes it: `{# ... #}` is a
+template's comment to it, which Spindle's statement splitter does not read as one."""
+
+
+@dataclass(frozen=True)
+class BlockComment:
+    """A block comment as sqlglot's tokenizer reads it: comments nest, so `/* a /* b */ c */`
+    is one comment, and `/* a /* b */` never closes."""
+
+    end: int
+    """The offset after its closing `*/`; -1 when it never closes."""
+    inner: int
+    """Where the first comment nested in it opens; -1 for none."""
+
+
+def block_comment(text: str, start: int, *, opening: str = "/*") -> BlockComment:
+    """The block comment whose `/*` (or other `opening`: `{#`, a template's, to sqlglot) is at
+    `start`, read as sqlglot's tokenizer reads it (`Tokenizer._scan_comment`, nested comments
+    on): at each character a `*/` closes one level; after stepping past a character, a `/*`
+    opens another. So the `/` of a `*/` can also open the next level (`*/*`), and a `/*` right
+    after the opening one does not nest (`/*/* */` closes)."""
+    closing = BLOCK_COMMENTS[opening]
+    depth, at, last, inner = 1, start + 2, len(text) - 1, -1
+    while at < last:
+        if text.startswith(closing, at):
+            depth -= 1
+            if not depth:
+                return BlockComment(at + 2, inner)
+        at += 1
+        if at < last and text.startswith(opening, at):
+            inner = at if inner < 0 else inner
+            at += 2
+            depth += 1
+    return BlockComment(-1, inner)
+
+
+def _comment_end(program: str, index: int, end: int) -> int:
+    """Where the block comment at `index` ends for the splitter: where sqlglot closes it; one
+    that never closes there (`/* a /* b */`) at its first `*/`, where Spindle closed every
+    comment before it read them nested (statements after it ran; the tokenizer, or
+    `syntax.unclosed_comment`, refuses it for a program to run), or else at the end."""
+    comment = block_comment(program, index)
+    if comment.end >= 0:
+        return comment.end
+    close = program.find("*/", index + 2)
+    return end if close < 0 else close + 2
+
+
 def _skip_space_and_comments(program: str, index: int, end: int) -> int:
     while index < end:
         if program[index].isspace() or program[index] == "\ufeff":  # a BOM reads as space
@@ -47,8 +96,7 @@ def _skip_space_and_comments(program: str, index: int, end: int) -> int:
             newline = program.find("\n", index)
             index = end if newline < 0 else newline + 1
         elif program.startswith("/*", index):
-            close = program.find("*/", index + 2)
-            index = end if close < 0 else close + 2
+            index = _comment_end(program, index, end)
         else:
             break
     return index

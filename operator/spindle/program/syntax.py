@@ -24,6 +24,7 @@ from spindle.program.canonical import render
 from spindle.program.dialect import DIALECT
 from spindle.program.lateness import CLOSING, OPENING, LatenessClause, lift_lateness
 from spindle.program.limits import MAX_NAME_LENGTH, MAX_NESTING
+from spindle.program.statements import block_comment
 
 KINDS = frozenset({"TABLE", "VIEW", "FUNCTION"})
 """What a Spindle program declares: CREATE TABLE, CREATE [MATERIALIZED] VIEW, CREATE FUNCTION."""
@@ -201,13 +202,7 @@ def tokenize(text: str) -> list[Token]:
     try:
         tokens = DIALECT.tokenize(text)
     except TokenError as error:
-        opened = _unclosed(text)
-        if opened is None:
-            raise invalid(f"Cannot tokenize: {error}") from None
-        offset, kind = opened
-        raise invalid(
-            f"Syntax error: the {kind} that starts here is never closed", **_at_offset(text, offset)
-        ) from None
+        raise _untokenized(text, error) from None
     _within_limits(text, tokens)
     _calls_of_keywords(tokens)
     _minus_as_except(tokens)
@@ -387,18 +382,81 @@ def _like_bodies(tokens: list[Token]) -> None:
 
 _CLOSINGS = {"'": ("'", "string"), '"': ('"', "quoted name"), "`": ("`", "quoted name")}
 
+NEVER_CLOSED = {
+    "string": "Close it with ' (a ' inside a string is written '')",
+    "quoted name": 'Close it with " (a " inside a name is written "")',
+    "comment": "Close it with */ (comments nest: each /* needs a */ of its own)",
+    "nested comment": "Comments nest: the /* inside it opens a comment of its own, which needs "
+    "a */ too. Close each with */",
+    "template comment": "{# opens a comment (a template's, to the parser) that ends at #}. "
+    "Close it with #}, or write the text in a string",
+}
+"""What to do about text that opens and never closes, by what it is."""
+_BACKTICK = (
+    'Syntax error: a backtick. Names are quoted with double quotes here: write "id", not `id`'
+)
 
-_SPECIAL = re.compile(r"--|/\*|['\"`]")
+
+def never_closed(kind: str, *, then: str = "") -> str:
+    """The message for text of `kind` (`NEVER_CLOSED`) that starts at the error's position and
+    never closes; `then` says what became of the text after it."""
+    what = "comment" if kind.endswith("comment") else kind
+    return f"Syntax error: the {what} that starts here is never closed{then}. {NEVER_CLOSED[kind]}"
 
 
-def unclosed_comment(text: str) -> int | None:
-    """Where a block comment that is never closed opens in a program, or None. sqlglot and the
-    statement splitter read the rest of the text as the comment, silently: a view after it
-    was dropped from the program."""
+_TOKEN_ERROR = re.compile(
+    r"(Missing (.+)|Numeric string contains invalid characters) from \d+:(\d+)"
+)
+"""How sqlglot's tokenizer says what it could not read, and where (the offset after the `:`)."""
+
+
+def _untokenized(text: str, error: TokenError) -> Problem:
+    """What a user reads when sqlglot cannot tokenize a statement, at the position of the
+    cause: text that opens and never closes (`_unclosed`, at where it opens), a backtick
+    (Spark's quote of names, not this SQL's), a hex string of other characters than hex
+    digits; else where the tokenizer stopped."""
+    opened = _unclosed(text)
+    if opened is not None and text[opened[0]] != "`":
+        return invalid(never_closed(opened[1]), **_at_offset(text, opened[0]))
+    cause = _TOKEN_ERROR.search(str(error.__context__ or ""))
+    if cause is not None:
+        offset = min(int(cause.group(3)), len(text))
+    else:  # sqlglot quotes 50 characters either side of where it stopped
+        start, end = error.start or 0, error.end or 0
+        offset = start + 50 if start else max(end - 50, 0) if end < len(text) - 1 else 0
+    tick = text.find("`", 0, offset + 1)
+    if opened is not None or tick >= 0:  # sqlglot reads no quote in a backtick
+        return invalid(_BACKTICK, **_at_offset(text, opened[0] if opened else tick))
+    if cause is not None and cause.group(2):
+        kind = {"'": "string", '"': "quoted name"}.get(cause.group(2).strip())
+        if kind is not None:
+            return invalid(never_closed(kind), **_at_offset(text, offset))
+    if cause is not None:
+        return invalid(
+            "Syntax error: a binary literal (x'0A') of other characters than hexadecimal "
+            "digits. Write its bytes in hex (0-9, A-F), or drop the x for a string",
+            **_at_offset(text, offset),
+        )
+    return invalid(
+        "Syntax error: Spindle cannot read the text here as SQL's words and symbols. Look for "
+        "a stray character or brace, or one that belongs inside a string ('...')",
+        **_at_offset(text, min(offset, len(text))),
+    )
+
+
+_SPECIAL = re.compile(r"--|/\*|\{#|['\"`]")
+
+
+def unclosed_comment(text: str) -> tuple[int, str] | None:
+    """Where a block comment that is never closed opens in a program, and what it is
+    (`NEVER_CLOSED`: a "nested comment" when one nested in it is what leaves it open), or
+    None. The statement splitter read the rest of the text as the comment, silently: a view
+    after it was dropped from the program (one left open by a nested comment ends at its
+    first `*/` there, as before comments were read nested)."""
     if "/*" not in text:
         return None
     opened = _unclosed(text)
-    return opened[0] if opened is not None and opened[1] == "comment" else None
+    return opened if opened is not None and opened[1] in ("comment", "nested comment") else None
 
 
 def _unclosed(text: str) -> tuple[int, str] | None:
@@ -414,11 +472,12 @@ def _unclosed(text: str) -> tuple[int, str] | None:
         if text.startswith("--", at):
             end = text.find("\n", at)
             at = len(text) if end < 0 else end + 1
-        elif text.startswith("/*", at):
-            end = text.find("*/", at + 2)
-            if end < 0:
-                return at, "comment"
-            at = end + 2
+        elif text.startswith("/*", at) or text.startswith("{#", at):
+            comment = block_comment(text, at, opening=text[at : at + 2])
+            if comment.end < 0:
+                kind = "comment" if comment.inner < 0 else "nested comment"
+                return at, kind if char == "/" else "template comment"
+            at = comment.end
         elif char in _CLOSINGS:
             closing, kind = _CLOSINGS[char]
             end = at + 1
@@ -557,11 +616,7 @@ def backtick(text: str, tokens: list[Token]) -> None:
     statement that parses with one (an alias of a backtick) is a clash (`program.parse`)."""
     quote = next((t for t in tokens if t.token_type is TokenType.UNKNOWN and t.text == "`"), None)
     if quote is not None:
-        raise invalid(
-            'Syntax error: a backtick. Names are quoted with double quotes here: write "id", '
-            "not `id`",
-            **_at(text, quote),
-        )
+        raise invalid(_BACKTICK, **_at(text, quote))
 
 
 def _within_limits(text: str, tokens: list[Token]) -> None:

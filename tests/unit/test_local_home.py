@@ -272,8 +272,11 @@ def test_a_pipeline_directory_that_cannot_be_made_is_refused_by_a_run_and_an_app
         assert str(pipeline.directory) in refused.value.message
 
 
-def test_a_stop_the_run_does_not_heed_in_time_says_so(tmp_path: Path) -> None:
-    """It said "Stopped" and exited 0 while the run went on."""
+def test_a_stop_the_run_does_not_heed_in_time_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "Stopped" and exited 0 while the run went on. It waits saying for what: it
+    waited up to 120 s in silence."""
     from spindle.local import runner
 
     pipeline = LocalPipeline(tmp_path, "grades")
@@ -294,7 +297,10 @@ def test_a_stop_the_run_does_not_heed_in_time_says_so(tmp_path: Path) -> None:
         with pytest.raises(SpindleError) as timed_out:
             runner.stop(pipeline, force=False, timeout=0.5)
         assert timed_out.value.reason == "StopTimedOut" and "--force" in timed_out.value.message
+        waiting = f"[spindle] waiting for the step in progress to commit (PID {deaf.pid})\n"
+        assert capsys.readouterr().err == waiting
         assert runner.stop(pipeline, force=True, timeout=10)
+        assert capsys.readouterr().err == ""  # killed: nothing to wait for
         assert deaf.wait(timeout=10) == -9
     finally:
         deaf.kill()

@@ -12,6 +12,7 @@ import datetime
 import getpass
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -65,16 +66,30 @@ def start_from(pipeline: LocalPipeline, *, adopt: bool) -> Manifest | None:
     )
 
 
-def open_runtime(pipeline: LocalPipeline, *, report: Progress) -> Runtime:
-    """The runtime of a local pipeline: Spark in local mode on the pipeline's storage."""
-    from spindle.runtime.factory import open_runtime as open_any
+MASTER = "local[2]"
+"""Where a local command runs Spark."""
 
+
+def _note(line: str) -> None:
+    """A line about the command's own progress, on stderr (the warm server relays it)."""
+    print(f"[spindle] {line}", file=sys.stderr, flush=True)
+
+
+def open_runtime(pipeline: LocalPipeline, *, report: Progress) -> Runtime:
+    """The runtime of a local pipeline: Spark in local mode on the pipeline's storage. Says
+    so when it starts Spark (tens of seconds in which nothing else is said)."""
+    from spindle.runtime.factory import open_runtime as open_any
+    from spindle.runtime.session import running
+
+    if not running():
+        _note(f"starting Spark ({MASTER})")
     return open_any(
         pipeline=pipeline.ref,
         spec=pipeline.manifest().spec,
         store=pipeline.store(),
         s3=pipeline.storage_root()[1],
         report=report,
+        master=MASTER,
     )
 
 
@@ -152,8 +167,15 @@ class LocalBody:
         stop = run.stop or threading.Event()
         pipeline.mark_running()
         driver = {"generation": self.generation, "change_id": decision.change_id}
+        recorded: dict[str, Any] = {}
+
+        def record(**fields: Any) -> None:
+            recorded.clear()
+            recorded.update(fields)
+            pipeline.set_driver(**fields)
+
         base = self.checkpoint.id if self.checkpoint is not None else None
-        pipeline.set_driver(mode=mode.value, phase="Running", base=base, **driver)
+        record(mode=mode.value, phase="Running", base=base, **driver)
         examined = (self.generation, pipeline.restate)
 
         def superseded() -> str | None:
@@ -173,17 +195,17 @@ class LocalBody:
 
         def bootstrapped(_: Manifest) -> None:
             pipeline.update(lastBootstrap=decision.change_id)
-            pipeline.set_driver(mode="run", phase="Running", **driver)
+            record(mode="run", phase="Running", **driver)
 
         def retrying(line: str | None) -> None:  # `spindle local status` shows it
-            pipeline.set_driver(mode="run", phase="Running", retrying=line, **driver)
+            record(mode="run", phase="Running", retrying=line, **driver)
 
         previous: dict[int, Any] = {}
         try:
             if run.stop is None:  # this process is the run's: its signals stop it
                 previous = _stop_on_signal(signal.SIGTERM, stop, say=self.say)
             runtime = open_runtime(pipeline, report=run.report)
-            if run.stop is None:  # after Spark's start: it installs a SIGINT handler of its own
+            if run.stop is None:  # after Spark's start, which ends the run at a Ctrl-C
                 previous.update(_stop_on_signal(signal.SIGINT, stop, say=self.say))
             drive(
                 runtime,
@@ -201,6 +223,11 @@ class LocalBody:
                 superseded=superseded,
             )
             pipeline.set_driver(mode="run", generation=self.generation, phase="Succeeded")
+        except KeyboardInterrupt:  # Ctrl-C as Spark started, or a second one in a step: the
+            # run ended, as `driver()` reads a running one whose process is gone
+            ended = {key: value for key, value in recorded.items() if key != "retrying"}
+            pipeline.set_driver(**{**ended, "phase": "Succeeded"})
+            raise
         except Exception as error:  # a Spindle bug too: the status says the run failed
             failed = error if isinstance(error, SpindleError) else internal(error)
             pipeline.set_driver(
@@ -238,8 +265,9 @@ def refused(decision: Decision) -> bool:
 def _stop_on_signal(number: int, stop: threading.Event, *, say: Say) -> dict[int, Any]:
     """SIGTERM, or Ctrl-C (SIGINT), finishes the step, commits and stops the run; a second
     Ctrl-C abandons the step (the next run rolls it back and redoes it). For SIGINT this
-    replaces PySpark's handler, which cancelled the running Spark jobs from inside the call
-    that waited for them. The handler only starts a thread: setting the event or printing
+    replaces Python's `KeyboardInterrupt` at once (PySpark's own handler, which cancelled the
+    running jobs from inside the call that waited for them, is gone once Spark has started:
+    `runtime.session`). The handler only starts a thread: setting the event or printing
     inside it could deadlock on a lock, or re-enter a write, that the interrupted code holds.
     Returns the handler replaced."""
 
@@ -335,6 +363,8 @@ def stop(pipeline: LocalPipeline, *, force: bool, timeout: float = 120.0) -> boo
     if pid is None:
         return False
     os.kill(pid, signal.SIGKILL if force else signal.SIGTERM)
+    if not force:
+        _note(f"waiting for the step in progress to commit (PID {pid})")
     deadline = time.monotonic() + timeout
     while pipeline.running_pid() is not None and alive(pid):
         if time.monotonic() > deadline:

@@ -19,15 +19,20 @@ effect in a fresh process (`--no-server`, a driver pod), not in a server already
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
@@ -262,12 +267,12 @@ def cancel_shared() -> None:
         _SHARED.base.sparkContext.cancelAllJobs()
 
 
-def _shared_session(builder: SparkSession.Builder, settings: dict[str, str]) -> SparkSession:
+def _shared_session(app: str, settings: dict[str, str]) -> SparkSession:
     key = tuple(sorted(settings.items()))
     if _SHARED.base is not None and key != _SHARED.settings:
         stop_shared()
     if _SHARED.base is None:
-        _SHARED.base = builder.getOrCreate()
+        _SHARED.base = _started({"spark.app.name": app, **settings})
         _SHARED.settings = key
         _SHARED.base.sparkContext.setLogLevel("WARN")
     return _SHARED.base.newSession()
@@ -285,6 +290,80 @@ resolves to a loopback address ... using 192.0.2.2 instead"), and said so on eve
 
 def _say(line: str) -> None:
     print(f"[spindle] {line}", file=sys.stderr, flush=True)
+
+
+def running() -> bool:
+    """Whether this process runs a SparkContext that the next `spark_session` uses (the warm
+    server's: unless that command's settings differ, which restarts it), so it starts none."""
+    if _SHARED.enabled:
+        return _SHARED.base is not None
+    return SparkContext._active_spark_context is not None
+
+
+HELD_INTERRUPT = (
+    "stopping once Spark has started (stopping it while it starts would leave its JVM running)"
+)
+
+
+def _started(options: dict[str, str]) -> SparkSession:
+    """A session of these settings (`spark.master`, `spark.app.name` and the rest), Ctrl-C held
+    until Spark has started. PySpark starts the JVM, then polls for the file the JVM writes
+    its port to: a Ctrl-C in that wait removed the file's directory, the JVM's main thread died
+    on it (a Java stack trace) before it began watching its standard input, which ends it with
+    this process, and its py4j server thread kept it running for good. On the main thread, a
+    Ctrl-C while Spark starts is said and noted; once Spark has started, it is stopped and the
+    Ctrl-C raised (`KeyboardInterrupt`), where the command's own Ctrl-C would have been. The
+    handler PySpark installs once its context has started (it cancels the running jobs from
+    inside the call that waits for them: py4j's "reentrant call" traceback) is replaced by the
+    one there was before, as soon as the context has started."""
+    conf = SparkConf().setAll(list(options.items()))
+    if threading.current_thread() is not threading.main_thread():  # signals are the main's
+        return SparkSession.builder.config(conf=conf).getOrCreate()
+    heard: list[int] = []
+
+    def hold(number: int, _: object) -> None:
+        if not heard:  # a thread says it: printing here could re-enter a write it interrupted
+            threading.Thread(target=_say, args=(HELD_INTERRUPT,), daemon=True).start()
+        heard.append(number)
+
+    starts = (SparkContext._active_spark_context is None, SparkContext._gateway is None)
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        SparkContext.getOrCreate(conf)  # the JVM and the context, which sets PySpark's handler
+        signal.signal(signal.SIGINT, hold)
+        session = SparkSession.builder.config(conf=conf).getOrCreate()  # on that context
+    except KeyboardInterrupt:  # PySpark's handler, in the instant it was set
+        _stop_started(*starts)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if heard:
+        _stop_started(*starts)
+        raise KeyboardInterrupt
+    return session
+
+
+JVM_EXIT_TIMEOUT = 30.0
+
+
+def _stop_started(context: bool, jvm: bool) -> None:
+    """Stop what `_started` started: the SparkContext, and its JVM now (it would end with this
+    process, its standard input closing), so none is left when the interrupted command ends."""
+    started = SparkSession._instantiatedSession or SparkContext._active_spark_context
+    if context and started is not None:
+        with contextlib.suppress(Exception):  # a command Ctrl-C cut off: the JVM ends anyway
+            started.stop()
+    if not jvm:
+        return
+    gateway, SparkContext._gateway, SparkContext._jvm = SparkContext._gateway, None, None
+    process = getattr(gateway, "proc", None)  # None: a JVM this process did not start
+    if process is not None:
+        process.stdin.close()
+        try:
+            process.wait(timeout=JVM_EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def ensure_class_archive() -> bool:
@@ -308,7 +387,6 @@ def spark_session(
     on_kubernetes = master.startswith("k8s://")
     if on_kubernetes:
         settings = {**_executor_template(), **settings}
-    builder = SparkSession.builder.appName(app).master(master)
     local = master.startswith("local")
     if local:
         settings = {**LOOPBACK, **settings}
@@ -321,11 +399,9 @@ def spark_session(
     if conf["spark.driver.extraClassPath"] == class_path:  # the class path it was made for
         options.append(class_archive.java_options(class_path.split(":"), say=_say))
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
     if _SHARED.enabled and not on_kubernetes:
-        return _shared_session(builder, {"master": master, **conf})
-    session = builder.getOrCreate()
+        return _shared_session(app, {"spark.master": master, **conf})
+    session = _started({"spark.master": master, "spark.app.name": app, **conf})
     session.sparkContext.setLogLevel("WARN")
     if on_kubernetes:
         expected = int(session.conf.get("spark.executor.instances", "2") or "2")

@@ -40,3 +40,11 @@ def test_the_run_reaches_every_mutation_and_both_outcomes(tally: tuple[Tally, fl
 def test_no_input_needs_a_gibibyte(tally: tuple[Tally, float]) -> None:
     found, before = tally
     assert found.peak_rss_mb - before < MEMORY_LIMIT_MB
+
+
+@pytest.mark.parametrize(("seed", "index"), [(7, 4226), (11, 1758), (11, 2694)])
+def test_mutants_that_once_raised_end_in_a_reason(seed: int, index: int) -> None:
+    """A function whose RETURNS had no type (its position read from None), and a declared type
+    that parses as a CAST (`DataType.build` raised TypeError), were internal errors."""
+    found = fuzz(count=1, seed=seed, start=index)
+    assert not found.violations, [outcome.violation for _, outcome in found.violations]

@@ -82,7 +82,8 @@ def _signature(program: Program, function: Function) -> Iterator[Unrunnable]:
         typed.append((returns.this, "its result", function.returns or None))
     for node, what, type_sql in typed:
         problem = _type_problem(type_sql)
-        start = text_start(node)  # a type is not located: the function's name stands for it
+        # a type is not located (nor a RETURNS without one): the function's name stands for it
+        start = None if node is None else text_start(node)
         where = function.position if start is None else program.locate(function.text, start)
         if problem is None or where is None:
             continue
@@ -111,7 +112,7 @@ def _built(type_sql: str) -> exp.DataType | None:
     """The type as the runtime builds it (`_type`), or None when sqlglot cannot."""
     try:
         return exp.DataType.build(type_sql)
-    except (SqlglotError, ValueError):
+    except (SqlglotError, ValueError, TypeError):  # TypeError: it parses as another node
         return None
 
 

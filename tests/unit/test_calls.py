@@ -68,6 +68,7 @@ def test_a_felderas_function_spark_spells_otherwise_says_how_to_write_it(
     assert error.reason == "UnknownFunction"
     assert f"Write it as Spark's SQL has it: {said}" in error.message
     assert "Did you mean" not in error.message
+    assert "CREATE FUNCTION" not in error.message  # the rewrite is the advice, not the name
 
 
 def test_a_functions_body_is_checked_and_a_declared_function_is_suggested() -> None:

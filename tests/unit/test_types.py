@@ -247,3 +247,23 @@ def test_a_functions_type_spark_has_not_is_refused(
 )
 def test_a_functions_type_spark_has_is_accepted(function: str) -> None:
     parse_program(f"create table t (id int);\n{function}").refuse_unrunnable()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select cast(amount as decimal) as a, amount::numeric as b, try_cast(amount as dec) as c",
+        "select ts + cast(id as interval day) as due, cast(ts as interval) as i",
+        "select cast(ts as timestamp_ntz) as n, cast(ts as timestamp_ltz) as l",
+        "select cast(array(amount) as array<decimal>) as a",
+    ],
+)
+def test_a_view_casts_to_types_spark_computes_with_that_no_column_stores(query: str) -> None:
+    """A DECIMAL without a precision (Spark's DECIMAL(10, 0)), an INTERVAL, TIMESTAMP_NTZ/LTZ:
+    Spark runs such a cast as written, and refusing it blocked every change of the program."""
+    program = parse_program(
+        "create table t (id bigint, amount decimal(10, 2), ts timestamp);\n"
+        f"create view v as {query} from t;\n"
+        "create function f(p decimal) returns decimal as cast(p as decimal);"
+    )
+    program.refuse_unrunnable()

@@ -149,3 +149,19 @@ def test_a_view_reading_an_unnesting_view_knows_its_columns() -> None:
         )
     )
     assert refused.reason == "UnknownColumn" and "Did you mean 'e'?" in refused.message
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select id from t where id in (select * from unnest(array[1, 2, 3]))",
+        "select id, (select count(*) from unnest(split(name, ','))) as c from t",
+        "with offset as (select id from t) select id from offset",
+        "with ordinality as (select id from t) select id from ordinality",
+    ],
+)
+def test_an_unnest_alone_in_its_from_and_a_cte_named_offset_plan(query: str) -> None:
+    """`FROM UNNEST(a)` with no other source is Spark's `FROM EXPLODE(a)`, as written; a CTE
+    named `offset` is not `UNNEST ... WITH OFFSET` (both were refused once)."""
+    program = parse_program(f"{TABLE}create view v as {query};")
+    program.refuse_unrunnable()

@@ -36,14 +36,14 @@ def call_problems(program: Program) -> tuple[Unrunnable, ...]:
             continue
         called = call.name.lower()
         close = difflib.get_close_matches(called, sorted(SPARK_FUNCTIONS | declared), n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
+        hint = f" Did you mean '{close[0]}'? {WHAT_TO_DO}" if close else f" {WHAT_TO_DO}"
         if called in FELDERA_INSTEAD:  # a name a closest spelling would mislead about
             hint = f" Write it as Spark's SQL has it: {FELDERA_INSTEAD[called]}."
         problem = Unrunnable.at(
             where,
             reason="UnknownFunction",
             message=f"{kind} '{name}' calls '{called}', which is neither a Spark function nor one "
-            f"the program declares.{hint} {WHAT_TO_DO}",
+            f"the program declares.{hint}",
             **{kind.lower(): name, "call": called},
         )
         problems.append(problem)

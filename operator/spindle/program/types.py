@@ -142,6 +142,20 @@ COMPUTED_TYPES = frozenset({exp.DType.ARRAY, exp.DType.MAP, exp.DType.STRUCT})
 """Types a view or function may compute with (`CAST(s AS ARRAY<INT>)`), though no column
 stores them: their elements are checked."""
 
+COMPUTED_SCALARS = frozenset({exp.DType.INTERVAL, exp.DType.TIMESTAMPNTZ, exp.DType.TIMESTAMPLTZ})
+"""Scalar types Spark computes with (`ts + CAST(n AS INTERVAL DAY)`) that no column stores."""
+
+
+def _computed_scalar(node: exp.DataType) -> bool:
+    """A scalar type a view or function may cast to though no column stores it: an interval,
+    Spark's TIMESTAMP_NTZ/LTZ, a DECIMAL without a precision (Spark's DECIMAL(10, 0))."""
+    return (
+        node.this in COMPUTED_SCALARS
+        or isinstance(node.this, exp.Interval)
+        or (node.this == exp.DType.DECIMAL and not node.expressions)
+    )
+
+
 WRITTEN_ALIASES: dict[str, str] = {"TEXT": "VARCHAR", "DATETIME": "TIMESTAMP"}
 """Names sqlglot renders a type a view writes by (STRING and CLOB are TEXT), and writes for
 Spark as the type the table above has (a column's type arrives resolved, FLOAT64 as DOUBLE,
@@ -161,6 +175,8 @@ def written_type_problem(node: exp.DataType, *, verb: str = "use") -> str | None
             written_type_problem(e, verb=verb) for e in elements if isinstance(e, exp.DataType)
         )
         return next((problem for problem in found if problem is not None), None)
+    if _computed_scalar(node):
+        return None
     written = node.sql(dialect=DIALECT).upper()
     name = _name(written)
     declared = WRITTEN_ALIASES.get(name, name) + written[len(name) :]

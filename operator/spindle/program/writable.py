@@ -288,6 +288,8 @@ def _unnest(node: exp.Expr) -> str | None:
     joined = node.parent
     if not isinstance(joined, exp.From | exp.Join) or node.arg_key != "this":
         return None  # `SELECT UNNEST(a)`: EXPLODE(a), a generator Spark runs as written
+    if isinstance(joined, exp.From) and not (joined.parent and joined.parent.args.get("joins")):
+        return None  # `FROM UNNEST(a)` alone: `FROM EXPLODE(a)`, which Spark runs as written
     alias = node.args.get("alias")
     if not isinstance(alias, exp.TableAlias) or not alias.columns:
         return (
@@ -322,8 +324,15 @@ def _ordinality(tokens: list[Token]) -> Iterator[Found]:
     `LATERAL VIEW EXPLODE(a) x AS e, o`, which Spark refused after approval
     (UDTF_ALIAS_NUMBER_MISMATCH), or `POSEXPLODE`, numbered from 0. Found in the text: the
     parsed query keeps no trace of it once its canonical form is written."""
-    for before, token in itertools.pairwise(tokens):
-        if before.token_type is TokenType.WITH and token.token_type in _NUMBERED:
+    unnested = False  # `WITH offset AS (...)` names a CTE: only `UNNEST(a) WITH ...` counts
+    for closing, (before, token) in zip(tokens, itertools.pairwise(tokens[1:]), strict=False):
+        unnested = unnested or closing.token_type is TokenType.UNNEST
+        if (
+            unnested
+            and closing.token_type is TokenType.R_PAREN
+            and before.token_type is TokenType.WITH
+            and token.token_type in _NUMBERED
+        ):
             yield Found(
                 before.start,
                 f"uses UNNEST ... WITH {token.text.upper()}, which Spindle cannot write for "

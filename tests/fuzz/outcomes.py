@@ -50,6 +50,8 @@ LOCATED_REASONS = frozenset(
         "NestedAggregate",
         "NestingTooDeep",
         "NameTooLong",
+        "WrongArgumentCount",
+        "CyclicFunction",
     }
 )
 """Reasons about SQL text: each carries the line and column of the problem."""

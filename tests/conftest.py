@@ -25,8 +25,9 @@ os.environ.setdefault("SPINDLE_CACHE", str(Path.home() / ".cache" / "spindle"))
 # local commands run in the test's own process (cold, or on the `spark` fixture's session); the
 # warm server's tests (tests/integration/test_warm_server.py) start servers and stop them
 os.environ.setdefault("SPINDLE_NO_SERVER", "1")
-# the JIT's first tier only: the tests' JVMs live for a few steps each, and C2 compiled code
-# they never ran long enough to use (a third of their CPU; benchmarks and driver pods keep C2)
+# the JIT's first tier only for the commands tests start: such a JVM lives a few steps, and C2
+# compiled code it never ran long enough to use (a third of its CPU). The `spark` fixture's
+# session, benchmarks and driver pods keep C2
 os.environ.setdefault("SPINDLE_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
@@ -81,15 +82,22 @@ def spark(s3: Any) -> Iterator[Any]:
     from spindle.checkpoint.objects import S3Options
     from spindle.runtime.session import spark_session
 
-    session = spark_session(
-        app="spindle-tests",
-        s3=S3Options(
-            endpoint=s3.endpoint,
-            region=s3.region,
-            access_key=s3.access_key,
-            secret_key=s3.secret_key,
-        ),
-    )
+    # this JVM serves every test of the run, long enough for C2's code to pay for itself: the
+    # first tier only is for the JVMs of the commands tests start
+    jit = os.environ.pop("SPINDLE_JAVA_OPTIONS", None)
+    try:
+        session = spark_session(
+            app="spindle-tests",
+            s3=S3Options(
+                endpoint=s3.endpoint,
+                region=s3.region,
+                access_key=s3.access_key,
+                secret_key=s3.secret_key,
+            ),
+        )
+    finally:
+        if jit is not None:
+            os.environ["SPINDLE_JAVA_OPTIONS"] = jit
     try:
         yield session
     finally:

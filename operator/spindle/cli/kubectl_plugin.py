@@ -95,9 +95,13 @@ def _pending(pipeline: dict[str, Any]) -> dict[str, Any]:
     return dict(pending)
 
 
-def _ready(status: dict[str, Any]) -> dict[str, Any]:
+def _standing(status: dict[str, Any]) -> tuple[str, str, str]:
+    """The status's phase, its Ready condition's reason (the phase when it has none) and
+    message."""
     conditions: list[dict[str, Any]] = status.get("conditions") or []
-    return next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready = next((c for c in conditions if c.get("type") == "Ready"), {})
+    phase = str(status.get("phase") or "unknown")
+    return phase, str(ready.get("reason") or phase), str(ready.get("message") or "")
 
 
 def _awaiting(pipeline: dict[str, Any], *, nothing: str = "Nothing was approved") -> dict[str, Any]:
@@ -105,13 +109,10 @@ def _awaiting(pipeline: dict[str, Any], *, nothing: str = "Nothing was approved"
     `AwaitingApproval`. A change the plan refuses (`Failed`) or `bootstrapPolicy: reject`
     stops (`Stopped`) stays in the status for review, but no approval runs it."""
     pending = _pending(pipeline)
-    status = pipeline.get("status") or {}
-    phase = str(status.get("phase") or "unknown")
+    phase, reason, said = _standing(pipeline.get("status") or {})
     if phase == Phase.AWAITING_APPROVAL:
         return pending
     name = pipeline["metadata"]["name"]
-    ready = _ready(status)
-    reason = str(ready.get("reason") or phase)
     raise SpindleError(
         reason="NothingToApprove",
         message=render.not_awaiting_approval(
@@ -119,7 +120,7 @@ def _awaiting(pipeline: dict[str, Any], *, nothing: str = "Nothing was approved"
             change=pending["id"],
             phase=phase,
             reason=reason,
-            said=str(ready.get("message") or ""),
+            said=said,
             shown_by=f"`kubectl spindle diff {name}`",
             nothing=nothing,
         ),
@@ -200,13 +201,9 @@ def cmd_approve(args: argparse.Namespace) -> int:
     status = pipeline.get("status") or {}
     approved = request_annotation(pipeline["metadata"].get("annotations"), APPROVE_ANNOTATION)
     pending_id = (status.get("pendingChange") or {}).get("id")
-    ready = _ready(status)
-    phase = str(status.get("phase") or "unknown")
-    if (
-        pending_id
-        and approved == pending_id
-        and render.underway(phase=phase, reason=str(ready.get("reason") or phase))
-    ):  # approving again (a script run twice) is no error
+    phase, reason, _ = _standing(status)
+    if pending_id and approved == pending_id and render.underway(phase=phase, reason=reason):
+        # approving again (a script run twice) is no error
         print(render.approved_already(args.name, change=pending_id, phase=phase))
         return 0
     pending = _awaiting(pipeline)

@@ -190,3 +190,16 @@ def test_calls_that_would_grow_past_the_limit_are_refused_before_they_are_writte
     assert raised.value.reason == "ProgramTooLarge"
     assert "builds more than 200,000 expressions" in raised.value.message
     assert raised.value.details["line"] == 22  # at the view
+
+
+def test_a_checkpointed_views_unpivot_is_named_as_written() -> None:
+    """The runtime's check (a checkpoint's program is not planned again) said PIVOT of an
+    UNPIVOT; it names constructs as planning does (`writable.unsupported`)."""
+    program = parse_program(
+        "create table t (id bigint, a int, b int);\n"
+        "create view v as select * from t unpivot (x for k in (a, b));"
+    )
+    with pytest.raises(SpindleError) as raised:
+        view_sql(program.views["v"], program, {"t": {"id": "BIGINT", "a": "INT", "b": "INT"}})
+    assert raised.value.reason == "UnsupportedSql"
+    assert "uses UNPIVOT, which Spindle cannot run on Spark" in raised.value.message

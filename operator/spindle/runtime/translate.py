@@ -2,8 +2,9 @@
 
 Rules, as tables rather than branches:
 - `spindle.program.types.STORED_TYPES` maps declared column types to Spark types.
-- `UNSUPPORTED` lists constructs Spark cannot evaluate the way Spindle means them; they fail at
-  plan time with `UnsupportedSql` and a line and column, never deep inside Spark.
+- `UNSUPPORTED` (read through `writable.unsupported`) lists constructs Spark cannot evaluate
+  the way Spindle means them; they fail at plan time with `UnsupportedSql` and a line and
+  column, never deep inside Spark.
 - AVG over DECIMAL(p, s) keeps the argument's type, rounding half up to scale s (SQL standard /
   Feldera: AVG of DECIMAL(5,2) grades is 97.00, 91.50, ...). Spark would return DECIMAL(p+4,s+4).
 """
@@ -24,7 +25,7 @@ from spindle.program import Program, Table, View
 from spindle.program.spark_calls import as_written, cased_alias, first_select
 from spindle.program.types import stored_type, type_problem
 from spindle.program.udfs import inline_view
-from spindle.program.writable import UNSUPPORTED
+from spindle.program.writable import unsupported
 
 
 def spark_type(declared: str) -> str:
@@ -53,7 +54,7 @@ class SparkView:
 
 def _check_supported(view: View) -> None:
     for node in view.query.walk():
-        label = UNSUPPORTED.get(type(node))
+        label = unsupported(node)
         if label is not None:
             meta = node.meta or {}
             line, column = int(meta.get("line", 1)), int(meta.get("col", 1))

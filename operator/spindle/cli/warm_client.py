@@ -20,6 +20,7 @@ import sys
 import time
 
 from spindle.local.warm import ServerFiles, alive, cancellable, home_problem, version
+from spindle.progress import say as _say
 
 TYPE_CHECKING = False  # as in `spindle.local.warm`: no `typing` at run time
 if TYPE_CHECKING:
@@ -151,10 +152,6 @@ class Connection:
         with contextlib.suppress(OSError):
             self.reader.close()
             self.sock.close()
-
-
-def _say(message: str) -> None:
-    print(f"[spindle] {message}", file=sys.stderr, flush=True)
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:

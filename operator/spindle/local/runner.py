@@ -12,7 +12,6 @@ import datetime
 import getpass
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from spindle.lifecycle import (
 from spindle.local.home import LocalPipeline
 from spindle.local.warm import alive
 from spindle.plan.preview import PreviewReport
+from spindle.progress import say as _note
 from spindle.versions import RUNTIME_VERSION
 
 if TYPE_CHECKING:  # pyspark loads only when something runs
@@ -68,11 +68,6 @@ def start_from(pipeline: LocalPipeline, *, adopt: bool) -> Manifest | None:
 
 MASTER = "local[2]"
 """Where a local command runs Spark."""
-
-
-def _note(line: str) -> None:
-    """A line about the command's own progress, on stderr (the warm server relays it)."""
-    print(f"[spindle] {line}", file=sys.stderr, flush=True)
 
 
 def open_runtime(pipeline: LocalPipeline, *, report: Progress) -> Runtime:

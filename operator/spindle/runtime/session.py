@@ -24,7 +24,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,6 +37,7 @@ from pyspark.sql import SparkSession
 
 from spindle.checkpoint.objects import S3Options
 from spindle.errors import SpindleError
+from spindle.progress import say as _say
 from spindle.runtime import class_archive, compaction
 from spindle.runtime.jars import ensure_jars
 
@@ -286,10 +286,6 @@ LOOPBACK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0
 """Where a local-mode driver listens: the loopback only. Spark took the address the machine's
 name resolves to, or its first interface's when that is a loopback one ("Your hostname
 resolves to a loopback address ... using 192.0.2.2 instead"), and said so on every start."""
-
-
-def _say(line: str) -> None:
-    print(f"[spindle] {line}", file=sys.stderr, flush=True)
 
 
 def running() -> bool:
